@@ -1,0 +1,104 @@
+"""Per-request measurements: the contract between load generation and protocol clients.
+
+A protocol client sends one request and fills a :class:`RequestRecord`; the load generator
+stamps the scheduled send time (open loop) and hands records to the result aggregator.
+All instants are ``time.perf_counter_ns()`` values of the same process, so they subtract
+exactly; wall-clock ISO 8601 stamps are taken once per run, not per request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol
+
+
+class ErrorKind(StrEnum):
+    """Why a request failed; counted by kind in every result, never dropped."""
+
+    CONNECT = "connect"  # refused, unreachable, DNS
+    TIMEOUT = "timeout"
+    HTTP_STATUS = "http_status"  # non-2xx answer
+    MALFORMED = "malformed"  # body or stream that does not parse
+    TRUNCATED = "truncated"  # stream closed before its end marker
+    DISCONNECTED = "disconnected"  # server closed the connection mid-request
+    DROPPED = "dropped"  # open loop: arrival never sent (cap reached, run ended)
+    OTHER = "other"
+
+
+@dataclass(slots=True)
+class RequestPayload:
+    """What to send: one prompt (LLM), one tensor set (V2), or one plain HTTP body."""
+
+    prompt: str = ""
+    input_tokens: int = 0
+    max_output_tokens: int = 0
+    body: bytes | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """One request as measured by the client."""
+
+    sent_ns: int
+    end_ns: int
+    scheduled_ns: int | None = None  # open loop only; None for closed loop
+    first_token_ns: int | None = None  # first non-empty token (streaming) else None
+    token_times_ns: list[int] = field(default_factory=list)  # arrival of each streamed token
+    input_tokens: int = 0
+    output_tokens: int = 0
+    tokens_from_server: bool = False  # True when the server's usage field gave the counts
+    status: int | None = None
+    error: ErrorKind | None = None
+    error_detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def e2e_ns(self) -> int:
+        return self.end_ns - self.sent_ns
+
+    @property
+    def ttft_ns(self) -> int | None:
+        return None if self.first_token_ns is None else self.first_token_ns - self.sent_ns
+
+    @property
+    def schedule_lag_ns(self) -> int | None:
+        return None if self.scheduled_ns is None else self.sent_ns - self.scheduled_ns
+
+    @property
+    def e2e_from_schedule_ns(self) -> int | None:
+        """Latency measured from the intended send time (corrects coordinated omission)."""
+        return None if self.scheduled_ns is None else self.end_ns - self.scheduled_ns
+
+    @property
+    def tpot_ns(self) -> float | None:
+        """(e2e - TTFT) / (output tokens - 1), as DESIGN.md defines it."""
+        ttft = self.ttft_ns
+        if ttft is None or self.output_tokens < 2:
+            return None
+        return (self.e2e_ns - ttft) / (self.output_tokens - 1)
+
+    @property
+    def inter_token_gaps_ns(self) -> list[int]:
+        times = self.token_times_ns
+        return [b - a for a, b in zip(times, times[1:], strict=False)]
+
+
+class ProtocolClient(Protocol):
+    """A client for one wire protocol; one instance is shared by all workers of a run."""
+
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def send(self, payload: RequestPayload) -> RequestRecord:
+        """Send one request and measure it; failures come back as records with ``error`` set."""
+        ...
+
+    async def fingerprint(self) -> dict[str, str]:
+        """Server name and version as the server reports them (empty strings when unknown)."""
+        ...
