@@ -1,0 +1,187 @@
+"""Certificates and kubeconfigs for a control plane on 127.0.0.1.
+
+The API server needs a serving certificate, a client CA that makes the admin certificate
+(O=system:masters) a cluster admin, and a service-account key pair for token signing.
+Everything is generated fresh per cluster; nothing is reused across clusters.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+VALIDITY = dt.timedelta(days=365)
+
+
+@dataclass(frozen=True)
+class PkiPaths:
+    """Where the generated files live inside a cluster's state directory."""
+
+    root: Path
+
+    @property
+    def ca_cert(self) -> Path:
+        return self.root / "ca.crt"
+
+    @property
+    def ca_key(self) -> Path:
+        return self.root / "ca.key"
+
+    @property
+    def serving_cert(self) -> Path:
+        return self.root / "apiserver.crt"
+
+    @property
+    def serving_key(self) -> Path:
+        return self.root / "apiserver.key"
+
+    @property
+    def admin_cert(self) -> Path:
+        return self.root / "admin.crt"
+
+    @property
+    def admin_key(self) -> Path:
+        return self.root / "admin.key"
+
+    @property
+    def sa_key(self) -> Path:
+        return self.root / "sa.key"
+
+    @property
+    def sa_pub(self) -> Path:
+        return self.root / "sa.pub"
+
+
+def _write_key(path: Path, key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> None:
+    path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    path.chmod(0o600)
+
+
+def _write_cert(path: Path, cert: x509.Certificate) -> None:
+    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+
+
+def _builder(subject: x509.Name, issuer: x509.Name, public_key: ec.EllipticCurvePublicKey) -> x509.CertificateBuilder:
+    now = dt.datetime.now(dt.UTC)
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(public_key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + VALIDITY)
+    )
+
+
+def _name(common_name: str, organization: str | None = None) -> x509.Name:
+    attrs = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
+    if organization:
+        attrs.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization))
+    return x509.Name(attrs)
+
+
+def generate_pki(root: Path) -> PkiPaths:
+    """Create CA, API-server serving cert, admin client cert and service-account keys."""
+    root.mkdir(parents=True, exist_ok=True)
+    paths = PkiPaths(root)
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = _name("mcp-devcluster-ca")
+    ca_cert = (
+        _builder(ca_name, ca_name, ca_key.public_key())
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
+                key_encipherment=False, data_encipherment=False, key_agreement=False,
+                encipher_only=False, decipher_only=False,
+            ),
+            critical=True,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    _write_key(paths.ca_key, ca_key)
+    _write_cert(paths.ca_cert, ca_cert)
+
+    serving_key = ec.generate_private_key(ec.SECP256R1())
+    sans: list[x509.GeneralName] = [
+        x509.DNSName("localhost"),
+        x509.DNSName("kubernetes"),
+        x509.DNSName("kubernetes.default"),
+        x509.DNSName("kubernetes.default.svc"),
+        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+        x509.IPAddress(ipaddress.ip_address("10.96.0.1")),
+    ]
+    serving = (
+        _builder(_name("kube-apiserver"), ca_name, serving_key.public_key())
+        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    _write_key(paths.serving_key, serving_key)
+    _write_cert(paths.serving_cert, serving)
+
+    admin_key = ec.generate_private_key(ec.SECP256R1())
+    admin = (
+        _builder(_name("mcp-admin", "system:masters"), ca_name, admin_key.public_key())
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    _write_key(paths.admin_key, admin_key)
+    _write_cert(paths.admin_cert, admin)
+
+    sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    _write_key(paths.sa_key, sa_key)
+    paths.sa_pub.write_bytes(
+        sa_key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
+    return paths
+
+
+def kubeconfig_dict(
+    server: str,
+    ca_cert: Path,
+    *,
+    user: str = "admin",
+    client_cert: Path | None = None,
+    client_key: Path | None = None,
+    token: str | None = None,
+    namespace: str = "default",
+) -> dict[str, object]:
+    """A one-context kubeconfig; authenticates with a client certificate or a bearer token."""
+    user_entry: dict[str, str] = {}
+    if client_cert and client_key:
+        user_entry = {"client-certificate": str(client_cert), "client-key": str(client_key)}
+    if token:
+        user_entry = {"token": token}
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "mcp-dev", "cluster": {"server": server, "certificate-authority": str(ca_cert)}}],
+        "users": [{"name": user, "user": user_entry}],
+        "contexts": [{"name": "mcp-dev", "context": {"cluster": "mcp-dev", "user": user, "namespace": namespace}}],
+        "current-context": "mcp-dev",
+    }
+
+
+def write_kubeconfig(path: Path, config: dict[str, object]) -> Path:
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    path.chmod(0o600)
+    return path

@@ -1,0 +1,336 @@
+"""A real Kubernetes control plane on 127.0.0.1: etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler, kwok for simulated nodes, and our local kubelet for the one node whose pods
+really run.
+
+``DevCluster.up()`` starts everything in order and waits for each piece to be ready;
+``down()`` stops them in reverse order. The state directory records PIDs and ports, so a
+cluster started by one process (``mcp-operator dev-cluster up``) can be stopped by another.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from . import build
+from .certs import PkiPaths, generate_pki, kubeconfig_dict, write_kubeconfig
+from .processes import (
+    ManagedProcess,
+    StartupError,
+    client_ssl_context,
+    free_port,
+    http_ok,
+    stop_pid,
+    wait_until,
+)
+
+LOCAL_NODE = "mcp-local"
+KWOK_NODE_LABEL = "type=kwok"
+SERVICE_CIDR = "10.96.0.0/16"
+CONTROLLERS = ",".join(
+    [
+        "job", "garbage-collector", "namespace", "serviceaccount", "serviceaccount-token",
+        "replicaset", "deployment", "ttl-after-finished", "podgc", "root-ca-certificate-publisher",
+        "endpointslice", "statefulset", "daemonset", "disruption", "cronjob", "resourcequota",
+    ]
+)
+
+
+@dataclass
+class SimulatedNode:
+    """A kwok-managed node; ``gpus`` > 0 advertises ``nvidia.com/gpu``."""
+
+    name: str
+    gpus: int = 0
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: list[dict[str, str]] = field(default_factory=list)
+
+
+def default_nodes() -> list[SimulatedNode]:
+    return [
+        SimulatedNode("kwok-cpu-0"),
+        SimulatedNode(
+            "kwok-gpu-0",
+            gpus=8,
+            labels={"nvidia.com/gpu.product": "NVIDIA-H200", "nvidia.com/gpu.present": "true"},
+            taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}],
+        ),
+        SimulatedNode(
+            "kwok-gpu-1",
+            gpus=8,
+            labels={"nvidia.com/gpu.product": "NVIDIA-H200", "nvidia.com/gpu.present": "true"},
+            taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}],
+        ),
+    ]
+
+
+@dataclass
+class ClusterState:
+    """What ``up`` leaves behind for ``env`` and ``down``."""
+
+    state_dir: str
+    kubeconfig: str
+    server: str
+    etcd_port: int
+    apiserver_port: int
+    pids: dict[str, int]
+    started_at: float
+    startup_seconds: dict[str, float]
+
+    @classmethod
+    def load(cls, state_dir: Path) -> ClusterState:
+        return cls(**json.loads((state_dir / "state.json").read_text()))
+
+    def save(self) -> None:
+        (Path(self.state_dir) / "state.json").write_text(json.dumps(asdict(self), indent=2))
+
+
+def default_state_dir() -> Path:
+    return build.cache_root() / "clusters" / "default"
+
+
+class DevCluster:
+    """Lifecycle of one local control plane."""
+
+    def __init__(
+        self,
+        state_dir: Path | None = None,
+        *,
+        nodes: list[SimulatedNode] | None = None,
+        timeout_s: float = 90.0,
+    ) -> None:
+        self.state_dir = (state_dir or default_state_dir()).resolve()
+        self.nodes = default_nodes() if nodes is None else nodes
+        self.timeout_s = timeout_s
+        self.processes: list[ManagedProcess] = []
+        self.state: ClusterState | None = None
+
+    # -- paths -----------------------------------------------------------------------------
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state_dir / "kubeconfig"
+
+    @property
+    def logs(self) -> Path:
+        return self.state_dir / "logs"
+
+    def _bin(self, component: str, command: str) -> str:
+        return str(build.binary(component, command))
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def up(self) -> ClusterState:
+        """Build what is missing, then start every component; on any failure stop them all."""
+        if (self.state_dir / "state.json").exists():
+            self._stop_recorded()
+        shutil.rmtree(self.state_dir, ignore_errors=True)
+        self.state_dir.mkdir(parents=True)
+        binaries = build.ensure_all(["kubernetes", "etcd", "kwok"])
+        del binaries
+        try:
+            return self._start_all()
+        except BaseException:
+            self.down()
+            raise
+
+    def _start_all(self) -> ClusterState:
+        pki = generate_pki(self.state_dir / "pki")
+        etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
+        server = f"https://127.0.0.1:{api_port}"
+        write_kubeconfig(
+            self.kubeconfig,
+            kubeconfig_dict(server, pki.ca_cert, client_cert=pki.admin_cert, client_key=pki.admin_key),
+        )
+        timings: dict[str, float] = {}
+        began = time.monotonic()
+
+        etcd = self._spawn("etcd", self._etcd_argv(etcd_port, peer_port))
+        timings["etcd"] = wait_until(
+            etcd, lambda: http_ok(f"http://127.0.0.1:{etcd_port}/health"), timeout_s=self.timeout_s,
+            what="healthy",
+        )
+        apiserver = self._spawn("kube-apiserver", self._apiserver_argv(pki, etcd_port, api_port))
+        ctx = client_ssl_context(pki.ca_cert, pki.admin_cert, pki.admin_key)
+        timings["kube-apiserver"] = wait_until(
+            apiserver, lambda: http_ok(f"{server}/readyz", context=ctx), timeout_s=self.timeout_s,
+            what="ready",
+        )
+        kcm_port, sched_port = free_port(), free_port()
+        kcm = self._spawn("kube-controller-manager", self._kcm_argv(pki, kcm_port))
+        sched = self._spawn("kube-scheduler", self._scheduler_argv(sched_port))
+        insecure = _no_verify_context()
+        timings["kube-controller-manager"] = wait_until(
+            kcm, lambda: http_ok(f"https://127.0.0.1:{kcm_port}/healthz", context=insecure),
+            timeout_s=self.timeout_s, what="healthy",
+        )
+        timings["kube-scheduler"] = wait_until(
+            sched, lambda: http_ok(f"https://127.0.0.1:{sched_port}/healthz", context=insecure),
+            timeout_s=self.timeout_s, what="healthy",
+        )
+        kwok_port = free_port()
+        kwok = self._spawn("kwok", self._kwok_argv(kwok_port))
+        timings["kwok"] = wait_until(
+            kwok, lambda: http_ok(f"http://127.0.0.1:{kwok_port}/healthz"), timeout_s=self.timeout_s,
+            what="healthy",
+        )
+        kubelet = self._spawn(
+            "local-kubelet",
+            [sys.executable, "-m", "mcp_devcluster.kubelet", "--kubeconfig", str(self.kubeconfig),
+             "--node", LOCAL_NODE, "--work-dir", str(self.state_dir / "pods")],
+        )
+        from .nodes import create_simulated_nodes, wait_nodes_ready, wait_default_service_account
+
+        create_simulated_nodes(self.kubeconfig, self.nodes)
+        timings["nodes"] = wait_until(
+            kubelet,
+            lambda: wait_nodes_ready(self.kubeconfig, [LOCAL_NODE, *[n.name for n in self.nodes]]),
+            timeout_s=self.timeout_s, what="nodes Ready",
+        )
+        timings["default-serviceaccount"] = wait_until(
+            kcm, lambda: wait_default_service_account(self.kubeconfig), timeout_s=self.timeout_s,
+            what="serving the default service account",
+        )
+        timings["total"] = time.monotonic() - began
+        self.state = ClusterState(
+            state_dir=str(self.state_dir),
+            kubeconfig=str(self.kubeconfig),
+            server=server,
+            etcd_port=etcd_port,
+            apiserver_port=api_port,
+            pids={p.name: p.popen.pid for p in self.processes if p.popen},
+            started_at=time.time(),
+            startup_seconds={k: round(v, 2) for k, v in timings.items()},
+        )
+        self.state.save()
+        return self.state
+
+    def down(self) -> None:
+        """Stop every component in reverse start order; safe to call twice."""
+        for proc in reversed(self.processes):
+            if proc.popen is not None:
+                stop_pid(proc.popen.pid)
+        self.processes.clear()
+        self._stop_recorded()
+
+    def _stop_recorded(self) -> None:
+        try:
+            state = ClusterState.load(self.state_dir)
+        except (FileNotFoundError, json.JSONDecodeError, TypeError):
+            return
+        for pid in reversed(list(state.pids.values())):
+            stop_pid(pid)
+        (self.state_dir / "state.json").unlink(missing_ok=True)
+
+    def env(self) -> dict[str, str]:
+        return {"KUBECONFIG": str(self.kubeconfig)}
+
+    # -- process arguments -----------------------------------------------------------------
+    def _spawn(self, name: str, argv: list[str]) -> ManagedProcess:
+        env = dict(os.environ)
+        env.pop("KUBECONFIG", None)
+        proc = ManagedProcess(name, argv, self.logs / f"{name}.log", env=env)
+        proc.start()
+        self.processes.append(proc)
+        return proc
+
+    def _etcd_argv(self, client_port: int, peer_port: int) -> list[str]:
+        client = f"http://127.0.0.1:{client_port}"
+        peer = f"http://127.0.0.1:{peer_port}"
+        return [
+            self._bin("etcd", "etcd"),
+            "--name=mcp-dev",
+            f"--data-dir={self.state_dir / 'etcd'}",
+            f"--listen-client-urls={client}",
+            f"--advertise-client-urls={client}",
+            f"--listen-peer-urls={peer}",
+            f"--initial-advertise-peer-urls={peer}",
+            f"--initial-cluster=mcp-dev={peer}",
+            "--unsafe-no-fsync=true",
+            "--log-level=warn",
+            "--quota-backend-bytes=2147483648",
+        ]
+
+    def _apiserver_argv(self, pki: PkiPaths, etcd_port: int, api_port: int) -> list[str]:
+        return [
+            self._bin("kubernetes", "kube-apiserver"),
+            f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={api_port}",
+            f"--tls-cert-file={pki.serving_cert}",
+            f"--tls-private-key-file={pki.serving_key}",
+            f"--client-ca-file={pki.ca_cert}",
+            f"--service-account-issuer=https://kubernetes.default.svc",
+            f"--service-account-key-file={pki.sa_pub}",
+            f"--service-account-signing-key-file={pki.sa_key}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--authorization-mode=RBAC",
+            "--allow-privileged=true",
+            "--enable-priority-and-fairness=false",
+            "--profiling=false",
+            f"--cert-dir={self.state_dir / 'pki' / 'apiserver'}",
+            "--v=1",
+        ]
+
+    def _kcm_argv(self, pki: PkiPaths, port: int) -> list[str]:
+        return [
+            self._bin("kubernetes", "kube-controller-manager"),
+            f"--kubeconfig={self.kubeconfig}",
+            f"--authentication-kubeconfig={self.kubeconfig}",
+            f"--authorization-kubeconfig={self.kubeconfig}",
+            "--leader-elect=false",
+            f"--controllers={CONTROLLERS}",
+            f"--service-account-private-key-file={pki.sa_key}",
+            f"--root-ca-file={pki.ca_cert}",
+            "--use-service-account-credentials=true",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={port}",
+            f"--cert-dir={self.state_dir / 'pki' / 'kcm'}",
+            "--concurrent-job-syncs=5",
+            "--v=1",
+        ]
+
+    def _scheduler_argv(self, port: int) -> list[str]:
+        return [
+            self._bin("kubernetes", "kube-scheduler"),
+            f"--kubeconfig={self.kubeconfig}",
+            f"--authentication-kubeconfig={self.kubeconfig}",
+            f"--authorization-kubeconfig={self.kubeconfig}",
+            "--leader-elect=false",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={port}",
+            f"--cert-dir={self.state_dir / 'pki' / 'scheduler'}",
+            "--v=1",
+        ]
+
+    def _kwok_argv(self, port: int) -> list[str]:
+        stages = resources.files("mcp_devcluster") / "data" / "kwok-stages.yaml"
+        config = self.state_dir / "kwok-stages.yaml"
+        config.write_text(stages.read_text())
+        return [
+            self._bin("kwok", "kwok"),
+            f"--kubeconfig={self.kubeconfig}",
+            f"--config={config}",
+            f"--manage-nodes-with-label-selector={KWOK_NODE_LABEL}",
+            f"--server-address=127.0.0.1:{port}",
+            "--node-ip=127.0.0.2",
+            "--cidr=10.244.0.0/16",
+        ]
+
+
+def _no_verify_context() -> object:
+    """Health endpoints of kcm/scheduler serve self-signed certs; only liveness is probed."""
+    import ssl
+
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
+__all__ = ["LOCAL_NODE", "ClusterState", "DevCluster", "SimulatedNode", "StartupError"]
