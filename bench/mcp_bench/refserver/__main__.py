@@ -1,0 +1,110 @@
+"""``python -m mcp_bench.refserver``: run the reference server until SIGINT/SIGTERM.
+
+Prints the bound HTTP port alone on stdout's first line (so ``--port 0`` is usable from
+scripts), and the bound gRPC port on the second line when ``--grpc-port`` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+
+from pydantic import ValidationError
+
+from mcp_bench.refserver.app import start_refserver
+from mcp_bench.refserver.config import Faults, RefServerConfig
+from mcp_bench.refserver.loop import precise_event_loop
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m mcp_bench.refserver",
+        description="Reference inference server with a known latency model "
+        "(OpenAI streaming, V2 HTTP/gRPC, /metrics).",
+        epilog="Delays take '50', 'uniform:20:80', 'normal:50:5[:min[:max]]' or 'exponential:mean[:offset]'.",
+    )
+    a = p.add_argument
+    a("--host", default="127.0.0.1")
+    a("--port", type=int, default=8000, help="HTTP port; 0 picks a free one")
+    a("--grpc-port", type=int, default=None, help="V2 gRPC port (0 picks a free one); off when absent")
+    a("--model", default="refmodel")
+    a("--model-version", default="1")
+    a("--server-name", default="mcp-refserver")
+    a("--server-version", default="0.1.0")
+    a("--ttft-ms", default="20", help="time to first token once in service")
+    a("--tpot-ms", default="5", help="gap between consecutive tokens")
+    a("--infer-ms", default="1", help="V2 infer compute time")
+    a("--default-max-tokens", type=int, default=16)
+    a("--tokens-per-chunk", type=int, default=1)
+    a("--capacity", type=int, default=0, help="requests in service at once; others queue FIFO (0: no limit)")
+    a("--seed", type=int, default=0)
+    a(
+        "--loop",
+        choices=("select", "default"),
+        default="select",
+        help="'select': microsecond timers, under ~1000 connections; 'default': epoll, millisecond timers",
+    )
+    for field in Faults.model_fields:
+        a(f"--{field.replace('_', '-')}", dest=f"fault_{field}", default=None)
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> RefServerConfig:
+    """Raises pydantic's ValidationError (with the field path) on bad values."""
+    faults = {
+        k[len("fault_") :]: v for k, v in vars(args).items() if k.startswith("fault_") and v is not None
+    }
+    return RefServerConfig.model_validate(
+        {
+            "host": args.host,
+            "port": args.port,
+            "grpc_port": args.grpc_port,
+            "model": args.model,
+            "model_version": args.model_version,
+            "server_name": args.server_name,
+            "server_version": args.server_version,
+            "ttft_ms": args.ttft_ms,
+            "tpot_ms": args.tpot_ms,
+            "infer_ms": args.infer_ms,
+            "default_max_tokens": args.default_max_tokens,
+            "tokens_per_chunk": args.tokens_per_chunk,
+            "capacity": args.capacity,
+            "seed": args.seed,
+            "faults": faults,
+        }
+    )
+
+
+async def _serve(config: RefServerConfig) -> None:
+    server = await start_refserver(config)
+    print(server.port, flush=True)
+    if server.grpc_port is not None:
+        print(server.grpc_port, flush=True)
+    print(f"refserver listening on {server.url} grpc={server.grpc_url}", file=sys.stderr, flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await server.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        config = config_from_args(args)
+    except ValidationError as exc:
+        print(f"invalid refserver configuration:\n{exc}", file=sys.stderr)
+        return 2
+    factory = precise_event_loop if args.loop == "select" else None
+    with asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(_serve(config))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

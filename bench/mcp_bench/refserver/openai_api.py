@@ -1,0 +1,208 @@
+"""OpenAI-compatible endpoints of the reference server (``/v1/completions``, ``/v1/chat/completions``).
+
+Streams look like vLLM's: one SSE ``data:`` event per chunk, a chat stream opens with an
+empty-content role delta (so clients must skip empty deltas when timing TTFT), the last
+content chunk carries ``finish_reason``, a usage-only chunk follows when
+``stream_options.include_usage`` is set, and ``data: [DONE]`` closes the stream.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+from aiohttp import web
+
+from mcp_bench.refserver.metrics import ServerMetrics
+from mcp_bench.refserver.model import Fault, ServedTiming, ServerModel, sleep_until
+
+
+def _error(status: int, message: str, kind: str = "invalid_request_error") -> web.Response:
+    return web.json_response({"error": {"message": message, "type": kind, "code": status}}, status=status)
+
+
+def _prompt_words(body: dict[str, Any], chat: bool) -> int:
+    """Prompt tokens as the server counts them: whitespace-separated words."""
+    if chat:
+        msgs = body.get("messages")
+        if not isinstance(msgs, list) or not msgs:
+            raise ValueError("'messages' must be a non-empty list")
+        text = " ".join(str(m.get("content", "")) for m in msgs if isinstance(m, dict))
+    else:
+        prompt = body.get("prompt")
+        if isinstance(prompt, list):
+            prompt = " ".join(map(str, prompt))
+        if not isinstance(prompt, str):
+            raise ValueError("'prompt' must be a string or a list of strings")
+        text = prompt
+    return len(text.split())
+
+
+def _max_tokens(body: dict[str, Any], default: int) -> int:
+    value = body.get("max_tokens", body.get("max_completion_tokens"))
+    if value is None:
+        return default
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError("'max_tokens' must be a positive integer")
+    return value
+
+
+class OpenAIHandlers:
+    def __init__(self, model: ServerModel, metrics: ServerMetrics) -> None:
+        self.model = model
+        self.metrics = metrics
+
+    def routes(self) -> list[web.RouteDef]:
+        return [
+            web.post("/v1/completions", self.completions),
+            web.post("/v1/chat/completions", self.chat_completions),
+            web.get("/v1/models", self.models),
+        ]
+
+    async def models(self, request: web.Request) -> web.Response:
+        c = self.model.config
+        return web.json_response(
+            {
+                "object": "list",
+                "data": [{"id": c.model, "object": "model", "created": 0, "owned_by": c.server_name}],
+            }
+        )
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._handle(request, chat=False)
+
+    async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._handle(request, chat=True)
+
+    async def _handle(self, request: web.Request, chat: bool) -> web.StreamResponse:
+        arrival = time.perf_counter_ns()
+        cfg = self.model.config
+        try:
+            body = await request.json()
+            if not isinstance(body, dict):
+                raise ValueError("body must be a JSON object")
+            if body.get("model") != cfg.model:
+                return _error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError")
+            prompt_tokens = _prompt_words(body, chat)
+            n = _max_tokens(body, cfg.default_max_tokens)
+        except ValueError as exc:  # includes JSONDecodeError
+            return _error(400, str(exc))
+        stream = bool(body.get("stream", False))
+        opts = body.get("stream_options") or {}
+        include_usage = stream and isinstance(opts, dict) and bool(opts.get("include_usage"))
+        plan = self.model.plan()
+        if plan.fault is Fault.ERROR:
+            self.model.stats.record_rejected()
+            return _error(cfg.faults.error_status, "injected error", "InternalServerError")
+        if plan.fault is Fault.STALL:
+            await sleep_until(arrival + round(cfg.faults.stall_s * 1e9))
+        self.metrics.prompt_tokens.inc(prompt_tokens)
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}
+        rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
+        obj = "chat.completion.chunk" if chat else "text_completion"
+        created = int(time.time())
+
+        def chunk(text: str, finish: str | None, role: bool = False) -> bytes:
+            if chat:
+                delta: dict[str, Any] = {"role": "assistant", "content": text} if role else {"content": text}
+                choice: dict[str, Any] = {
+                    "index": 0,
+                    "delta": delta,
+                    "logprobs": None,
+                    "finish_reason": finish,
+                }
+            else:
+                choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
+            data = {"id": rid, "object": obj, "created": created, "model": cfg.model, "choices": [choice]}
+            return b"data: " + json.dumps(data, separators=(",", ":")).encode() + b"\n\n"
+
+        async with self.model.serve(arrival) as svc:
+            first_deadline = svc.start_ns + plan.ttft_ns
+            last_deadline = first_deadline + (n - 1) * plan.tpot_ns
+            if not stream:
+                await sleep_until(last_deadline)
+                done = time.perf_counter_ns()
+                self._observe(arrival, svc.queue_ns, done, done, plan.tpot_ns, n)
+                text = "".join(f" tok{i}" for i in range(n))
+                if chat:
+                    choice: dict[str, Any] = {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": text},
+                        "finish_reason": "length",
+                    }
+                else:
+                    choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length"}
+                return web.json_response(
+                    {
+                        "id": rid,
+                        "object": "chat.completion" if chat else "text_completion",
+                        "created": created,
+                        "model": cfg.model,
+                        "choices": [choice],
+                        "usage": usage,
+                    }
+                )
+            resp = web.StreamResponse(
+                headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+            )
+            await resp.prepare(request)
+            if chat:
+                await resp.write(chunk("", None, role=True))
+            k = cfg.tokens_per_chunk
+            sent = 0
+            first_sent = 0
+            while sent < n:
+                if (
+                    plan.fault in (Fault.CLOSE, Fault.MALFORMED, Fault.TRUNCATE)
+                    and sent >= cfg.faults.fault_after_tokens
+                ):
+                    svc.failed = True
+                    return await self._fault(request, resp, plan.fault)
+                take = min(k, n - sent)
+                # A chunk leaves when its last token is generated.
+                await sleep_until(first_deadline + (sent + take - 1) * plan.tpot_ns)
+                sent += take
+                text = "".join(f" tok{i}" for i in range(sent - take, sent))
+                await resp.write(chunk(text, "length" if sent == n else None))
+                first_sent = first_sent or time.perf_counter_ns()
+            self._observe(arrival, svc.queue_ns, first_sent, time.perf_counter_ns(), plan.tpot_ns, n)
+            if include_usage:
+                data = {
+                    "id": rid,
+                    "object": obj,
+                    "created": created,
+                    "model": cfg.model,
+                    "choices": [],
+                    "usage": usage,
+                }
+                await resp.write(b"data: " + json.dumps(data, separators=(",", ":")).encode() + b"\n\n")
+            await resp.write(b"data: [DONE]\n\n")
+            await resp.write_eof()
+            return resp
+
+    async def _fault(
+        self, request: web.Request, resp: web.StreamResponse, fault: Fault
+    ) -> web.StreamResponse:
+        if fault is Fault.MALFORMED:
+            await resp.write(b'data: {"id": "broken", "choices": [\n\n')
+            await resp.write(b"data: [DONE]\n\n")
+            await resp.write_eof()
+        elif fault is Fault.TRUNCATE:
+            await resp.write_eof()  # a clean end of the body, but no [DONE]
+        else:  # CLOSE: drop the connection without ending the chunked body
+            if request.transport is not None:
+                request.transport.abort()
+        return resp
+
+    def _observe(self, arrival: int, queue_ns: int, first_ns: int, end_ns: int, tpot_ns: int, n: int) -> None:
+        """Record what the server actually did (write instants, not planned deadlines)."""
+        m = self.metrics
+        ttft, e2e = first_ns - arrival, end_ns - arrival
+        m.ttft.observe(ttft / 1e9)
+        m.e2e.observe(e2e / 1e9)
+        if n > 1:
+            m.tpot.observe(tpot_ns / 1e9)
+        m.generation_tokens.inc(n)
+        self.model.timings.append(ServedTiming(queue_ns=queue_ns, ttft_ns=ttft, e2e_ns=e2e, output_tokens=n))
