@@ -49,23 +49,30 @@ class SamplerStats:
     """What sampling itself cost, so the sampler can be shown not to disturb the run."""
 
     cpu_ns: int = 0  # CPU time of the sampling thread (time.thread_time_ns)
-    wall_ns: int = 0  # wall time the thread ran
+    slow_cpu_ns: int = 0  # CPU time of the thread that reads PCIe and NVLink
+    wall_ns: int = 0  # wall time the sampling thread ran
     ticks: int = 0
     missed_ticks: int = 0  # ticks skipped because a read overran the next tick
-    slow_every: int = 1  # PCIe/NVLink read every k-th tick
+    slow_interval_s: float = 0.0  # PCIe/NVLink read period (own thread)
+    slow_ticks: int = 0
+    slow_read_ns_max: int = 0  # longest PCIe/NVLink read of one tick
 
     @property
     def cpu_pct_of_one_core(self) -> float | None:
-        return None if self.wall_ns <= 0 else 100.0 * self.cpu_ns / self.wall_ns
+        """Both sampling threads together, as a share of one core over the sampling time."""
+        return None if self.wall_ns <= 0 else 100.0 * (self.cpu_ns + self.slow_cpu_ns) / self.wall_ns
 
     def to_dict(self) -> dict[str, object]:
         return {
             "cpu_s": self.cpu_ns / 1e9,
+            "slow_cpu_s": self.slow_cpu_ns / 1e9,
             "wall_s": self.wall_ns / 1e9,
             "cpu_pct_of_one_core": self.cpu_pct_of_one_core,
             "ticks": self.ticks,
             "missed_ticks": self.missed_ticks,
-            "slow_every": self.slow_every,
+            "slow_interval_s": self.slow_interval_s,
+            "slow_ticks": self.slow_ticks,
+            "slow_read_ms_max": self.slow_read_ns_max / 1e6,
         }
 
 

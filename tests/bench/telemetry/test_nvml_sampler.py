@@ -51,8 +51,9 @@ def test_intervals_outside_5ms_to_60s_are_rejected(bad: float) -> None:
 def test_slow_fields_cannot_be_read_faster_than_the_rest() -> None:
     with pytest.raises(TelemetryConfigError, match="slow_interval_s"):
         GpuSampler(0.5, slow_interval_s=0.1)
-    assert GpuSampler(0.005).slow_every == 200  # PCIe once a second at 5 ms
-    assert GpuSampler(0.1, slow_interval_s=0.5).slow_every == 5
+    assert GpuSampler(0.005).slow_interval_s == 1.0  # PCIe once a second by default
+    with pytest.raises(TelemetryConfigError, match="capacity"):
+        GpuSampler(0.1, capacity=1)
 
 
 def test_missing_nvml_library_reports_unavailable_with_reason_never_zeros() -> None:
