@@ -1,0 +1,26 @@
+"""Engines turn a run plan into a result document; ``run_plan`` picks the one the plan names."""
+
+from mcp_bench.engines.base import (
+    Engine,
+    RunObserver,
+    UnknownEngineError,
+    get_engine,
+    register_engine,
+    run_plan,
+    run_plan_sync,
+)
+from mcp_bench.protocols import ProtocolFactory, UnknownBackendError, protocol_factory, register_protocol
+
+__all__ = [
+    "Engine",
+    "ProtocolFactory",
+    "RunObserver",
+    "UnknownBackendError",
+    "UnknownEngineError",
+    "get_engine",
+    "protocol_factory",
+    "register_engine",
+    "register_protocol",
+    "run_plan",
+    "run_plan_sync",
+]

@@ -1,0 +1,120 @@
+"""The engine interface: anything that turns a :class:`RunPlan` into a :class:`ResultDocument`.
+
+The built-in engine is the default; external engines (Locust, k6) register under their name and
+must fill the same document, so reports, merging and the operator never care which one ran.
+Observers let telemetry and server-metrics collectors run around each level without the engine
+knowing about them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import platform
+import socket
+import sys
+from collections.abc import Callable, Sequence
+from importlib.metadata import PackageNotFoundError, version
+from typing import Protocol
+
+from mcp_bench.plan import RunPlan
+from mcp_bench.results.aggregate import LevelMeta
+from mcp_bench.results.document import EngineFingerprint, LevelResult, ResultDocument
+
+
+class RunObserver:
+    """Hooks around a run; override what you need. ``level_finished`` may fill
+    ``result.telemetry`` and ``result.server_metrics`` (the document is built afterwards)."""
+
+    async def run_started(self, plan: RunPlan) -> None:
+        return None
+
+    async def level_started(self, plan: RunPlan, meta: LevelMeta) -> None:
+        return None
+
+    async def level_finished(self, plan: RunPlan, result: LevelResult) -> None:
+        return None
+
+    async def run_finished(self, doc: ResultDocument) -> None:
+        return None
+
+    def progress(self, meta: LevelMeta, fraction: float, completed: int, failed: int) -> None:
+        """Called a few times a second during a level (cheap: it runs on the load loop)."""
+        return None
+
+
+class Engine(Protocol):
+    name: str
+
+    async def run(self, plan: RunPlan, observers: Sequence[RunObserver] = ()) -> ResultDocument: ...
+
+
+EngineFactory = Callable[[], Engine]
+_ENGINES: dict[str, EngineFactory] = {}
+_KNOWN_ENGINES: dict[str, str] = {
+    "builtin": "mcp_bench.engines.builtin",
+    "locust": "mcp_bench.engines.locust",
+    "k6": "mcp_bench.engines.k6",
+}
+
+
+class UnknownEngineError(LookupError):
+    pass
+
+
+def register_engine(name: str, factory: EngineFactory) -> None:
+    _ENGINES[name] = factory
+
+
+def get_engine(name: str) -> Engine:
+    if name not in _ENGINES and name in _KNOWN_ENGINES:
+        try:
+            importlib.import_module(_KNOWN_ENGINES[name])
+        except ModuleNotFoundError as exc:
+            raise UnknownEngineError(f"engine {name!r} is not available: {exc}") from exc
+    try:
+        return _ENGINES[name]()
+    except KeyError:
+        known = ", ".join(sorted(set(_ENGINES) | set(_KNOWN_ENGINES)))
+        raise UnknownEngineError(f"no engine {name!r} (known: {known})") from None
+
+
+def client_version() -> str:
+    try:
+        return version("mcp-operator")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def fingerprint(engine: str, engine_version: str, server: dict[str, str]) -> EngineFingerprint:
+    """Who measured (client, engine, Python, host) and what the server says it is."""
+    return EngineFingerprint(
+        engine=engine,
+        engine_version=engine_version,
+        client_name="mcp-bench",
+        client_version=client_version(),
+        server_name=server.get("server_name", ""),
+        server_version=server.get("server_version", ""),
+        python=f"{platform.python_implementation()} {sys.version.split()[0]}",
+        hostname=socket.gethostname(),
+    )
+
+
+async def run_plan(plan: RunPlan, observers: Sequence[RunObserver] = ()) -> ResultDocument:
+    """Run ``plan`` with the engine it names (``builtin`` by default)."""
+    return await get_engine(plan.engine).run(plan, observers)
+
+
+def run_plan_sync(
+    plan: RunPlan, observers: Sequence[RunObserver] = (), *, use_uvloop: bool = True
+) -> ResultDocument:
+    """Blocking form for CLIs and Job pods; uses uvloop when it is installed and asked for."""
+    if use_uvloop:
+        try:
+            uvloop = importlib.import_module("uvloop")
+        except ModuleNotFoundError:
+            pass
+        else:
+            with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+                return runner.run(run_plan(plan, observers))
+    return asyncio.run(run_plan(plan, observers))

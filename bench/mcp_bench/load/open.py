@@ -1,0 +1,104 @@
+"""Open loop: requests leave at pre-computed instants, whatever the server's latency.
+
+Each record carries its scheduled instant, so lag and latency from the schedule are measured.
+When ``cap`` requests are in flight, an arrival either waits for a slot and leaves late
+(``overload="late"``; the ones behind it leave late too, no re-anchoring) or is counted as
+dropped (``overload="drop"``). No arrival is skipped silently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from time import perf_counter_ns
+
+from mcp_bench.load.common import Sink, cut_off_record, drain
+from mcp_bench.load.control import LevelControl
+from mcp_bench.load.schedule import Schedule
+from mcp_bench.plan import Overload
+from mcp_bench.records import ProtocolClient, RequestPayload
+
+# The event loop's timers wake up to ~1 ms late (epoll has ms resolution), so the dispatcher
+# sleeps until this long before an arrival and yields in a tight loop for the rest.
+SPIN_NS = 1_200_000
+# Time between computing the base instant and the first arrival, so arrival 0 is not born late.
+LEAD_NS = 2_000_000
+# Arrivals dispatched per loop turn when behind schedule, so responses are still read meanwhile.
+BATCH = 64
+
+
+async def sleep_until(target_ns: int) -> None:
+    """Return at ``target_ns`` (perf_counter_ns) or as soon after as the loop allows, never before."""
+    delta = target_ns - perf_counter_ns()
+    if delta > SPIN_NS:
+        await asyncio.sleep((delta - SPIN_NS) / 1e9)
+    while perf_counter_ns() < target_ns:
+        await asyncio.sleep(0)
+
+
+async def run_open(
+    client: ProtocolClient,
+    payloads: Iterator[RequestPayload],
+    schedule: Schedule,
+    cap: int,
+    overload: Overload,
+    sink: Sink,
+    on_dropped: Callable[[], None],
+    control: LevelControl,
+    drain_s: float,
+) -> str:
+    """Send the schedule; returns the stop reason ("schedule", or the control's reason)."""
+    loop = asyncio.get_running_loop()
+    inflight = 0
+    slot_waiter: asyncio.Future[None] | None = None
+    tasks: set[asyncio.Task[None]] = set()
+    send = client.send
+
+    async def one(payload: RequestPayload, scheduled: int, measured: bool) -> None:
+        nonlocal inflight
+        try:
+            rec = await send(payload)
+        except asyncio.CancelledError:
+            if measured:
+                sink(cut_off_record(perf_counter_ns(), scheduled))
+            raise
+        finally:
+            inflight -= 1
+            if slot_waiter is not None and not slot_waiter.done():
+                slot_waiter.set_result(None)
+        rec.scheduled_ns = scheduled
+        if measured:
+            sink(rec)
+
+    offsets = schedule.offsets_ns
+    warmup_count = schedule.warmup_count
+    n = len(offsets)
+    base = perf_counter_ns() + LEAD_NS
+    i = 0
+    while i < n and not control.stopped:
+        await sleep_until(base + offsets[i])
+        now = perf_counter_ns()
+        burst = 0
+        # Dispatch every arrival that is due, a bounded batch per loop turn.
+        while i < n and burst < BATCH and base + offsets[i] <= now:
+            measured = i >= warmup_count
+            target = base + offsets[i]
+            i += 1
+            burst += 1
+            if inflight >= cap:
+                if overload == "drop":
+                    if measured:
+                        on_dropped()
+                    continue
+                while inflight >= cap:
+                    slot_waiter = loop.create_future()
+                    await slot_waiter
+                    slot_waiter = None
+            inflight += 1
+            task = loop.create_task(one(next(payloads), target, measured))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+        if burst >= BATCH:
+            await asyncio.sleep(0)
+    await drain(tasks, drain_s)
+    return control.stop_reason if control.stopped else "schedule"

@@ -1,0 +1,208 @@
+"""The run plan: everything one benchmark run needs, validated before any traffic is sent.
+
+A plan is the single input of every engine (built-in, Locust, k6) and is copied verbatim into the
+result document, so a result always says exactly what was asked for. Wrong fields fail fast with
+the pydantic field path (``levels.rate.0: Input should be greater than 0``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+Backend = Literal["http", "openai", "openai-chat", "triton-http", "triton-grpc"]
+Arrival = Literal["constant", "poisson", "gamma"]
+Overload = Literal["late", "drop"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Levels(_Strict):
+    """Either closed-loop concurrency levels or open-loop request rates, swept in order."""
+
+    concurrency: list[int] | None = Field(default=None, min_length=1)
+    rate: list[float] | None = Field(default=None, min_length=1)
+    arrival: Arrival = "poisson"
+    burstiness: float = Field(default=1.0, gt=0, description="gamma shape; 1 is Poisson, < 1 is burstier")
+    seed: int | None = Field(default=0, description="arrival schedule seed; None draws a fresh one")
+    max_concurrency: int = Field(default=1024, ge=1, description="open loop: in-flight cap")
+    overload: Overload = Field(
+        default="late",
+        description="open loop, cap reached: 'late' waits and sends late, 'drop' counts it dropped",
+    )
+    late_after_ms: float = Field(default=1.0, ge=0, description="a send this far behind schedule counts late")
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Levels:
+        if (self.concurrency is None) == (self.rate is None):
+            raise ValueError("give exactly one of 'concurrency' (closed loop) or 'rate' (open loop)")
+        for c in self.concurrency or []:
+            if c < 1:
+                raise ValueError(f"concurrency levels must be >= 1, got {c}")
+        for r in self.rate or []:
+            if r <= 0:
+                raise ValueError(f"rate levels must be > 0, got {r}")
+        return self
+
+    @property
+    def open_loop(self) -> bool:
+        return self.rate is not None
+
+    @property
+    def count(self) -> int:
+        return len(self.rate if self.rate is not None else self.concurrency or [])
+
+
+class Stage(_Strict):
+    """How long each level runs: warm-up (not measured), then a duration and/or a request count."""
+
+    warmup_s: float = Field(default=0.0, ge=0)
+    duration_s: float | None = Field(default=None, gt=0)
+    requests: int | None = Field(default=None, ge=1)
+    drain_timeout_s: float | None = Field(
+        default=None, gt=0, description="how long to wait for in-flight requests; default request timeout"
+    )
+
+    @model_validator(mode="after")
+    def _bounded(self) -> Stage:
+        if self.duration_s is None and self.requests is None:
+            raise ValueError("give 'duration_s' and/or 'requests' so every level ends")
+        return self
+
+
+class Slo(_Strict):
+    """Service level objectives; every one given is checked per level. Latencies in milliseconds."""
+
+    latency_p99_ms: float | None = Field(default=None, gt=0)
+    latency_p95_ms: float | None = Field(default=None, gt=0)
+    latency_mean_ms: float | None = Field(default=None, gt=0)
+    ttft_p99_ms: float | None = Field(default=None, gt=0)
+    tpot_p99_ms: float | None = Field(default=None, gt=0)
+    throughput_rps: float | None = Field(default=None, gt=0, description="minimum completed requests/s")
+    max_error_rate: float | None = Field(default=None, ge=0, le=1)
+    latency_from: Literal["auto", "sent", "scheduled"] = Field(
+        default="auto",
+        description="latency basis: 'auto' is the scheduled send time in open loop, the actual one in closed",
+    )
+
+    @property
+    def empty(self) -> bool:
+        return all(getattr(self, name) is None for name in _SLO_TARGETS)
+
+
+_SLO_TARGETS = (
+    "latency_p99_ms",
+    "latency_p95_ms",
+    "latency_mean_ms",
+    "ttft_p99_ms",
+    "tpot_p99_ms",
+    "throughput_rps",
+    "max_error_rate",
+)
+
+
+class Payload(_Strict):
+    """What each request carries. Plain HTTP uses method/body/headers; LLM backends use the prompt fields."""
+
+    method: Literal["GET", "POST", "PUT"] = "GET"
+    body: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    prompt: str = "Hello"
+    input_tokens: int = Field(default=0, ge=0)
+    max_output_tokens: int = Field(default=16, ge=0)
+    stream: bool = True
+    workload: dict[str, Any] | None = Field(
+        default=None, description="options of a registered workload source (key 'kind' selects it)"
+    )
+    options: dict[str, Any] = Field(default_factory=dict, description="protocol-specific options")
+
+
+class StabilityRule(_Strict):
+    """Stop a level early once the last ``windows`` windows agree within ``tolerance`` (relative)."""
+
+    window_s: float = Field(default=1.0, gt=0)
+    windows: int = Field(default=3, ge=2)
+    tolerance: float = Field(default=0.05, gt=0, lt=1)
+    metric: Literal["throughput", "mean_latency"] = "throughput"
+
+
+class CircuitBreaker(_Strict):
+    """Stop a level after too many failures, so a dead server does not burn the whole duration."""
+
+    consecutive_errors: int | None = Field(default=None, ge=1)
+    error_rate: float | None = Field(default=None, gt=0, le=1)
+    window_s: float = Field(default=1.0, gt=0)
+    min_requests: int = Field(default=20, ge=1, description="error rate is judged on at least this many")
+
+    @model_validator(mode="after")
+    def _some_rule(self) -> CircuitBreaker:
+        if self.consecutive_errors is None and self.error_rate is None:
+            raise ValueError("give 'consecutive_errors' and/or 'error_rate'")
+        return self
+
+
+class RunPlan(_Strict):
+    """One benchmark run: a target, a load model swept over levels, stages, SLOs and payload."""
+
+    url: str = Field(min_length=1)
+    backend: Backend = "http"
+    model: str = ""
+    engine: str = "builtin"
+    levels: Levels
+    stage: Stage
+    request_timeout_s: float = Field(default=30.0, gt=0)
+    slo: Slo = Field(default_factory=Slo)
+    payload: Payload = Field(default_factory=Payload)
+    stability: StabilityRule | None = None
+    breaker: CircuitBreaker | None = None
+    labels: dict[str, str] = Field(default_factory=dict, description="free-form tags copied into results")
+
+    @model_validator(mode="after")
+    def _url_scheme(self) -> RunPlan:
+        if self.backend != "triton-grpc" and not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"url must start with http:// or https:// for backend {self.backend!r}")
+        return self
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> RunPlan:
+        """Load and validate a plan file; errors name the file and the field path."""
+        text = Path(path).read_text(encoding="utf-8")
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise PlanError(f"{path}: not valid YAML: {exc}") from exc
+        if not isinstance(data, dict):
+            raise PlanError(f"{path}: a plan is a mapping, got {type(data).__name__}")
+        return cls.from_dict(data, source=str(path))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "plan") -> RunPlan:
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise PlanError(f"{source}: {format_validation_error(exc)}") from exc
+
+    @property
+    def max_connections(self) -> int:
+        """Connection pool size the protocol client needs for the largest level."""
+        if self.levels.concurrency is not None:
+            return max(self.levels.concurrency)
+        return self.levels.max_concurrency
+
+
+class PlanError(ValueError):
+    """A plan that cannot run; the message names the field path."""
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    """One line per problem, ``a.b.0: message``, so users find the field at once."""
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "<root>"
+        lines.append(f"{loc}: {err['msg']}")
+    return "; ".join(lines)

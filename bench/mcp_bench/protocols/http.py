@@ -1,0 +1,137 @@
+"""Plain HTTP: one request, one response, latency from send to the last body byte.
+
+One shared aiohttp session with a keep-alive pool sized to the run's concurrency; every failure
+comes back as a record with an :class:`ErrorKind`, never as an exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from time import perf_counter_ns
+from typing import TYPE_CHECKING
+
+import aiohttp
+
+from mcp_bench.protocols import register_protocol
+from mcp_bench.records import ErrorKind, RequestPayload, RequestRecord
+
+if TYPE_CHECKING:
+    from mcp_bench.plan import RunPlan
+
+
+def classify_error(exc: BaseException) -> ErrorKind:
+    """Map a client-side exception to the kind a result counts it under."""
+    if isinstance(exc, TimeoutError | asyncio.TimeoutError):
+        return ErrorKind.TIMEOUT
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return ErrorKind.CONNECT
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return ErrorKind.DISCONNECTED
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return ErrorKind.TRUNCATED
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return ErrorKind.MALFORMED
+    if isinstance(exc, aiohttp.ClientOSError | ConnectionError):
+        return ErrorKind.DISCONNECTED
+    if isinstance(exc, OSError):
+        return ErrorKind.CONNECT
+    return ErrorKind.OTHER
+
+
+def parse_server_header(value: str) -> tuple[str, str]:
+    """``"Python/3.11 aiohttp/3.9.5"`` -> ("Python", "3.11"): the first product token."""
+    token = value.strip().split(" ", 1)[0] if value.strip() else ""
+    name, _, version = token.partition("/")
+    return name, version
+
+
+class HttpClient:
+    """A :class:`~mcp_bench.records.ProtocolClient` for plain HTTP requests to one URL."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        method: str = "GET",
+        body: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        timeout_s: float = 30.0,
+        max_connections: int = 100,
+    ) -> None:
+        self.url = url
+        self.method = method
+        self.body = body
+        self.headers = headers or {}
+        self.timeout_s = timeout_s
+        self.max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+
+    @classmethod
+    def from_plan(cls, plan: RunPlan, max_connections: int) -> HttpClient:
+        p = plan.payload
+        return cls(
+            plan.url,
+            method=p.method,
+            body=None if p.body is None else p.body.encode("utf-8"),
+            headers=dict(p.headers),
+            timeout_s=plan.request_timeout_s,
+            max_connections=max_connections,
+        )
+
+    async def open(self) -> None:
+        connector = aiohttp.TCPConnector(limit=self.max_connections, limit_per_host=0, ttl_dns_cache=300)
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            timeout=aiohttp.ClientTimeout(total=self.timeout_s),
+            headers=self.headers,
+            auto_decompress=False,
+        )
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            raise RuntimeError("HttpClient.open() was not called")
+        return self._session
+
+    async def send(self, payload: RequestPayload) -> RequestRecord:
+        body = payload.body if payload.body is not None else self.body
+        session = self.session
+        sent = perf_counter_ns()
+        try:
+            async with session.request(self.method, self.url, data=body) as resp:
+                await resp.read()
+                status = resp.status
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            return RequestRecord(
+                sent_ns=sent,
+                end_ns=perf_counter_ns(),
+                error=classify_error(exc),
+                error_detail=f"{type(exc).__name__}: {exc}"[:300],
+            )
+        end = perf_counter_ns()
+        if status >= 400 or status < 200:
+            detail = f"HTTP {status}"
+            return RequestRecord(
+                sent_ns=sent, end_ns=end, status=status, error=ErrorKind.HTTP_STATUS, error_detail=detail
+            )
+        return RequestRecord(sent_ns=sent, end_ns=end, status=status)
+
+    async def fingerprint(self) -> dict[str, str]:
+        try:
+            async with self.session.request("GET", self.url) as resp:
+                await resp.read()
+                server = resp.headers.get("Server", "")
+        except Exception:
+            return {"server_name": "", "server_version": ""}
+        name, version = parse_server_header(server)
+        return {"server_name": name, "server_version": version}
+
+
+register_protocol("http", HttpClient.from_plan)

@@ -1,0 +1,197 @@
+"""The result document: what a run measured, in a form that can be checked, merged and diffed.
+
+JSON is written canonically (sorted keys, no insignificant whitespace) and carries a CRC-32C of
+the canonical bytes of everything else, so a shard result that was cut short or edited on its way
+to the operator is rejected instead of merged.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any, Literal
+
+import google_crc32c
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from mcp_bench.plan import RunPlan
+from mcp_bench.records import ErrorKind
+from mcp_bench.results.histogram import PERCENTILES, LatencyHistogram
+
+SCHEMA_VERSION = "mcp-bench.result/v1"
+# Metrics kept per level, in report order; all in milliseconds.
+METRICS: tuple[str, ...] = ("e2e", "e2e_from_schedule", "ttft", "tpot", "itl", "schedule_lag")
+Unavailable = Literal["unavailable"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PercentileTable(_Model):
+    """Summary of one latency histogram, in milliseconds; figures are None when count is 0."""
+
+    count: int = 0
+    mean_ms: float | None = None
+    min_ms: float | None = None
+    max_ms: float | None = None
+    p50_ms: float | None = None
+    p90_ms: float | None = None
+    p95_ms: float | None = None
+    p99_ms: float | None = None
+    p999_ms: float | None = None
+
+    @classmethod
+    def from_histogram(cls, hist: LatencyHistogram) -> PercentileTable:
+        if not hist.count:
+            return cls()
+        p = hist.percentiles_ms(PERCENTILES)
+        return cls(
+            count=hist.count,
+            mean_ms=hist.mean_ms(),
+            min_ms=hist.min_ms(),
+            max_ms=hist.max_ms(),
+            p50_ms=p[50.0],
+            p90_ms=p[90.0],
+            p95_ms=p[95.0],
+            p99_ms=p[99.0],
+            p999_ms=p[99.9],
+        )
+
+
+class SloCheck(_Model):
+    name: str
+    target: float
+    actual: float | None
+    passed: bool
+    detail: str = ""
+
+
+class SloVerdict(_Model):
+    """passed is None when no SLO was declared; no data for a declared SLO is a failure."""
+
+    passed: bool | None = None
+    checks: list[SloCheck] = Field(default_factory=list)
+
+
+class EngineFingerprint(_Model):
+    engine: str = "builtin"
+    engine_version: str = ""
+    client_name: str = "mcp-bench"
+    client_version: str = ""
+    server_name: str = ""
+    server_version: str = ""
+    python: str = ""
+    hostname: str = ""
+
+
+class LevelResult(_Model):
+    """One load level (a concurrency or a rate) as measured after warm-up."""
+
+    index: int
+    mode: Literal["closed", "open"]
+    concurrency: int | None = None
+    requested_rate: float | None = None
+    achieved_rate: float | None = None
+    started_at: datetime | None = None  # first measured send
+    ended_at: datetime | None = None  # last measured end
+    first_start_unix_ns: int | None = None
+    last_end_unix_ns: int | None = None
+    first_sent_unix_ns: int | None = None
+    last_sent_unix_ns: int | None = None
+    sent: int = 0
+    completed: int = 0
+    failed: int = 0
+    dropped: int = 0
+    late: int = 0
+    errors: dict[ErrorKind, int] = Field(default_factory=dict)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    good: int = 0
+    throughput_rps: float | None = None
+    output_token_throughput: float | None = None
+    goodput_rps: float | None = None
+    latency: dict[str, PercentileTable] = Field(default_factory=dict)
+    histograms: dict[str, str] = Field(default_factory=dict)
+    stop_reason: str = ""
+    stability: dict[str, Any] | None = None
+    breaker: dict[str, Any] | None = None
+    slo: SloVerdict = Field(default_factory=SloVerdict)
+    telemetry: dict[str, Any] | Unavailable = "unavailable"
+    server_metrics: dict[str, Any] | None = None
+    shards: int = 1
+
+    def histogram(self, metric: str) -> LatencyHistogram | None:
+        text = self.histograms.get(metric)
+        return LatencyHistogram.decode(text) if text else None
+
+    @property
+    def level_label(self) -> str:
+        if self.mode == "closed":
+            return f"c={self.concurrency}"
+        return f"r={self.requested_rate:g}/s"
+
+
+class ResultDocument(_Model):
+    schema_version: str = SCHEMA_VERSION
+    started_at: datetime
+    ended_at: datetime
+    engine: EngineFingerprint
+    plan: RunPlan
+    levels: list[LevelResult]
+    slo_passed: bool | None = None
+    telemetry: dict[str, Any] | Unavailable = "unavailable"
+    server_metrics: dict[str, Any] | None = None
+    shards: int = 1
+    shard_index: int | None = None
+    notes: list[str] = Field(default_factory=list)
+    crc32c: str | None = None
+
+    @property
+    def measured_anything(self) -> bool:
+        return any(level.completed for level in self.levels)
+
+
+class ChecksumMismatchError(ValueError):
+    """The document's CRC-32C does not match its content (or it has none)."""
+
+
+class DocumentFormatError(ValueError):
+    """Text that is not a result document (bad JSON or wrong fields)."""
+
+
+def _canonical(data: Any) -> bytes:
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return text.encode("utf-8")
+
+
+def _crc(data: dict[str, Any]) -> str:
+    body = {k: v for k, v in data.items() if k != "crc32c"}
+    return f"{google_crc32c.value(_canonical(body)):08x}"
+
+
+def dumps_document(doc: ResultDocument) -> str:
+    """Canonical JSON with ``crc32c`` over the canonical bytes of every other field."""
+    data = doc.model_dump(mode="json", exclude={"crc32c"})
+    data["crc32c"] = _crc(data)
+    return _canonical(data).decode("utf-8")
+
+
+def loads_document(text: str | bytes) -> ResultDocument:
+    """Parse a document, rejecting it when the checksum is missing or does not match."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DocumentFormatError(f"result document is not JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise DocumentFormatError("result document must be a JSON object")
+    stated = data.get("crc32c")
+    if not isinstance(stated, str):
+        raise ChecksumMismatchError("result document has no crc32c field")
+    actual = _crc(data)
+    if stated.lower() != actual:
+        raise ChecksumMismatchError(f"crc32c mismatch: document says {stated}, content gives {actual}")
+    try:
+        return ResultDocument.model_validate(data)
+    except ValidationError as exc:
+        raise DocumentFormatError(f"result document has wrong fields: {exc}") from exc

@@ -1,0 +1,110 @@
+"""Shared fixtures for mcp_bench tests: real servers on 127.0.0.1 only.
+
+``loopback_http`` runs a small aiohttp server in a background thread with its own event loop,
+so both async tests and blocking ones (``run_plan_sync``, the CLI) can talk to it. Add fixtures
+for other servers beside it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+from aiohttp import web
+
+SERVER_HEADER = "loopback-test/1.2.3"
+
+
+class LoopbackHttpServer:
+    """Paths: /sleep/{ms}, /status/{code}, /close (drops the connection), /truncate (short body),
+    /ok. Every answer carries ``Server: loopback-test/1.2.3``; ``hits`` counts requests per path kind."""
+
+    def __init__(self) -> None:
+        self.hits: Counter[str] = Counter()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="loopback-http", daemon=True)
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _app(self) -> web.Application:
+        async def sleep(request: web.Request) -> web.StreamResponse:
+            self.hits["sleep"] += 1
+            await asyncio.sleep(float(request.match_info["ms"]) / 1000)
+            return web.Response(text="ok", headers={"Server": SERVER_HEADER})
+
+        async def status(request: web.Request) -> web.StreamResponse:
+            self.hits["status"] += 1
+            return web.Response(status=int(request.match_info["code"]), headers={"Server": SERVER_HEADER})
+
+        async def ok(request: web.Request) -> web.StreamResponse:
+            self.hits["ok"] += 1
+            return web.Response(text="ok", headers={"Server": SERVER_HEADER})
+
+        async def close(request: web.Request) -> web.StreamResponse:
+            self.hits["close"] += 1
+            assert request.transport is not None
+            request.transport.close()
+            return web.Response(text="never sent")
+
+        async def truncate(request: web.Request) -> web.StreamResponse:
+            self.hits["truncate"] += 1
+            resp = web.StreamResponse(headers={"Content-Length": "1000", "Server": SERVER_HEADER})
+            await resp.prepare(request)
+            await resp.write(b"x" * 10)
+            assert request.transport is not None
+            request.transport.close()
+            return resp
+
+        app = web.Application()
+        app.router.add_route("*", "/sleep/{ms}", sleep)
+        app.router.add_route("*", "/status/{code}", status)
+        app.router.add_route("*", "/ok", ok)
+        app.router.add_route("*", "/", ok)
+        app.router.add_route("*", "/close", close)
+        app.router.add_route("*", "/truncate", truncate)
+        return app
+
+    async def _start(self) -> None:
+        self._runner = web.AppRunner(self._app(), access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        server = site._server
+        assert server is not None
+        self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    def start(self) -> None:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(timeout=10)
+
+    def stop(self) -> None:
+        if self._runner is not None:
+            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(timeout=10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def loopback_http() -> Iterator[LoopbackHttpServer]:
+    server = LoopbackHttpServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def closed_port() -> int:
+    """A loopback port with nothing listening (bound then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
