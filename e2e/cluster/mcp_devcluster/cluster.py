@@ -34,10 +34,12 @@ LOCAL_NODE = "mcp-local"
 KWOK_NODE_LABEL = "type=kwok"
 SERVICE_CIDR = "10.96.0.0/16"
 CONTROLLERS = ",".join(
-    [
+    f"{name}-controller"
+    for name in [
         "job", "garbage-collector", "namespace", "serviceaccount", "serviceaccount-token",
-        "replicaset", "deployment", "ttl-after-finished", "podgc", "root-ca-certificate-publisher",
-        "endpointslice", "statefulset", "daemonset", "disruption", "cronjob", "resourcequota",
+        "replicaset", "deployment", "ttl-after-finished", "pod-garbage-collector",
+        "root-ca-certificate-publisher", "endpointslice", "statefulset", "daemonset",
+        "disruption", "cronjob", "resourcequota", "clusterrole-aggregation",
     ]
 )
 
@@ -272,6 +274,8 @@ class DevCluster:
             "--authorization-mode=RBAC",
             "--allow-privileged=true",
             "--enable-priority-and-fairness=false",
+            # nodes here have no node-lifecycle controller to lift the not-ready taint this plugin adds
+            "--disable-admission-plugins=TaintNodesByCondition",
             "--profiling=false",
             f"--cert-dir={self.state_dir / 'pki' / 'apiserver'}",
             "--v=1",

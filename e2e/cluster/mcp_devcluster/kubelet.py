@@ -19,6 +19,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -204,6 +205,8 @@ class LocalKubelet:
             argv = [expand_refs(part, env) for part in [*(spec.command or []), *(spec.args or [])]]
             log_path = pod_dir / f"{spec.name}.log"
             proc_env = {**os.environ, **env}
+            # the runner's own console scripts (mcp-operator, mcp-bench) stand in for the image's
+            proc_env["PATH"] = f"{Path(sys.executable).parent}:{proc_env.get('PATH', '')}"
             with log_path.open("ab") as out:
                 proc = subprocess.Popen(
                     argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

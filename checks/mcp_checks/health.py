@@ -1,0 +1,185 @@
+"""HTTP health probe round: success ratio and latency percentiles against thresholds.
+
+A round sends a fixed number of requests with bounded concurrency and records every one.
+Percentiles are exact (nearest rank over all samples): a probe round is small, so there is
+no reason to approximate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+import aiohttp
+
+from .verdict import CheckOutcome, Outcome
+
+CHECK_NAME = "health-probe"
+
+
+@dataclass(frozen=True)
+class HealthProbeSpec:
+    url: str
+    requests: int = 10000
+    concurrency: int = 8
+    timeout_s: float = 1.0
+    expected_status: tuple[int, ...] = (200,)
+    min_success_ratio: float = 0.9999
+    max_p50_ms: float | None = None
+    max_p99_ms: float | None = 500.0
+    max_round_ms: float | None = None
+
+
+@dataclass
+class ProbeSamples:
+    latencies_ms: list[float] = field(default_factory=list)  # successful probes only
+    failures: Counter[str] = field(default_factory=Counter)
+    round_ms: float = 0.0
+
+    @property
+    def total(self) -> int:
+        return len(self.latencies_ms) + sum(self.failures.values())
+
+    @property
+    def success_ratio(self) -> float:
+        return len(self.latencies_ms) / self.total if self.total else 0.0
+
+
+def required_samples(min_success_ratio: float) -> int:
+    """Probes needed before one failure could still leave the ratio at or above the threshold.
+
+    With fewer, a single failure fails the check and all-pass proves less than asked, so the
+    threshold cannot be verified by that round.
+    """
+    if min_success_ratio >= 1.0 or min_success_ratio <= 0.0:
+        return 1
+    return math.ceil(round(1.0 / (1.0 - min_success_ratio), 6))
+
+
+def percentile(sorted_values: list[float], pct: float) -> float:
+    """Nearest-rank percentile of already sorted values."""
+    if not sorted_values:
+        raise ValueError("no samples")
+    rank = max(1, math.ceil(pct / 100.0 * len(sorted_values)))
+    return sorted_values[rank - 1]
+
+
+def _classify(exc: BaseException) -> str:
+    if isinstance(exc, asyncio.TimeoutError):
+        return "timeout"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return "connect"
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return "disconnected"
+    if isinstance(exc, aiohttp.ClientError):
+        return "client_error"
+    return type(exc).__name__
+
+
+async def probe(spec: HealthProbeSpec) -> ProbeSamples:
+    samples = ProbeSamples()
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for i in range(spec.requests):
+        queue.put_nowait(i)
+    timeout = aiohttp.ClientTimeout(total=spec.timeout_s)
+    connector = aiohttp.TCPConnector(limit=spec.concurrency, force_close=False)
+
+    async def worker(session: aiohttp.ClientSession) -> None:
+        while True:
+            try:
+                queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            started = time.perf_counter()
+            try:
+                async with session.get(spec.url) as resp:
+                    await resp.read()
+                    status = resp.status
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+                samples.failures[_classify(exc)] += 1
+                continue
+            elapsed_ms = (time.perf_counter() - started) * 1000.0
+            if status in spec.expected_status:
+                samples.latencies_ms.append(elapsed_ms)
+            else:
+                samples.failures[f"http_{status}"] += 1
+
+    round_start = time.perf_counter()
+    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
+        await asyncio.gather(*(worker(session) for _ in range(min(spec.concurrency, spec.requests))))
+    samples.round_ms = (time.perf_counter() - round_start) * 1000.0
+    return samples
+
+
+def _fmt_ms(value: float) -> str:
+    return f"{value:.2f}ms"
+
+
+def evaluate(spec: HealthProbeSpec, samples: ProbeSamples) -> CheckOutcome:
+    """Compare one round with the thresholds; every branch says what it saw."""
+    thresholds = {"minSuccessRatio": f"{spec.min_success_ratio}"}
+    if spec.max_p50_ms is not None:
+        thresholds["maxP50"] = _fmt_ms(spec.max_p50_ms)
+    if spec.max_p99_ms is not None:
+        thresholds["maxP99"] = _fmt_ms(spec.max_p99_ms)
+    if spec.max_round_ms is not None:
+        thresholds["maxRound"] = _fmt_ms(spec.max_round_ms)
+    observed = {
+        "requests": str(samples.total),
+        "succeeded": str(len(samples.latencies_ms)),
+        "successRatio": f"{samples.success_ratio:.6f}",
+        "round": _fmt_ms(samples.round_ms),
+    }
+    if samples.failures:
+        observed["failures"] = ", ".join(f"{k}={v}" for k, v in sorted(samples.failures.items()))
+
+    def outcome(kind: Outcome, reason: str, message: str) -> CheckOutcome:
+        return CheckOutcome(CHECK_NAME, kind, reason, message, observed, thresholds)
+
+    if samples.total == 0:
+        return outcome(Outcome.INCONCLUSIVE, "NoSamples", "the probe round sent no requests")
+    if not samples.latencies_ms:
+        connectish = {"connect", "timeout", "disconnected", "client_error"}
+        if set(samples.failures) <= connectish:
+            return outcome(
+                Outcome.ERROR, "TargetUnreachable",
+                f"none of {samples.total} probes of {spec.url} got an answer ({observed['failures']})",
+            )
+        return outcome(
+            Outcome.FAIL, "HealthBelowThreshold",
+            f"none of {samples.total} probes succeeded ({observed['failures']})",
+        )
+    ordered = sorted(samples.latencies_ms)
+    p50, p99 = percentile(ordered, 50), percentile(ordered, 99)
+    observed.update({"p50": _fmt_ms(p50), "p90": _fmt_ms(percentile(ordered, 90)), "p99": _fmt_ms(p99)})
+    if samples.success_ratio < spec.min_success_ratio:
+        return outcome(
+            Outcome.FAIL, "HealthBelowThreshold",
+            f"success ratio {samples.success_ratio:.4%} is below {spec.min_success_ratio:.4%}",
+        )
+    breaches = []
+    if spec.max_p50_ms is not None and p50 > spec.max_p50_ms:
+        breaches.append(f"P50 {_fmt_ms(p50)} > {_fmt_ms(spec.max_p50_ms)}")
+    if spec.max_p99_ms is not None and p99 > spec.max_p99_ms:
+        breaches.append(f"P99 {_fmt_ms(p99)} > {_fmt_ms(spec.max_p99_ms)}")
+    if spec.max_round_ms is not None and samples.round_ms > spec.max_round_ms:
+        breaches.append(f"round {_fmt_ms(samples.round_ms)} > {_fmt_ms(spec.max_round_ms)}")
+    if breaches:
+        return outcome(Outcome.FAIL, "LatencyAboveThreshold", "; ".join(breaches))
+    if samples.total < required_samples(spec.min_success_ratio):
+        return outcome(
+            Outcome.INCONCLUSIVE, "InsufficientSamples",
+            f"{samples.total} probes cannot verify a success ratio of {spec.min_success_ratio}; "
+            f"at least {required_samples(spec.min_success_ratio)} are needed",
+        )
+    return outcome(
+        Outcome.PASS, "HealthProbePassed",
+        f"{len(samples.latencies_ms)}/{samples.total} probes succeeded, P99 {_fmt_ms(p99)}",
+    )
+
+
+async def run_health_probe(spec: HealthProbeSpec) -> CheckOutcome:
+    return evaluate(spec, await probe(spec))

@@ -1,0 +1,75 @@
+"""Types shared by both custom resources: conditions, verdicts, and the model base class.
+
+The pydantic models are the single source of truth for the CRDs (``mcp_operator.crdgen``
+turns them into openAPIV3Schema), so field descriptions here become ``kubectl explain``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+GROUP = "mcp2026.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+
+class ApiModel(BaseModel):
+    """camelCase on the wire, snake_case in Python; unknown fields are errors, not silently dropped."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", use_enum_values=True
+    )
+
+    def to_wire(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+def cel(rule: str, message: str, field_path: str | None = None) -> dict[str, str]:
+    """One ``x-kubernetes-validations`` entry for cross-field rules the API server enforces."""
+    entry = {"rule": rule, "message": message}
+    if field_path:
+        entry["fieldPath"] = field_path
+    return entry
+
+
+class Verdict(StrEnum):
+    """Outcome of one check or of a whole run, ordered from best to worst."""
+
+    PASS = "Pass"
+    WARN = "Warn"
+    INCONCLUSIVE = "Inconclusive"
+    FAIL = "Fail"
+    ERROR = "Error"
+
+
+class Phase(StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    INVALID = "Invalid"
+    SUSPENDED = "Suspended"
+
+
+class Condition(ApiModel):
+    """A Kubernetes-convention condition."""
+
+    type: str = Field(description="Condition type, e.g. Ready or Accepted.")
+    status: str = Field(description="True, False or Unknown.", json_schema_extra={"enum": ["True", "False", "Unknown"]})
+    reason: str = Field(description="CamelCase reason for the last transition.")
+    message: str = Field(default="", description="Human readable explanation.")
+    last_transition_time: str = Field(description="When status last changed (RFC 3339).")
+    observed_generation: int | None = Field(default=None, description="Generation the condition reflects.")
+
+
+class TargetRef(ApiModel):
+    """An in-cluster Service, resolved to a URL by the operator (its existence is checked)."""
+
+    name: str = Field(description="Service name.", min_length=1, max_length=63)
+    namespace: str | None = Field(default=None, description="Service namespace; defaults to the resource's.")
+    port: int = Field(default=80, ge=1, le=65535, description="Service port.")
+    scheme: str = Field(default="http", description="URL scheme.", json_schema_extra={"enum": ["http", "https"]})

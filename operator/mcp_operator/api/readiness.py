@@ -1,0 +1,117 @@
+"""MCPReadiness: a production readiness gate with a ``Ready`` condition others can wait on."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from .common import ApiModel, Condition, TargetRef, Verdict, cel
+
+MAX_CHECK_HISTORY = 20
+
+
+class ReadinessTarget(ApiModel):
+    """What to assess: a base URL, or an in-cluster Service the operator resolves."""
+
+    model_config = ApiModel.model_config | {
+        "json_schema_extra": {
+            "x-kubernetes-validations": [
+                cel("has(self.url) != has(self.serviceRef)", "set exactly one of url and serviceRef"),
+            ]
+        }
+    }
+
+    url: str | None = Field(
+        default=None,
+        description="Base URL of the inference service, e.g. http://triton.default.svc:8000.",
+        pattern=r"^https?://[^\s/]+(/.*)?$",
+        max_length=2048,
+    )
+    service_ref: TargetRef | None = Field(default=None, description="In-cluster Service to assess.")
+
+
+class HealthProbeCheck(ApiModel):
+    """An HTTP health probe round: success ratio and latency percentiles against thresholds."""
+
+    model_config = ApiModel.model_config | {
+        "json_schema_extra": {
+            "x-kubernetes-validations": [
+                cel(
+                    "!has(self.maxP50Ms) || !has(self.maxP99Ms) || self.maxP50Ms <= self.maxP99Ms",
+                    "maxP50Ms must not exceed maxP99Ms",
+                    ".maxP50Ms",
+                ),
+                cel(
+                    "!has(self.maxP99Ms) || self.maxP99Ms <= double(self.timeoutMs)",
+                    "maxP99Ms must not exceed timeoutMs (a request slower than the timeout fails anyway)",
+                    ".maxP99Ms",
+                ),
+            ]
+        }
+    }
+
+    path: str = Field(default="/health", description="Path probed on the target.", pattern=r"^/", max_length=1024)
+    requests: int = Field(
+        default=10000, ge=1, le=100000,
+        description="Probe requests in one round; enough to verify minSuccessRatio (1/(1-ratio)).",
+    )
+    concurrency: int = Field(default=8, ge=1, le=256, description="Requests in flight at once.")
+    timeout_ms: int = Field(default=1000, ge=1, le=60000, description="Per-request timeout.")
+    expected_status: list[int] = Field(
+        default_factory=lambda: [200], description="HTTP status codes that count as success.", min_length=1
+    )
+    min_success_ratio: float = Field(
+        default=0.9999, ge=0.0, le=1.0, description="Lowest acceptable share of successful probes."
+    )
+    max_p50_ms: float | None = Field(default=None, gt=0, description="Highest acceptable median latency.")
+    max_p99_ms: float | None = Field(default=500.0, gt=0, description="Highest acceptable P99 latency.")
+    max_round_ms: float | None = Field(
+        default=None, gt=0, description="Highest acceptable wall time of the whole probe round."
+    )
+
+
+class ReadinessChecks(ApiModel):
+    health_probe: HealthProbeCheck | None = Field(
+        default_factory=HealthProbeCheck, description="HTTP health probe; on by default."
+    )
+
+
+class MCPReadinessSpec(ApiModel):
+    target: ReadinessTarget = Field(description="The service under assessment.")
+    checks: ReadinessChecks = Field(default_factory=ReadinessChecks, description="Assertions to run.")
+    suspend: bool = Field(default=False, description="When true, nothing runs and the verdict is left as is.")
+
+
+class CheckResult(ApiModel):
+    """One row of the verdict table."""
+
+    name: str = Field(description="Check name, e.g. health-probe.")
+    verdict: Verdict = Field(description="Pass, Warn, Inconclusive, Fail or Error.")
+    reason: str = Field(description="CamelCase reason.")
+    message: str = Field(default="", description="What was observed against what was required.")
+    observed: dict[str, str] = Field(default_factory=dict, description="Measured figures, as strings with units.")
+    thresholds: dict[str, str] = Field(default_factory=dict, description="Thresholds applied.")
+    measured_at: str = Field(description="When the check finished (RFC 3339).")
+
+
+class MCPReadinessStatus(ApiModel):
+    observed_generation: int | None = Field(default=None, description="Generation the verdict reflects.")
+    phase: str | None = Field(default=None, description="Pending, Running, Succeeded, Failed or Invalid.")
+    verdict: Verdict | None = Field(default=None, description="Worst verdict over all checks.")
+    score: int | None = Field(default=None, ge=0, le=100, description="Share of checks passed, 0-100.")
+    target_url: str | None = Field(default=None, description="URL the checks ran against.")
+    started_at: str | None = Field(default=None, description="Start of the last evaluation.")
+    completed_at: str | None = Field(default=None, description="End of the last evaluation.")
+    checks: list[CheckResult] = Field(
+        default_factory=list, description="One row per check.", max_length=MAX_CHECK_HISTORY
+    )
+    conditions: list[Condition] = Field(default_factory=list, description="Ready and Accepted conditions.")
+
+
+class MCPReadiness(ApiModel):
+    """Used for validation of whole objects in tests and in the CLI."""
+
+    api_version: str = Field(alias="apiVersion")
+    kind: str
+    metadata: dict[str, object]
+    spec: MCPReadinessSpec
+    status: MCPReadinessStatus | None = None

@@ -1,0 +1,183 @@
+"""Pure builders for an MCPBenchmark's children: the shard plan, the Indexed Job and the
+service account, Role and RoleBinding that let shard pods publish their results.
+
+Names are deterministic (resource name + generation), so a retried create answers 409
+instead of making a duplicate, and a new spec generation gets a new Job.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mcp_bench.plan import RunPlan
+
+from .api.benchmark import MCPBenchmarkSpec
+from .api.common import API_VERSION
+
+LABEL_BENCHMARK = "mcp2026.io/benchmark"
+LABEL_JOB = "mcp2026.io/job"
+LABEL_SHARD = "mcp2026.io/shard"
+LABEL_COMPONENT = "app.kubernetes.io/component"
+RESULT_KEY = "result.json"
+SHARD_ACCOUNT = "mcp-bench-shard"
+MAX_NAME = 63
+
+
+def job_name(benchmark: str, generation: int) -> str:
+    suffix = f"-g{generation}"
+    return benchmark[: MAX_NAME - len(suffix)] + suffix
+
+
+def shard_object_name(job: str, index: int) -> str:
+    return f"{job}-shard-{index}"
+
+
+def report_name(benchmark: str) -> str:
+    return benchmark[: MAX_NAME - len("-report")] + "-report"
+
+
+def plan_from_spec(spec: MCPBenchmarkSpec, url: str, benchmark: str) -> RunPlan:
+    """The plan each shard runs: the spec's load per shard, against the resolved URL."""
+    load = spec.load
+    levels: dict[str, Any] = {"arrival": load.arrival}
+    if load.concurrency is not None:
+        levels["concurrency"] = load.concurrency
+    else:
+        levels["rate"] = load.rate
+    stage: dict[str, Any] = {"warmup_s": load.warmup_seconds}
+    if load.duration_seconds is not None:
+        stage["duration_s"] = load.duration_seconds
+    if load.requests is not None:
+        stage["requests"] = load.requests
+    slo = {
+        key: value
+        for key, value in {
+            "latency_p99_ms": spec.slo.latency_p99_ms,
+            "latency_p95_ms": spec.slo.latency_p95_ms,
+            "ttft_p99_ms": spec.slo.ttft_p99_ms,
+            "max_error_rate": spec.slo.max_error_rate,
+        }.items()
+        if value is not None
+    }
+    target = url.rstrip("/") + spec.target.path if spec.target.backend == "http" else url
+    return RunPlan.from_dict(
+        {
+            "url": target,
+            "backend": spec.target.backend,
+            "model": spec.target.model,
+            "levels": levels,
+            "stage": stage,
+            "request_timeout_s": load.request_timeout_seconds,
+            "slo": slo,
+            "labels": {"benchmark": benchmark},
+        },
+        source="spec",
+    )
+
+
+def owner_reference(name: str, uid: str, kind: str = "MCPBenchmark") -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION, "kind": kind, "name": name, "uid": uid,
+        "controller": True, "blockOwnerDeletion": True,
+    }
+
+
+def shard_job(
+    *,
+    spec: MCPBenchmarkSpec,
+    name: str,
+    uid: str,
+    generation: int,
+    plan: RunPlan,
+    command: tuple[str, ...],
+) -> dict[str, Any]:
+    """An Indexed Job with one completion per shard, placed as the runner spec asks."""
+    runner = spec.runner
+    job = job_name(name, generation)
+    labels = {LABEL_BENCHMARK: name, LABEL_JOB: job, LABEL_COMPONENT: "bench-shard"}
+    resources: dict[str, dict[str, str]] = {"requests": {"cpu": runner.cpu, "memory": runner.memory}}
+    if runner.gpus:
+        resources["requests"]["nvidia.com/gpu"] = str(runner.gpus)
+        resources["limits"] = {"nvidia.com/gpu": str(runner.gpus)}
+    env = [
+        {"name": "MCP_BENCH_PLAN", "value": json.dumps(plan.model_dump(mode="json"), sort_keys=True)},
+        {"name": "MCP_BENCHMARK_NAME", "value": name},
+        {"name": "MCP_BENCHMARK_UID", "value": uid},
+        {"name": "MCP_JOB_NAME", "value": job},
+        {"name": "MCP_SHARDS", "value": str(spec.shards)},
+        {"name": "MCP_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+    ]
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "serviceAccountName": runner.service_account_name or SHARD_ACCOUNT,
+        "containers": [
+            {
+                "name": "shard",
+                "image": runner.image,
+                "command": list(command),
+                "env": env,
+                "resources": resources,
+                "terminationMessagePolicy": "FallbackToLogsOnError",
+            }
+        ],
+    }
+    if runner.node_selector:
+        pod_spec["nodeSelector"] = dict(runner.node_selector)
+    if runner.tolerations:
+        pod_spec["tolerations"] = [t.to_wire() for t in runner.tolerations]
+    if runner.runtime_class_name:
+        pod_spec["runtimeClassName"] = runner.runtime_class_name
+    job_spec: dict[str, Any] = {
+        "completionMode": "Indexed",
+        "completions": spec.shards,
+        "parallelism": spec.shards,
+        "backoffLimit": runner.backoff_limit,
+        "activeDeadlineSeconds": runner.active_deadline_seconds,
+        "suspend": spec.suspend,
+        "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+    }
+    if spec.ttl_seconds_after_finished is not None:
+        job_spec["ttlSecondsAfterFinished"] = spec.ttl_seconds_after_finished
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": job, "labels": labels, "ownerReferences": [owner_reference(name, uid)]},
+        "spec": job_spec,
+    }
+
+
+def shard_rbac() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Service account with just enough rights to publish shard results as ConfigMaps."""
+    labels = {"app.kubernetes.io/part-of": "mcp-operator", LABEL_COMPONENT: "bench-shard"}
+    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": SHARD_ACCOUNT, "labels": labels}}
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": SHARD_ACCOUNT, "labels": labels},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "get", "update", "patch"]}],
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": SHARD_ACCOUNT, "labels": labels},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": SHARD_ACCOUNT},
+        "subjects": [{"kind": "ServiceAccount", "name": SHARD_ACCOUNT}],
+    }
+    return account, role, binding
+
+
+def shard_result_object(
+    *, job: str, index: int, benchmark: str, uid: str, document_text: str
+) -> dict[str, Any]:
+    """The ConfigMap a shard publishes: owned by the MCPBenchmark, labelled for the collector."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": shard_object_name(job, index),
+            "labels": {LABEL_BENCHMARK: benchmark, LABEL_JOB: job, LABEL_SHARD: str(index)},
+            "ownerReferences": [owner_reference(benchmark, uid) | {"controller": False}],
+        },
+        "data": {RESULT_KEY: document_text},
+    }

@@ -1,0 +1,97 @@
+"""The ``mcp-operator`` command: run the operator, generate CRDs, run a shard, manage the
+local control plane, and run the demo."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+DEFAULT_CRD_DIR = Path("crds")
+
+
+def _cmd_crds(args: argparse.Namespace) -> int:
+    from .crdgen import write_all
+
+    for path in write_all(args.out):
+        print(path)
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    import kopf
+
+    from . import handlers
+
+    del handlers  # imported for its registrations
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    namespaces = args.namespace or []
+    kopf.run(
+        standalone=True,
+        clusterwide=not namespaces,
+        namespaces=namespaces,
+        liveness_endpoint=args.liveness,
+    )
+    return 0
+
+
+def _cmd_shard(_args: argparse.Namespace) -> int:
+    from .shard import run_shard
+
+    logging.basicConfig(level=logging.WARNING)
+    return run_shard()
+
+
+def _cmd_dev_cluster(args: argparse.Namespace) -> int:
+    from mcp_devcluster.cli import dev_cluster
+
+    return dev_cluster(args.action, args.state_dir)
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return run_demo(samples=args.samples, keep=args.keep, timeout_s=args.timeout)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mcp-operator", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    crds = sub.add_parser("crds", help="write the CRD YAML generated from the API models")
+    crds.add_argument("--out", type=Path, default=DEFAULT_CRD_DIR)
+    crds.set_defaults(func=_cmd_crds)
+
+    run = sub.add_parser("run", help="run the operator against the current kubeconfig")
+    run.add_argument("--namespace", action="append", help="watch only these namespaces (repeatable; globs ok)")
+    run.add_argument("--liveness", default=os.environ.get("MCP_LIVENESS", "http://0.0.0.0:8080/healthz"))
+    run.add_argument("--verbose", action="store_true")
+    run.set_defaults(func=_cmd_run)
+
+    shard = sub.add_parser("shard", help="benchmark shard entrypoint (inside a Job pod)")
+    shard.set_defaults(func=_cmd_shard)
+
+    dev = sub.add_parser("dev-cluster", help="build, start or stop the local control plane")
+    dev.add_argument("action", choices=["build", "up", "down", "env", "status"])
+    dev.add_argument("--state-dir", type=Path, default=None)
+    dev.set_defaults(func=_cmd_dev_cluster)
+
+    demo = sub.add_parser("demo", help="control plane (if none is configured), operator, samples, verdict table")
+    demo.add_argument("--samples", type=Path, default=Path("manifests/samples"))
+    demo.add_argument("--keep", action="store_true", help="leave the local control plane running")
+    demo.add_argument("--timeout", type=float, default=300.0)
+    demo.set_defaults(func=_cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""Kubernetes-convention conditions, built as pure functions over status dictionaries."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+
+def utc_now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def set_condition(
+    conditions: list[dict[str, Any]],
+    type_: str,
+    status: bool | None,
+    reason: str,
+    message: str,
+    generation: int | None,
+    now: str | None = None,
+) -> list[dict[str, Any]]:
+    """Return a new list with one condition replaced; lastTransitionTime moves only when status does."""
+    wire = "Unknown" if status is None else ("True" if status else "False")
+    previous = next((c for c in conditions if c.get("type") == type_), None)
+    stamp = now or utc_now()
+    if previous is not None and previous.get("status") == wire:
+        stamp = previous.get("lastTransitionTime", stamp)
+    updated = {
+        "type": type_,
+        "status": wire,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": stamp,
+    }
+    if generation is not None:
+        updated["observedGeneration"] = generation
+    return [c for c in conditions if c.get("type") != type_] + [updated]
+
+
+def condition(conditions: list[dict[str, Any]], type_: str) -> dict[str, Any] | None:
+    return next((c for c in conditions if c.get("type") == type_), None)

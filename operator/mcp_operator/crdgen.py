@@ -1,0 +1,221 @@
+"""Turn the pydantic API models into CustomResourceDefinitions.
+
+Kubernetes wants a *structural* OpenAPI v3.0 schema: no ``$ref``, no ``anyOf`` for
+optionality, ``exclusiveMinimum`` as a boolean. Pydantic emits JSON Schema 2020-12, so this
+module rewrites it; everything else (descriptions, defaults, enums, patterns, bounds and
+the CEL rules in ``x-kubernetes-validations``) is carried over from the models.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel
+
+from .api import GROUP, VERSION
+from .api.benchmark import MCPBenchmarkSpec, MCPBenchmarkStatus
+from .api.readiness import MCPReadinessSpec, MCPReadinessStatus
+
+DROP_KEYS = {"title"}
+
+
+def _resolve(node: Any, defs: dict[str, Any]) -> Any:
+    if isinstance(node, list):
+        return [_resolve(item, defs) for item in node]
+    if not isinstance(node, dict):
+        return node
+    if "$ref" in node:
+        target = copy.deepcopy(defs[node["$ref"].rsplit("/", 1)[-1]])
+        extra = {k: v for k, v in node.items() if k != "$ref"}
+        return _resolve(_merge(target, extra), defs)
+    if "anyOf" in node:
+        branches = [b for b in node["anyOf"] if b.get("type") != "null"]
+        if len(branches) != 1:
+            raise ValueError(f"cannot express anyOf with {len(branches)} non-null branches structurally")
+        outer = {k: v for k, v in node.items() if k != "anyOf"}
+        if outer.get("default", 0) is None:
+            outer.pop("default")
+        return _resolve(_merge(copy.deepcopy(branches[0]), outer), defs)
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in DROP_KEYS or key == "$defs":
+            continue
+        if key == "properties":
+            out[key] = {name: _resolve(schema, defs) for name, schema in value.items()}
+        else:
+            out[key] = _resolve(value, defs)
+    return _openapi_v3(out)
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            base[key] = _merge(base[key], value)
+        else:
+            base[key] = value
+    return base
+
+
+def _openapi_v3(node: dict[str, Any]) -> dict[str, Any]:
+    """JSON Schema 2020 numeric exclusivity becomes OpenAPI 3.0's boolean form."""
+    for bound, flag in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+        value = node.get(bound)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            node[flag] = value
+            node[bound] = True
+    if node.get("default") is None:
+        node.pop("default", None)
+    extra = node.get("additionalProperties")
+    if extra is False:
+        # extra="forbid" models: the API server prunes and, with strict field validation,
+        # rejects unknown fields by path; `additionalProperties: false` is not structural.
+        node.pop("additionalProperties")
+    elif extra is True:
+        node.pop("additionalProperties")
+        node["x-kubernetes-preserve-unknown-fields"] = True
+    return node
+
+
+def structural_schema(model: type[BaseModel]) -> dict[str, Any]:
+    raw = model.model_json_schema(by_alias=True, mode="validation")
+    defs = raw.pop("$defs", {})
+    resolved: dict[str, Any] = _resolve(raw, defs)
+    return resolved
+
+
+@dataclass(frozen=True)
+class CrdDefinition:
+    kind: str
+    plural: str
+    singular: str
+    short_names: list[str]
+    spec_model: type[BaseModel]
+    status_model: type[BaseModel]
+    columns: list[dict[str, Any]]
+    description: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.plural}.{GROUP}"
+
+
+def _column(name: str, path: str, type_: str = "string", priority: int = 0, description: str = "") -> dict[str, Any]:
+    col: dict[str, Any] = {"name": name, "type": type_, "jsonPath": path}
+    if priority:
+        col["priority"] = priority
+    if description:
+        col["description"] = description
+    return col
+
+
+AGE = _column("Age", ".metadata.creationTimestamp", "date")
+
+DEFINITIONS = [
+    CrdDefinition(
+        kind="MCPReadiness",
+        plural="mcpreadinesses",
+        singular="mcpreadiness",
+        short_names=["mcpr"],
+        spec_model=MCPReadinessSpec,
+        status_model=MCPReadinessStatus,
+        description="A production readiness gate for an inference service; wait on its Ready condition.",
+        columns=[
+            _column("Ready", '.status.conditions[?(@.type=="Ready")].status', description="Ready condition"),
+            _column("Verdict", ".status.verdict", description="Worst check verdict"),
+            _column("Score", ".status.score", "integer", description="Share of checks passed"),
+            _column("Reason", '.status.conditions[?(@.type=="Ready")].reason', priority=1),
+            _column("Target", ".status.targetUrl", priority=1),
+            AGE,
+        ],
+    ),
+    CrdDefinition(
+        kind="MCPBenchmark",
+        plural="mcpbenchmarks",
+        singular="mcpbenchmark",
+        short_names=["mcpb"],
+        spec_model=MCPBenchmarkSpec,
+        status_model=MCPBenchmarkStatus,
+        description="A sharded GPU benchmark of an inference endpoint with merged, exact percentiles.",
+        columns=[
+            _column("Phase", ".status.phase"),
+            _column("Verdict", ".status.verdict"),
+            _column("P99", ".status.p99Ms", description="P99 latency (ms) of the last level"),
+            _column("Throughput", ".status.throughputRps", description="Requests/s of the last level"),
+            _column("Shards", ".status.shards.reported", "integer", description="Shard results merged"),
+            _column("Job", ".status.jobName", priority=1),
+            AGE,
+        ],
+    ),
+]
+
+
+def crd_manifest(definition: CrdDefinition) -> dict[str, Any]:
+    spec_schema = structural_schema(definition.spec_model)
+    spec_schema["description"] = spec_schema.get("description") or f"Desired state of {definition.kind}."
+    status_schema = structural_schema(definition.status_model)
+    status_schema["description"] = f"Observed state of {definition.kind}, written by the operator."
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": definition.name, "labels": {"app.kubernetes.io/part-of": "mcp-operator"}},
+        "spec": {
+            "group": GROUP,
+            "scope": "Namespaced",
+            "names": {
+                "kind": definition.kind,
+                "listKind": f"{definition.kind}List",
+                "plural": definition.plural,
+                "singular": definition.singular,
+                "shortNames": definition.short_names,
+                "categories": ["mcp"],
+            },
+            "versions": [
+                {
+                    "name": VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": definition.columns,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "description": definition.description,
+                            "required": ["spec"],
+                            "properties": {
+                                "apiVersion": {"type": "string"},
+                                "kind": {"type": "string"},
+                                "metadata": {"type": "object"},
+                                "spec": spec_schema,
+                                "status": status_schema,
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+HEADER = "# Generated by `mcp-operator crds` from the pydantic models in mcp_operator.api. Do not edit.\n"
+
+
+def render(definition: CrdDefinition) -> str:
+    return HEADER + yaml.safe_dump(crd_manifest(definition), sort_keys=False, width=120)
+
+
+def file_name(definition: CrdDefinition) -> str:
+    return f"{GROUP}_{definition.plural}.yaml"
+
+
+def write_all(directory: Path) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for definition in DEFINITIONS:
+        path = directory / file_name(definition)
+        path.write_text(render(definition))
+        written.append(path)
+    return written

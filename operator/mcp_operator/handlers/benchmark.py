@@ -1,0 +1,194 @@
+"""kopf handlers for MCPBenchmark: create the shard Job, then collect and merge its results.
+
+Creation is edge-triggered (create, spec update, resume); collection is level-triggered by a
+timer that compares the Job's actual state with the status, so a restarted operator picks up
+where it was.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+from kubernetes.client.exceptions import ApiException
+from pydantic import ValidationError
+
+from mcp_bench.plan import PlanError
+
+from .. import kube, metrics
+from ..api.benchmark import MCPBenchmarkSpec
+from ..api.common import GROUP, VERSION
+from ..benchcollect import merged_status, read_shards
+from ..benchjob import LABEL_JOB, RESULT_KEY, job_name, plan_from_spec, report_name, shard_job, shard_rbac
+from ..conditions import set_condition, utc_now
+from ..readiness import service_url
+from ..settings import OperatorSettings
+
+PLURAL = "mcpbenchmarks"
+KIND = "MCPBenchmark"
+ACTIVE_PHASES = ("Pending", "Running", "Suspended")
+
+
+def _reject(body: kopf.Body, patch: kopf.Patch, status: dict[str, Any], generation: int, reason: str, msg: str) -> None:
+    conds = set_condition(list(status.get("conditions") or []), "Accepted", False, reason, msg, generation)
+    conds = set_condition(conds, "Ready", False, reason, msg, generation)
+    patch.status.update({"phase": "Invalid", "verdict": "Error", "observedGeneration": generation, "conditions": conds})
+    metrics.RECONCILIATIONS.labels(KIND, "invalid").inc()
+    kopf.warn(body, reason=reason, message=msg)
+
+
+@kopf.on.resume(GROUP, VERSION, PLURAL)
+@kopf.on.create(GROUP, VERSION, PLURAL)
+@kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
+async def start_benchmark(
+    spec: dict[str, Any], status: dict[str, Any], meta: dict[str, Any], body: kopf.Body,
+    patch: kopf.Patch, **_: Any,
+) -> None:
+    generation = int(meta["generation"])
+    namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
+    try:
+        parsed = MCPBenchmarkSpec.model_validate(spec)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        _reject(body, patch, status, generation, "InvalidSpec",
+                f"spec.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}")
+        return
+    job = job_name(name, generation)
+    if status.get("jobName") == job:
+        await _apply_suspend(namespace, job, parsed.suspend)
+        patch.status["phase"] = "Suspended" if parsed.suspend else status.get("phase", "Running")
+        return
+    if status.get("observedGeneration") == generation and status.get("phase") not in ACTIVE_PHASES:
+        return  # this generation already finished (resume after restart)
+    ref = parsed.target.service_ref
+    if ref is not None:
+        ns = ref.namespace or namespace
+        if not await kube.service_exists(ns, ref.name):
+            _reject(body, patch, status, generation, "TargetNotFound", f"Service {ns}/{ref.name} does not exist")
+            return
+        url = service_url(ref, namespace)
+    else:
+        url = parsed.target.url or ""
+    if parsed.target.backend != "http" and not parsed.target.model:
+        _reject(body, patch, status, generation, "ModelRequired",
+                f"backend {parsed.target.backend} needs spec.target.model")
+        return
+    try:
+        plan = plan_from_spec(parsed, url, name)
+    except PlanError as exc:
+        _reject(body, patch, status, generation, "InvalidPlan", str(exc))
+        return
+    settings = OperatorSettings.from_env()
+    if parsed.runner.service_account_name is None:
+        account, role, binding = shard_rbac()
+        await kube.create_or_exists(kube.core().create_namespaced_service_account, namespace, account)
+        await kube.create_or_exists(kube.rbac().create_namespaced_role, namespace, role)
+        await kube.create_or_exists(kube.rbac().create_namespaced_role_binding, namespace, binding)
+    manifest = shard_job(
+        spec=parsed, name=name, uid=uid, generation=generation, plan=plan, command=settings.runner_command
+    )
+    created = await kube.create_or_exists(kube.batch().create_namespaced_job, namespace, manifest)
+    await _delete_older_jobs(namespace, name, job)
+    conds = set_condition(list(status.get("conditions") or []), "Accepted", True, "JobCreated",
+                          f"Job {job} runs {parsed.shards} shard(s)", generation)
+    conds = set_condition(conds, "Complete", False, "Running", "shards are running", generation)
+    conds = set_condition(conds, "Ready", None, "Running", "waiting for shard results", generation)
+    patch.status.update({
+        "phase": "Suspended" if parsed.suspend else "Running",
+        "observedGeneration": generation,
+        "jobName": job,
+        "targetUrl": plan.url,
+        "startedAt": utc_now(),
+        "shards": {"expected": parsed.shards, "reported": 0, "rejected": 0, "succeeded": 0, "failed": 0},
+        "conditions": conds,
+    })
+    metrics.RECONCILIATIONS.labels(KIND, "job-created").inc()
+    if created:
+        kopf.info(body, reason="JobCreated", message=f"created Job {job} with {parsed.shards} shard(s)")
+
+
+async def _apply_suspend(namespace: str, job: str, suspend: bool) -> None:
+    try:
+        await kube.call(kube.batch().patch_namespaced_job, job, namespace, {"spec": {"suspend": suspend}})
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+
+
+async def _delete_older_jobs(namespace: str, benchmark: str, current: str) -> None:
+    """A new spec generation supersedes the Job of the previous one."""
+    jobs = await kube.call(kube.batch().list_namespaced_job, namespace, label_selector=f"mcp2026.io/benchmark={benchmark}")
+    for item in jobs.items:
+        if item.metadata.name != current:
+            try:
+                await kube.call(kube.batch().delete_namespaced_job, item.metadata.name, namespace,
+                                propagation_policy="Background")
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+
+
+def _job_finished(job: Any) -> bool:
+    for cond in job.status.conditions or []:
+        if cond.type in ("Complete", "Failed") and cond.status == "True":
+            return True
+    return False
+
+
+@kopf.timer(GROUP, VERSION, PLURAL, interval=2.0, initial_delay=1.0,
+            when=lambda status, **_: status.get("phase") == "Running" and bool(status.get("jobName")))
+async def collect_benchmark(
+    status: dict[str, Any], meta: dict[str, Any], body: kopf.Body, patch: kopf.Patch, **_: Any
+) -> None:
+    namespace, name, generation = meta["namespace"], meta["name"], int(meta["generation"])
+    job_name_ = status["jobName"]
+    try:
+        job = await kube.call(kube.batch().read_namespaced_job, job_name_, namespace)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        conds = set_condition(list(status.get("conditions") or []), "Ready", False, "JobMissing",
+                              f"Job {job_name_} no longer exists", generation)
+        patch.status.update({"phase": "Failed", "verdict": "Error", "conditions": conds})
+        return
+    succeeded, failed = job.status.succeeded or 0, job.status.failed or 0
+    expected = int((status.get("shards") or {}).get("expected", 1))
+    if not _job_finished(job):
+        if (status.get("shards") or {}).get("succeeded") != succeeded or status["shards"].get("failed") != failed:
+            patch.status["shards"] = {**status["shards"], "succeeded": succeeded, "failed": failed}
+        return
+    maps = await kube.call(kube.core().list_namespaced_config_map, namespace, label_selector=f"{LABEL_JOB}={job_name_}")
+    readout = read_shards([(m.metadata.name, (m.data or {}).get(RESULT_KEY)) for m in maps.items])
+    metrics.SHARD_RESULTS.labels("merged").inc(len(readout.documents))
+    metrics.SHARD_RESULTS.labels("rejected").inc(len(readout.rejected))
+    collected = merged_status(
+        expected=expected, succeeded=succeeded, failed=failed, readout=readout,
+        conditions=list(status.get("conditions") or []), generation=generation,
+    )
+    if collected.merged is not None:
+        await _write_report(namespace, name, meta["uid"], collected.merged)
+        collected.status["reportName"] = report_name(name)
+    patch.status.update(collected.status)
+    metrics.VERDICTS.labels(KIND, collected.status["verdict"]).inc()
+    for rejected, why in readout.rejected.items():
+        kopf.warn(body, reason="ShardResultRejected", message=f"{rejected}: {why}")
+    if collected.ready:
+        kopf.info(body, reason=collected.reason, message=collected.message)
+    else:
+        kopf.warn(body, reason=collected.reason, message=collected.message)
+
+
+async def _write_report(namespace: str, name: str, uid: str, merged: Any) -> None:
+    from mcp_bench.results.document import dumps_document
+
+    from ..benchjob import owner_reference
+
+    body = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": report_name(name), "labels": {"mcp2026.io/benchmark": name},
+                     "ownerReferences": [owner_reference(name, uid)]},
+        "data": {RESULT_KEY: dumps_document(merged)},
+    }
+    if not await kube.create_or_exists(kube.core().create_namespaced_config_map, namespace, body):
+        await kube.call(kube.core().replace_namespaced_config_map, report_name(name), namespace, body)

@@ -1,0 +1,149 @@
+"""MCPReadiness domain logic: resolve the target, check semantics, run checks, build status.
+
+Kept free of kopf so the same path serves the operator and tests; Kubernetes reads come in
+through a small callable (``ServiceExists``) rather than a client object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from mcp_checks.health import HealthProbeSpec, required_samples, run_health_probe
+from mcp_checks.verdict import CheckOutcome, RunVerdict, decide
+
+from .api.common import TargetRef
+from .api.readiness import HealthProbeCheck, MCPReadinessSpec
+from .conditions import set_condition, utc_now
+
+ServiceExists = Callable[[str, str], Awaitable[bool]]
+
+
+@dataclass(frozen=True)
+class SpecProblem:
+    """A semantically wrong spec: it passed the schema but cannot be evaluated as written."""
+
+    reason: str
+    message: str
+
+
+def service_url(ref: TargetRef, namespace: str) -> str:
+    return f"{ref.scheme}://{ref.name}.{ref.namespace or namespace}.svc:{ref.port}"
+
+
+def join_url(base: str, path: str) -> str:
+    return base.rstrip("/") + path
+
+
+async def resolve_target(spec: MCPReadinessSpec, namespace: str, exists: ServiceExists) -> str | SpecProblem:
+    if spec.target.url:
+        return spec.target.url
+    ref = spec.target.service_ref
+    if ref is None:  # the CRD's CEL rule makes this unreachable through the API
+        return SpecProblem("TargetMissing", "set spec.target.url or spec.target.serviceRef")
+    ns = ref.namespace or namespace
+    if not await exists(ns, ref.name):
+        return SpecProblem("TargetNotFound", f"Service {ns}/{ref.name} does not exist")
+    return service_url(ref, namespace)
+
+
+def semantic_problems(spec: MCPReadinessSpec) -> list[SpecProblem]:
+    """Thresholds that no run could verify as written."""
+    problems = []
+    probe = spec.checks.health_probe
+    if probe is not None:
+        needed = required_samples(probe.min_success_ratio)
+        if probe.requests < needed:
+            problems.append(
+                SpecProblem(
+                    "ImpossibleThreshold",
+                    f"checks.healthProbe.minSuccessRatio {probe.min_success_ratio} cannot be verified with "
+                    f"{probe.requests} requests; at least {needed} are needed",
+                )
+            )
+    if not any(c is not None for c in (probe,)):
+        problems.append(SpecProblem("NoChecks", "spec.checks enables no check, so nothing would be verified"))
+    return problems
+
+
+def health_probe_spec(check: HealthProbeCheck, base_url: str) -> HealthProbeSpec:
+    return HealthProbeSpec(
+        url=join_url(base_url, check.path),
+        requests=check.requests,
+        concurrency=check.concurrency,
+        timeout_s=check.timeout_ms / 1000.0,
+        expected_status=tuple(check.expected_status),
+        min_success_ratio=check.min_success_ratio,
+        max_p50_ms=check.max_p50_ms,
+        max_p99_ms=check.max_p99_ms,
+        max_round_ms=check.max_round_ms,
+    )
+
+
+async def run_checks(spec: MCPReadinessSpec, base_url: str) -> list[CheckOutcome]:
+    outcomes = []
+    if spec.checks.health_probe is not None:
+        outcomes.append(await run_health_probe(health_probe_spec(spec.checks.health_probe, base_url)))
+    return outcomes
+
+
+def check_row(outcome: CheckOutcome) -> dict[str, Any]:
+    return {
+        "name": outcome.name,
+        "verdict": outcome.outcome.value,
+        "reason": outcome.reason,
+        "message": outcome.message,
+        "observed": outcome.observed,
+        "thresholds": outcome.thresholds,
+        "measuredAt": outcome.measured_at,
+    }
+
+
+def verdict_status(
+    conditions: list[dict[str, Any]],
+    generation: int,
+    base_url: str,
+    started_at: str,
+    outcomes: list[CheckOutcome],
+) -> tuple[dict[str, Any], RunVerdict]:
+    verdict = decide(outcomes)
+    conds = set_condition(conditions, "Accepted", True, "SpecAccepted", "spec is valid", generation)
+    conds = set_condition(conds, "Ready", verdict.ready, verdict.reason, verdict.message, generation)
+    status = {
+        "observedGeneration": generation,
+        "phase": "Succeeded" if verdict.ready else "Failed",
+        "verdict": verdict.outcome.value,
+        "score": verdict.score,
+        "targetUrl": base_url,
+        "startedAt": started_at,
+        "completedAt": utc_now(),
+        "checks": [check_row(o) for o in outcomes],
+        "conditions": conds,
+    }
+    return status, verdict
+
+
+def invalid_status(
+    conditions: list[dict[str, Any]], generation: int, problems: list[SpecProblem]
+) -> dict[str, Any]:
+    """Status for a spec that cannot run: Accepted and Ready both False, with the first reason."""
+    reason = problems[0].reason
+    message = "; ".join(p.message for p in problems)
+    conds = set_condition(conditions, "Accepted", False, reason, message, generation)
+    conds = set_condition(conds, "Ready", False, reason, message, generation)
+    return {
+        "observedGeneration": generation,
+        "phase": "Invalid",
+        "verdict": "Error",
+        "score": 0,
+        "checks": [],
+        "completedAt": utc_now(),
+        "conditions": conds,
+    }
+
+
+def running_status(conditions: list[dict[str, Any]], generation: int, base_url: str) -> dict[str, Any]:
+    conds = set_condition(conditions, "Accepted", True, "SpecAccepted", "spec is valid", generation)
+    conds = set_condition(conds, "Ready", None, "Evaluating", "checks are running", generation)
+    return {"phase": "Running", "targetUrl": base_url, "startedAt": utc_now(), "conditions": conds}

@@ -1,0 +1,74 @@
+"""Entrypoint of one benchmark shard pod: run the plan with mcp_bench, publish the result.
+
+Inputs come from the environment the Job sets (plan JSON, owner name and UID, completion
+index). The result is published as a ConfigMap owned by the MCPBenchmark; if publishing
+fails the pod fails with a termination message that says why, so the operator reports it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from kubernetes.client.exceptions import ApiException
+
+from mcp_bench.engines import run_plan_sync
+from mcp_bench.plan import PlanError, RunPlan
+from mcp_bench.results.document import dumps_document
+
+from . import kube
+from .benchjob import shard_object_name, shard_result_object
+
+EXIT_PLAN = 2
+EXIT_PUBLISH = 4
+
+
+def termination_message(message: str) -> None:
+    """Write where the kubelet reads it: the remapped path locally, the standard path in a cluster."""
+    path = Path(os.environ.get("MCP_TERMINATION_MESSAGE_PATH", "/dev/termination-log"))
+    try:
+        path.write_text(message[:4096])
+    except OSError:
+        pass
+    print(message, file=sys.stderr)
+
+
+def _env(name: str) -> str:
+    value = os.environ.get(name)
+    if not value:
+        raise PlanError(f"environment variable {name} is not set")
+    return value
+
+
+def run_shard() -> int:
+    try:
+        plan = RunPlan.from_dict(json.loads(_env("MCP_BENCH_PLAN")), source="MCP_BENCH_PLAN")
+        benchmark, uid, job = _env("MCP_BENCHMARK_NAME"), _env("MCP_BENCHMARK_UID"), _env("MCP_JOB_NAME")
+        namespace = _env("MCP_NAMESPACE")
+        index = int(os.environ.get("JOB_COMPLETION_INDEX", "0"))
+        shards = int(os.environ.get("MCP_SHARDS", "1"))
+    except (PlanError, ValueError) as exc:
+        termination_message(f"shard cannot start: {exc}")
+        return EXIT_PLAN
+    document = run_plan_sync(plan)
+    document.shard_index = index
+    document.shards = shards
+    text = dumps_document(document)
+    body = shard_result_object(job=job, index=index, benchmark=benchmark, uid=uid, document_text=text)
+    api = kube.core()
+    try:
+        try:
+            api.create_namespaced_config_map(namespace, body)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            api.replace_namespaced_config_map(shard_object_name(job, index), namespace, body)
+    except ApiException as exc:
+        termination_message(f"shard {index} could not publish its result: {exc.status} {exc.reason}")
+        return EXIT_PUBLISH
+    completed = sum(level.completed for level in document.levels)
+    failed = sum(level.failed for level in document.levels)
+    termination_message(f"shard {index}: {completed} requests completed, {failed} failed; result published")
+    return 0
