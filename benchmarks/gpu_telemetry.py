@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import itertools
 import json
 import math
 import os
@@ -216,6 +217,25 @@ def agreement(
     return out
 
 
+def update_periods(series: TelemetrySeries, span: tuple[int, int]) -> dict[str, float | None]:
+    """Median time between changes of each reading: how often NVML itself refreshes it.
+
+    Sampling faster than this sees the same value repeated; it is a property of the driver, not of
+    the sampler, and says which fields a 5 ms interval actually resolves.
+    """
+    window = series.window(*span)
+    out: dict[str, float | None] = {}
+    for field, values in window.values[0].items():
+        changes = [
+            window.t_ns[i]
+            for i in range(1, len(values))
+            if not math.isnan(values[i]) and not math.isnan(values[i - 1]) and values[i] != values[i - 1]
+        ]
+        gaps = sorted(b - a for a, b in itertools.pairwise(changes))
+        out[field] = gaps[len(gaps) // 2] / 1e6 if gaps else None
+    return out
+
+
 def one_interval(interval_s: float, args: argparse.Namespace, smi: SmiReader) -> dict[str, Any]:
     sampler = GpuSampler(interval_s).start()
     if not sampler.series.available:
@@ -238,6 +258,7 @@ def one_interval(interval_s: float, args: argparse.Namespace, smi: SmiReader) ->
             "whole_run": agreement(series, smi.rows, [run_span]),
             "steady_phases": agreement(series, smi.rows, steady_spans),
         },
+        "nvml_update_period_ms": update_periods(series, run_span),
         "sampler": summary["sampler"],
         "sampler_cost": summary["sampler_cost"],
         "read_errors": summary.get("read_errors", {}),

@@ -28,6 +28,7 @@ from mcp_bench.telemetry.nvml_readers import (
     build_readers,
     error_name,
     is_unsupported,
+    memory_query,
 )
 from mcp_bench.telemetry.series import DEFAULT_CAPACITY, FIELDS, GpuInfo, TelemetrySeries
 from mcp_bench.telemetry.stats import summarise
@@ -209,7 +210,7 @@ class GpuSampler:
                     index=index,
                     name=_text(nvml.nvmlDeviceGetName(handle)),
                     uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
-                    memory_total_bytes=int(nvml.nvmlDeviceGetMemoryInfo(handle).total),
+                    memory_total_bytes=int(memory_query(nvml, handle)(handle).total),
                 )
             )
             readers, missing = build_readers(nvml, handle)
