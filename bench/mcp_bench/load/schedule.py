@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 from array import array
-from collections.abc import Callable
+from collections.abc import Iterator
 
 from mcp_bench.plan import Arrival
 
@@ -26,15 +26,19 @@ class Schedule:
         return len(self.offsets_ns) - self.warmup_count
 
 
-def _gap_sampler(rate: float, arrival: Arrival, burstiness: float, rng: random.Random) -> Callable[[], float]:
-    mean = 1.0 / rate
+def _arrival_times_s(rate: float, arrival: Arrival, burstiness: float, rng: random.Random) -> Iterator[float]:
+    """Endless arrival instants in seconds from 0; constant ones are k/rate exactly (no drift)."""
     if arrival == "constant":
-        return lambda: mean
-    if arrival == "poisson":
-        return lambda: rng.expovariate(rate)
+        k = 0
+        while True:
+            yield k / rate
+            k += 1
     # Gamma with shape k and mean 1/rate: k = 1 is Poisson, k < 1 burstier, k > 1 smoother.
-    scale = mean / burstiness
-    return lambda: rng.gammavariate(burstiness, scale)
+    scale = 1.0 / rate / burstiness
+    t = 0.0
+    while True:
+        yield t
+        t += rng.expovariate(rate) if arrival == "poisson" else rng.gammavariate(burstiness, scale)
 
 
 def arrival_schedule(
@@ -56,16 +60,14 @@ def arrival_schedule(
         raise ValueError("rate must be > 0")
     if duration_s is None and requests is None:
         raise ValueError("give duration_s and/or requests")
-    rng = random.Random(seed)
-    gap = _gap_sampler(rate, arrival, burstiness, rng)
+    times = _arrival_times_s(rate, arrival, burstiness, random.Random(seed))
     warmup_ns = int(warmup_s * 1e9)
     end_ns = None if duration_s is None else warmup_ns + int(duration_s * 1e9)
     offsets = array("q")
-    t = 0.0
     warmup_count = 0
     measured = 0
-    while True:
-        ns = int(t * 1e9)
+    for t in times:
+        ns = round(t * 1e9)
         if ns < warmup_ns:
             warmup_count += 1
         else:
@@ -75,5 +77,4 @@ def arrival_schedule(
                 break
             measured += 1
         offsets.append(ns)
-        t += gap()
     return Schedule(offsets, warmup_count)

@@ -1,0 +1,341 @@
+"""``mcp-bench``: run a benchmark, merge shard results, show a result.
+
+Exit codes (for CI): 0 every SLO passed (or none was set), 1 an SLO was missed, 2 bad usage, plan
+or input file, 3 the run measured nothing (no request completed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+from mcp_bench.engines import RunObserver, UnknownBackendError, UnknownEngineError, run_plan_sync
+from mcp_bench.plan import PlanError, RunPlan
+from mcp_bench.report import csv_text, print_report
+from mcp_bench.results import (
+    ChecksumMismatchError,
+    DocumentFormatError,
+    MergeError,
+    ResultDocument,
+    dumps_document,
+    loads_document,
+    merge_documents,
+)
+from mcp_bench.results.aggregate import LevelMeta
+from mcp_bench.results.document import LevelResult
+
+EXIT_OK, EXIT_SLO, EXIT_USAGE, EXIT_NOTHING = 0, 1, 2, 3
+
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(us|ms|s|m)?\s*$")
+_UNIT_S = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0}
+
+
+class UsageError(ValueError):
+    pass
+
+
+def parse_duration_s(text: str, default_unit: str = "s") -> float:
+    """``"120ms"`` -> 0.12, ``"1.5s"``, ``"2m"``; a bare number is in ``default_unit``."""
+    m = _DURATION.match(text)
+    if not m:
+        raise UsageError(f"not a duration: {text!r} (examples: 120ms, 1.5s, 2m)")
+    return float(m.group(1)) * _UNIT_S[m.group(2) or default_unit]
+
+
+def parse_latency_sla(text: str) -> tuple[str, float]:
+    """``"120ms"`` (P99) or ``"p95:120ms"`` / ``"mean:80ms"`` -> (slo field, milliseconds)."""
+    which, _, value = text.rpartition(":")
+    which = which.lower() or "p99"
+    fields = {"p99": "latency_p99_ms", "p95": "latency_p95_ms", "mean": "latency_mean_ms"}
+    if which not in fields:
+        raise UsageError(f"--latency-sla percentile must be p99, p95 or mean, got {which!r}")
+    return fields[which], parse_duration_s(value, "ms") * 1e3
+
+
+def _numbers(text: str, kind: type[int] | type[float]) -> list[Any]:
+    try:
+        return [kind(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"expected a comma-separated list of numbers, got {text!r}") from None
+
+
+# Flags that build a plan; they cannot be combined with --plan.
+_PLAN_FLAGS = (
+    "url",
+    "backend",
+    "model",
+    "concurrency",
+    "rate",
+    "arrival",
+    "burstiness",
+    "max_concurrency",
+    "overload",
+    "duration",
+    "warmup",
+    "requests",
+    "timeout",
+    "latency_sla",
+    "ttft_sla",
+    "tpot_sla",
+    "throughput_target",
+    "max_error_rate",
+    "method",
+    "body",
+    "header",
+    "prompt",
+    "max_tokens",
+    "seed",
+    "engine",
+)
+
+
+def plan_from_args(args: argparse.Namespace) -> RunPlan:
+    given = [f for f in _PLAN_FLAGS if getattr(args, f) is not None]
+    if args.plan is not None:
+        if given:
+            flags = ", ".join("--" + f.replace("_", "-") for f in given)
+            raise UsageError(f"--plan cannot be combined with {flags}")
+        return RunPlan.from_yaml(args.plan)
+    if args.url is None:
+        raise UsageError("give --plan FILE or --url URL")
+    if (args.concurrency is None) == (args.rate is None):
+        raise UsageError("give exactly one of --concurrency or --rate")
+    levels: dict[str, Any] = {}
+    if args.concurrency is not None:
+        levels["concurrency"] = _numbers(args.concurrency, int)
+    else:
+        levels["rate"] = _numbers(args.rate, float)
+    for flag, key in (
+        ("arrival", "arrival"),
+        ("burstiness", "burstiness"),
+        ("max_concurrency", "max_concurrency"),
+        ("overload", "overload"),
+        ("seed", "seed"),
+    ):
+        if getattr(args, flag) is not None:
+            levels[key] = getattr(args, flag)
+    stage: dict[str, Any] = {}
+    if args.duration is not None:
+        stage["duration_s"] = parse_duration_s(args.duration)
+    if args.warmup is not None:
+        stage["warmup_s"] = parse_duration_s(args.warmup)
+    if args.requests is not None:
+        stage["requests"] = args.requests
+    if not stage.get("duration_s") and not stage.get("requests"):
+        stage["duration_s"] = 10.0
+    slo: dict[str, Any] = {}
+    for text in args.latency_sla or []:
+        key, ms = parse_latency_sla(text)
+        slo[key] = ms
+    if args.ttft_sla is not None:
+        slo["ttft_p99_ms"] = parse_duration_s(args.ttft_sla, "ms") * 1e3
+    if args.tpot_sla is not None:
+        slo["tpot_p99_ms"] = parse_duration_s(args.tpot_sla, "ms") * 1e3
+    if args.throughput_target is not None:
+        slo["throughput_rps"] = args.throughput_target
+    if args.max_error_rate is not None:
+        slo["max_error_rate"] = args.max_error_rate
+    payload: dict[str, Any] = {}
+    if args.method is not None:
+        payload["method"] = args.method.upper()
+    if args.body is not None:
+        payload["body"] = args.body
+    if args.header:
+        headers = {}
+        for h in args.header:
+            name, sep, value = h.partition(":")
+            if not sep:
+                raise UsageError(f"--header must be 'Name: value', got {h!r}")
+            headers[name.strip()] = value.strip()
+        payload["headers"] = headers
+    if args.prompt is not None:
+        payload["prompt"] = args.prompt
+    if args.max_tokens is not None:
+        payload["max_output_tokens"] = args.max_tokens
+    data: dict[str, Any] = {"url": args.url, "levels": levels, "stage": stage, "slo": slo, "payload": payload}
+    for flag in ("backend", "model", "engine"):
+        if getattr(args, flag) is not None:
+            data[flag] = getattr(args, flag)
+    if args.timeout is not None:
+        data["request_timeout_s"] = parse_duration_s(args.timeout)
+    return RunPlan.from_dict(data, source="command line")
+
+
+class ProgressObserver(RunObserver):
+    """A progress bar per level on a terminal."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress_bar = progress
+        self._task: TaskID | None = None
+
+    async def level_started(self, plan: RunPlan, meta: LevelMeta) -> None:
+        label = f"c={meta.concurrency}" if meta.mode == "closed" else f"r={meta.requested_rate:g}/s"
+        self._task = self.progress_bar.add_task(label, total=1.0, ok=0, err=0)
+
+    def progress(self, meta: LevelMeta, fraction: float, completed: int, failed: int) -> None:
+        if self._task is not None:
+            self.progress_bar.update(self._task, completed=fraction, ok=completed, err=failed)
+
+    async def level_finished(self, plan: RunPlan, result: LevelResult) -> None:
+        if self._task is not None:
+            self.progress_bar.update(self._task, completed=1.0, ok=result.completed, err=result.failed)
+
+
+def exit_code(doc: ResultDocument) -> int:
+    if not doc.measured_anything:
+        return EXIT_NOTHING
+    return EXIT_SLO if doc.slo_passed is False else EXIT_OK
+
+
+def _write_outputs(doc: ResultDocument, output: str | None, csv_path: str | None) -> None:
+    if output:
+        Path(output).write_text(dumps_document(doc) + "\n", encoding="utf-8")
+    if csv_path:
+        Path(csv_path).write_text(csv_text(doc), encoding="utf-8")
+
+
+def _summary_line(doc: ResultDocument) -> str:
+    parts = []
+    for lv in doc.levels:
+        p99 = lv.latency.get("e2e")
+        parts.append(
+            f"{lv.level_label} ok={lv.completed} err={lv.failed + lv.dropped} "
+            f"p99={'-' if p99 is None or p99.p99_ms is None else f'{p99.p99_ms:.2f}ms'}"
+        )
+    verdict = {None: "no SLO", True: "SLO pass", False: "SLO FAIL"}[doc.slo_passed]
+    return "; ".join(parts) + f" | {verdict}"
+
+
+def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
+    plan = plan_from_args(args)
+    show_progress = not args.quiet and err.is_terminal
+    if show_progress:
+        progress = Progress(
+            TextColumn("{task.description:>12}"),
+            BarColumn(),
+            TextColumn("ok {task.fields[ok]} err {task.fields[err]}"),
+            TimeElapsedColumn(),
+            console=err,
+            transient=False,
+        )
+        with progress:
+            doc = run_plan_sync(plan, [ProgressObserver(progress)])
+    else:
+        doc = run_plan_sync(plan)
+    _write_outputs(doc, args.output, args.csv)
+    if args.quiet:
+        out.print(_summary_line(doc), highlight=False)
+    else:
+        print_report(doc, out)
+    code = exit_code(doc)
+    if code == EXIT_NOTHING:
+        err.print("no request completed: nothing was measured (see errors above)", highlight=False)
+    return code
+
+
+def _load(path: str) -> ResultDocument:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc}") from exc
+    try:
+        return loads_document(text)
+    except (ChecksumMismatchError, DocumentFormatError) as exc:
+        raise UsageError(f"{path}: {exc}") from exc
+
+
+def cmd_merge(args: argparse.Namespace, out: Console, err: Console) -> int:
+    docs = [_load(p) for p in args.files]
+    merged = merge_documents(docs)
+    _write_outputs(merged, args.output, args.csv)
+    if not args.output:
+        out.print(dumps_document(merged), highlight=False, soft_wrap=True)
+    elif not args.quiet:
+        print_report(merged, out)
+    return exit_code(merged) if args.check else EXIT_OK
+
+
+def cmd_show(args: argparse.Namespace, out: Console, err: Console) -> int:
+    doc = _load(args.file)
+    if args.csv:
+        Path(args.csv).write_text(csv_text(doc), encoding="utf-8")
+    print_report(doc, out)
+    return exit_code(doc) if args.check else EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mcp-bench", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run a benchmark (exit 1 when an SLO is missed)")
+    run.add_argument("--plan", help="YAML run plan (instead of the flags below)")
+    run.add_argument("--url", help="target URL (base URL for openai/triton backends)")
+    run.add_argument("--backend", choices=["http", "openai", "openai-chat", "triton-http", "triton-grpc"])
+    run.add_argument("--model", help="model name (LLM and Triton backends)")
+    run.add_argument("--engine", help="load engine: builtin (default), locust, k6")
+    run.add_argument("--concurrency", help="closed loop levels, e.g. 64,256,512")
+    run.add_argument("--rate", help="open loop levels in requests/s, e.g. 10,100")
+    run.add_argument("--arrival", choices=["constant", "poisson", "gamma"])
+    run.add_argument("--burstiness", type=float, help="gamma shape (1 = Poisson, < 1 burstier)")
+    run.add_argument("--max-concurrency", type=int, help="open loop in-flight cap")
+    run.add_argument("--overload", choices=["late", "drop"], help="open loop, cap reached: send late or drop")
+    run.add_argument("--seed", type=int, help="arrival schedule seed")
+    run.add_argument("--duration", help="measured time per level (default 10s)")
+    run.add_argument("--warmup", help="unmeasured warm-up per level")
+    run.add_argument("--requests", type=int, help="measured requests per level")
+    run.add_argument("--timeout", help="request timeout (default 30s)")
+    run.add_argument("--latency-sla", action="append", help="e.g. 120ms (P99), p95:80ms, mean:50ms")
+    run.add_argument("--ttft-sla", help="TTFT P99 objective, e.g. 200ms")
+    run.add_argument("--tpot-sla", help="TPOT P99 objective, e.g. 20ms")
+    run.add_argument("--throughput-target", type=float, help="minimum completed requests/s per level")
+    run.add_argument("--max-error-rate", type=float, help="maximum (failed+dropped)/offered, 0..1")
+    run.add_argument("--method", help="HTTP method for plain http (GET, POST, PUT)")
+    run.add_argument("--body", help="request body for plain http")
+    run.add_argument("--header", action="append", help="'Name: value', repeatable")
+    run.add_argument("--prompt", help="prompt for LLM backends")
+    run.add_argument("--max-tokens", type=int, help="max output tokens for LLM backends")
+    run.add_argument("--output", "-o", help="write the result document (JSON, with CRC-32C)")
+    run.add_argument("--csv", help="write one CSV row per level")
+    run.add_argument("--quiet", "-q", action="store_true", help="no progress bar; one summary line")
+    run.set_defaults(func=cmd_run)
+
+    merge = sub.add_parser("merge", help="merge shard results exactly (checksums verified)")
+    merge.add_argument("files", nargs="+")
+    merge.add_argument("--output", "-o", help="write the merged document (default: stdout)")
+    merge.add_argument("--csv")
+    merge.add_argument("--quiet", "-q", action="store_true")
+    merge.add_argument("--check", action="store_true", help="exit 1 when the merged SLO verdict fails")
+    merge.set_defaults(func=cmd_merge)
+
+    show = sub.add_parser("show", help="verify a result's checksum and print its table")
+    show.add_argument("file")
+    show.add_argument("--csv")
+    show.add_argument("--check", action="store_true", help="exit 1 when the SLO verdict fails")
+    show.set_defaults(func=cmd_show)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    out = Console()
+    if not out.is_terminal:
+        out = Console(width=200)  # pods and pipes: never wrap the table
+    err = Console(stderr=True)
+    try:
+        code: int = args.func(args, out, err)
+    except (UsageError, PlanError, MergeError, UnknownBackendError, UnknownEngineError) as exc:
+        err.print(f"mcp-bench: error: {exc}", highlight=False, markup=False)
+        return EXIT_USAGE
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

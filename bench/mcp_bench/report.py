@@ -1,0 +1,161 @@
+"""Human and spreadsheet views of a result document: a compact rich table and CSV.
+
+The table carries the reference columns (level, mean and P95 latency, throughput, GPU memory
+peak %) plus what a reader needs to trust them: errors, drops, schedule lag and the SLO verdict.
+GPU memory shows ``unavailable`` when no telemetry was taken, never 0.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from mcp_bench.results.document import METRICS, LevelResult, ResultDocument
+from mcp_bench.results.slo import latency_metric
+
+UNAVAILABLE = "unavailable"
+
+
+def gpu_memory_peak_pct(telemetry: dict[str, Any] | str | None) -> float | None:
+    """Highest ``memory_used_peak_pct`` over GPUs (and shards) in a telemetry summary, if any."""
+    if not isinstance(telemetry, dict):
+        return None
+    if "shards" in telemetry and isinstance(telemetry["shards"], list):
+        values = [gpu_memory_peak_pct(s) for s in telemetry["shards"]]
+        real = [v for v in values if v is not None]
+        return max(real) if real else None
+    if telemetry.get("status", "ok") != "ok":
+        return None
+    peaks: list[float] = []
+    for gpu in telemetry.get("gpus", []):
+        value = gpu.get("memory_used_peak_pct") if isinstance(gpu, dict) else None
+        if isinstance(value, int | float):
+            peaks.append(float(value))
+    return max(peaks) if peaks else None
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _verdict(passed: bool | None) -> str:
+    return "-" if passed is None else ("PASS" if passed else "FAIL")
+
+
+def summary_row(doc: ResultDocument, level: LevelResult) -> dict[str, str]:
+    """One table row; latency is the metric the SLO judges (from the schedule in open loop)."""
+    metric = latency_metric(doc.plan.slo, level.mode == "open")
+    lat = level.latency.get(metric)
+    lag = level.latency.get("schedule_lag")
+    gpu = gpu_memory_peak_pct(level.telemetry)
+    return {
+        "level": level.level_label,
+        "mean_ms": _fmt(lat.mean_ms if lat else None),
+        "p95_ms": _fmt(lat.p95_ms if lat else None),
+        "p99_ms": _fmt(lat.p99_ms if lat else None),
+        "throughput_rps": _fmt(level.throughput_rps, 1),
+        "gpu_mem_peak_pct": UNAVAILABLE if gpu is None else f"{gpu:.1f}",
+        "ok": str(level.completed),
+        "errors": str(level.failed + level.dropped),
+        "lag_p99_ms": _fmt(lag.p99_ms if lag and lag.count else None, 3),
+        "slo": _verdict(level.slo.passed),
+    }
+
+
+_HEADERS = {
+    "level": "Level",
+    "mean_ms": "Mean ms",
+    "p95_ms": "P95 ms",
+    "p99_ms": "P99 ms",
+    "throughput_rps": "Throughput/s",
+    "gpu_mem_peak_pct": "GPU mem peak %",
+    "ok": "OK",
+    "errors": "Errors",
+    "lag_p99_ms": "Lag P99 ms",
+    "slo": "SLO",
+}
+
+
+def table(doc: ResultDocument) -> Table:
+    open_loop = doc.plan.levels.open_loop
+    scheduled = latency_metric(doc.plan.slo, open_loop) == "e2e_from_schedule"
+    basis = "latency from the scheduled send" if scheduled else "latency from the actual send"
+    title = f"{doc.plan.backend} {doc.plan.url} ({basis})"
+    t = Table(title=title, title_justify="left")
+    keys = [k for k in _HEADERS if open_loop or k != "lag_p99_ms"]
+    for k in keys:
+        t.add_column(_HEADERS[k], justify="left" if k == "level" else "right")
+    for level in doc.levels:
+        row = summary_row(doc, level)
+        t.add_row(*(row[k] for k in keys))
+    return t
+
+
+def print_report(doc: ResultDocument, console: Console | None = None) -> None:
+    console = console or Console()
+    console.print(table(doc))
+    for level in doc.levels:
+        errs = ", ".join(f"{k.value}={v}" for k, v in level.errors.items())
+        if errs:
+            console.print(f"  {level.level_label}: errors {errs}")
+        for check in level.slo.checks:
+            if not check.passed:
+                actual = "no data" if check.actual is None else f"{check.actual:.4g}"
+                console.print(f"  {level.level_label}: SLO {check.name} missed: {actual} vs {check.target:g}")
+    console.print(f"overall SLO: {_verdict(doc.slo_passed)}")
+
+
+def csv_text(doc: ResultDocument) -> str:
+    """One row per level with every count, rate and percentile (ms), for spreadsheets and plots."""
+    percentile_cols = ("count", "mean_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "p999_ms", "max_ms")
+    header = [
+        "level",
+        "mode",
+        "concurrency",
+        "requested_rate",
+        "achieved_rate",
+        "sent",
+        "completed",
+        "failed",
+        "dropped",
+        "late",
+        "throughput_rps",
+        "output_token_throughput",
+        "goodput_rps",
+        "gpu_mem_peak_pct",
+        "slo",
+        "stop_reason",
+    ]
+    header += [f"{m}_{c}" for m in METRICS for c in percentile_cols]
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(header)
+    for lv in doc.levels:
+        gpu = gpu_memory_peak_pct(lv.telemetry)
+        row: list[Any] = [
+            lv.level_label,
+            lv.mode,
+            lv.concurrency,
+            lv.requested_rate,
+            lv.achieved_rate,
+            lv.sent,
+            lv.completed,
+            lv.failed,
+            lv.dropped,
+            lv.late,
+            lv.throughput_rps,
+            lv.output_token_throughput,
+            lv.goodput_rps,
+            UNAVAILABLE if gpu is None else gpu,
+            _verdict(lv.slo.passed),
+            lv.stop_reason,
+        ]
+        for m in METRICS:
+            tab = lv.latency.get(m)
+            row += [None if tab is None else getattr(tab, c) for c in percentile_cols]
+        w.writerow(["" if v is None else v for v in row])
+    return buf.getvalue()
