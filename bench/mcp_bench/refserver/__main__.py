@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     a("--infer-ms", default="1", help="V2 infer compute time")
     a("--default-max-tokens", type=int, default=16)
     a("--tokens-per-chunk", type=int, default=1)
+    a("--no-usage", dest="send_usage", action="store_false", help="never send a usage chunk")
     a("--capacity", type=int, default=0, help="requests in service at once; others queue FIFO (0: no limit)")
     a("--seed", type=int, default=0)
     a(
@@ -70,6 +71,7 @@ def config_from_args(args: argparse.Namespace) -> RefServerConfig:
             "infer_ms": args.infer_ms,
             "default_max_tokens": args.default_max_tokens,
             "tokens_per_chunk": args.tokens_per_chunk,
+            "send_usage": args.send_usage,
             "capacity": args.capacity,
             "seed": args.seed,
             "faults": faults,

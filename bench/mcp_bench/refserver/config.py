@@ -56,6 +56,7 @@ class RefServerConfig(BaseModel):
     infer_ms: Distribution = FixedDist(value=1.0)
     default_max_tokens: int = Field(default=16, ge=1)
     tokens_per_chunk: int = Field(default=1, ge=1)  # tokens sent together in one stream chunk
+    send_usage: bool = True  # False: ignore stream_options.include_usage, as some servers do
     capacity: int = Field(default=0, ge=0)  # 0: unlimited
     seed: int = 0
     faults: Faults = Faults()

@@ -91,7 +91,9 @@ class OpenAIHandlers:
             return _error(400, str(exc))
         stream = bool(body.get("stream", False))
         opts = body.get("stream_options") or {}
-        include_usage = stream and isinstance(opts, dict) and bool(opts.get("include_usage"))
+        include_usage = (
+            stream and cfg.send_usage and isinstance(opts, dict) and bool(opts.get("include_usage"))
+        )
         plan = self.model.plan()
         if plan.fault is Fault.ERROR:
             self.model.stats.record_rejected()

@@ -1,0 +1,99 @@
+"""The latency model: FIFO admission under a capacity limit, and observable queueing."""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from mcp_bench.refserver import RefServerConfig, start_refserver
+from mcp_bench.refserver.model import Fault, FifoGate, ServerModel
+from mcp_bench.workload import FixedDist
+
+
+async def test_gate_is_fifo_and_survives_cancelled_waiters() -> None:
+    gate = FifoGate(1)
+    order: list[str] = []
+
+    async def worker(name: str) -> None:
+        await gate.acquire()
+        order.append(name)
+
+    await gate.acquire()  # held by the test
+    tasks = {n: asyncio.create_task(worker(n)) for n in "BCD"}
+    await asyncio.sleep(0)
+    assert (gate.running, gate.waiting) == (1, 3)
+    tasks["C"].cancel()
+    await asyncio.sleep(0)
+    assert gate.waiting == 2
+    gate.release()
+    await tasks["B"]
+    gate.release()
+    await tasks["D"]
+    assert order == ["B", "D"]
+    gate.release()
+    assert (gate.running, gate.waiting) == (0, 0)
+
+
+async def test_unlimited_gate_never_waits() -> None:
+    gate = FifoGate(0)
+    for _ in range(100):
+        await gate.acquire()
+    assert (gate.running, gate.waiting) == (100, 0)
+
+
+def test_fault_draws_follow_rates_and_seed() -> None:
+    cfg = RefServerConfig.model_validate({"faults": {"error_rate": 0.25, "truncate_rate": 0.25}, "seed": 9})
+    a = [ServerModel(cfg).plan().fault for _ in range(1)]
+    m1, m2 = ServerModel(cfg), ServerModel(cfg)
+    draws1 = [m1.plan().fault for _ in range(400)]
+    draws2 = [m2.plan().fault for _ in range(400)]
+    assert draws1 == draws2 and a[0] == draws1[0]  # seeded: reproducible
+    errors, truncs = draws1.count(Fault.ERROR), draws1.count(Fault.TRUNCATE)
+    assert 60 < errors < 140  # ~100 of 400
+    assert 40 < truncs < 120  # ~0.75 * 0.25 * 400 = 75
+    assert draws1.count(Fault.NONE) == 400 - errors - truncs
+
+
+def test_distribution_delays_are_drawn_per_request() -> None:
+    cfg = RefServerConfig.model_validate({"ttft_ms": "uniform:10:30", "tpot_ms": 4, "seed": 1})
+    m = ServerModel(cfg)
+    plans = [m.plan() for _ in range(200)]
+    ttfts = [p.ttft_ns / 1e6 for p in plans]
+    assert min(ttfts) >= 10 and max(ttfts) <= 30 and len(set(ttfts)) > 100
+    assert {p.tpot_ns for p in plans} == {4_000_000}
+    assert cfg.tpot_ms == FixedDist(value=4)
+
+
+async def test_capacity_queues_requests_in_order() -> None:
+    service_ms = 60.0
+    cfg = RefServerConfig(ttft_ms=service_ms, tpot_ms=0, default_max_tokens=1, capacity=1)
+    async with await start_refserver(cfg) as srv, aiohttp.ClientSession() as s:
+
+        async def one() -> int:
+            async with s.post(srv.url + "/v1/completions", json={"model": "refmodel", "prompt": "p"}) as r:
+                await r.read()
+                return r.status
+
+        tasks = [asyncio.create_task(one()) for _ in range(3)]
+        waiting = running = -1.0
+        for _ in range(200):  # bounded poll until all three have arrived
+            async with s.get(srv.url + "/metrics") as r:
+                text = await r.text()
+            values = {x.name: x.value for f in text_string_to_metric_families(text) for x in f.samples}
+            waiting, running = values["vllm:num_requests_waiting"], values["vllm:num_requests_running"]
+            if waiting == 2:
+                break
+            await asyncio.sleep(0.002)
+        assert (running, waiting) == (1.0, 2.0)
+        assert await asyncio.gather(*tasks) == [200, 200, 200]
+        queues = sorted(t.queue_ns / 1e6 for t in srv.model.timings)
+        # A slot cannot free before one service time has passed: these lower bounds are exact.
+        assert queues[0] < service_ms / 2
+        assert queues[1] >= service_ms - 1 and queues[2] >= 2 * service_ms - 1
+        ttfts = sorted(t.ttft_ns / 1e6 for t in srv.model.timings)
+        assert ttfts[2] >= 3 * service_ms - 1  # TTFT includes the queueing, as vLLM's does
+        stats = srv.model.stats
+        assert stats.queue.count == 3 and stats.queue.ns == pytest.approx(sum(queues) * 1e6, rel=1e-6)
