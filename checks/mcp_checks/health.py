@@ -98,7 +98,7 @@ async def probe(spec: HealthProbeSpec) -> ProbeSamples:
                 async with session.get(spec.url) as resp:
                     await resp.read()
                     status = resp.status
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 samples.failures[_classify(exc)] += 1
                 continue
             elapsed_ms = (time.perf_counter() - started) * 1000.0
@@ -145,11 +145,13 @@ def evaluate(spec: HealthProbeSpec, samples: ProbeSamples) -> CheckOutcome:
         connectish = {"connect", "timeout", "disconnected", "client_error"}
         if set(samples.failures) <= connectish:
             return outcome(
-                Outcome.ERROR, "TargetUnreachable",
+                Outcome.ERROR,
+                "TargetUnreachable",
                 f"none of {samples.total} probes of {spec.url} got an answer ({observed['failures']})",
             )
         return outcome(
-            Outcome.FAIL, "HealthBelowThreshold",
+            Outcome.FAIL,
+            "HealthBelowThreshold",
             f"none of {samples.total} probes succeeded ({observed['failures']})",
         )
     ordered = sorted(samples.latencies_ms)
@@ -157,7 +159,8 @@ def evaluate(spec: HealthProbeSpec, samples: ProbeSamples) -> CheckOutcome:
     observed.update({"p50": _fmt_ms(p50), "p90": _fmt_ms(percentile(ordered, 90)), "p99": _fmt_ms(p99)})
     if samples.success_ratio < spec.min_success_ratio:
         return outcome(
-            Outcome.FAIL, "HealthBelowThreshold",
+            Outcome.FAIL,
+            "HealthBelowThreshold",
             f"success ratio {samples.success_ratio:.4%} is below {spec.min_success_ratio:.4%}",
         )
     breaches = []
@@ -171,12 +174,14 @@ def evaluate(spec: HealthProbeSpec, samples: ProbeSamples) -> CheckOutcome:
         return outcome(Outcome.FAIL, "LatencyAboveThreshold", "; ".join(breaches))
     if samples.total < required_samples(spec.min_success_ratio):
         return outcome(
-            Outcome.INCONCLUSIVE, "InsufficientSamples",
+            Outcome.INCONCLUSIVE,
+            "InsufficientSamples",
             f"{samples.total} probes cannot verify a success ratio of {spec.min_success_ratio}; "
             f"at least {required_samples(spec.min_success_ratio)} are needed",
         )
     return outcome(
-        Outcome.PASS, "HealthProbePassed",
+        Outcome.PASS,
+        "HealthProbePassed",
         f"{len(samples.latencies_ms)}/{samples.total} probes succeeded, P99 {_fmt_ms(p99)}",
     )
 

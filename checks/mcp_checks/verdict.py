@@ -62,7 +62,9 @@ def worst(outcomes: list[Outcome]) -> Outcome:
 def decide(checks: list[CheckOutcome]) -> RunVerdict:
     """The run's verdict is its worst check; the score is the share of checks that passed."""
     if not checks:
-        return RunVerdict(Outcome.INCONCLUSIVE, 0, False, "NoChecks", "no checks ran, so nothing was verified")
+        return RunVerdict(
+            Outcome.INCONCLUSIVE, 0, False, "NoChecks", "no checks ran, so nothing was verified"
+        )
     outcome = worst([c.outcome for c in checks])
     passed = sum(1 for c in checks if c.outcome == Outcome.PASS)
     score = round(100 * passed / len(checks))

@@ -94,8 +94,11 @@ def merged_status(
 ) -> Collected:
     """Status once the Job is finished: verdict from the merged shards, or why there is none."""
     shards = {
-        "expected": expected, "reported": len(readout.documents), "rejected": len(readout.rejected),
-        "succeeded": succeeded, "failed": failed,
+        "expected": expected,
+        "reported": len(readout.documents),
+        "rejected": len(readout.rejected),
+        "succeeded": succeeded,
+        "failed": failed,
     }
     status: dict[str, Any] = {"shards": shards, "completedAt": utc_now(), "observedGeneration": generation}
     merged: ResultDocument | None = None
@@ -132,9 +135,8 @@ def merged_status(
         verdict, ready, phase = "Fail", False, "Succeeded"
     else:
         reason = "SloMet" if merged is not None and merged.slo_passed else "Measured"
-        message = (
-            f"{shards['reported']} shard(s) merged; "
-            + ("every SLO met" if reason == "SloMet" else "no SLO declared")
+        message = f"{shards['reported']} shard(s) merged; " + (
+            "every SLO met" if reason == "SloMet" else "no SLO declared"
         )
         verdict, ready, phase = "Pass", True, "Succeeded"
     conds = set_condition(conditions, "Complete", True, "JobFinished", "all shards finished", generation)

@@ -78,8 +78,12 @@ def plan_from_spec(spec: MCPBenchmarkSpec, url: str, benchmark: str) -> RunPlan:
 
 def owner_reference(name: str, uid: str, kind: str = "MCPBenchmark") -> dict[str, Any]:
     return {
-        "apiVersion": API_VERSION, "kind": kind, "name": name, "uid": uid,
-        "controller": True, "blockOwnerDeletion": True,
+        "apiVersion": API_VERSION,
+        "kind": kind,
+        "name": name,
+        "uid": uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
     }
 
 
@@ -150,12 +154,18 @@ def shard_job(
 def shard_rbac() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """Service account with just enough rights to publish shard results as ConfigMaps."""
     labels = {"app.kubernetes.io/part-of": "mcp-operator", LABEL_COMPONENT: "bench-shard"}
-    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": SHARD_ACCOUNT, "labels": labels}}
+    account = {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": SHARD_ACCOUNT, "labels": labels},
+    }
     role = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
         "metadata": {"name": SHARD_ACCOUNT, "labels": labels},
-        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "get", "update", "patch"]}],
+        "rules": [
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "get", "update", "patch"]}
+        ],
     }
     binding = {
         "apiVersion": "rbac.authorization.k8s.io/v1",

@@ -26,8 +26,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from . import handlers
 
     del handlers  # imported for its registrations
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     namespaces = args.namespace or []
     kopf.run(
         standalone=True,
@@ -66,7 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     crds.set_defaults(func=_cmd_crds)
 
     run = sub.add_parser("run", help="run the operator against the current kubeconfig")
-    run.add_argument("--namespace", action="append", help="watch only these namespaces (repeatable; globs ok)")
+    run.add_argument(
+        "--namespace", action="append", help="watch only these namespaces (repeatable; globs ok)"
+    )
     run.add_argument("--liveness", default=os.environ.get("MCP_LIVENESS", "http://0.0.0.0:8080/healthz"))
     run.add_argument("--verbose", action="store_true")
     run.set_defaults(func=_cmd_run)
@@ -79,7 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--state-dir", type=Path, default=None)
     dev.set_defaults(func=_cmd_dev_cluster)
 
-    demo = sub.add_parser("demo", help="control plane (if none is configured), operator, samples, verdict table")
+    demo = sub.add_parser(
+        "demo", help="control plane (if none is configured), operator, samples, verdict table"
+    )
     demo.add_argument("--samples", type=Path, default=Path("manifests/samples"))
     demo.add_argument("--keep", action="store_true", help="leave the local control plane running")
     demo.add_argument("--timeout", type=float, default=300.0)

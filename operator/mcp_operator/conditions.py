@@ -25,7 +25,7 @@ def set_condition(
     stamp = now or utc_now()
     if previous is not None and previous.get("status") == wire:
         stamp = previous.get("lastTransitionTime", stamp)
-    updated = {
+    updated: dict[str, Any] = {
         "type": type_,
         "status": wire,
         "reason": reason,

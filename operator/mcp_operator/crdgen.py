@@ -103,7 +103,9 @@ class CrdDefinition:
         return f"{self.plural}.{GROUP}"
 
 
-def _column(name: str, path: str, type_: str = "string", priority: int = 0, description: str = "") -> dict[str, Any]:
+def _column(
+    name: str, path: str, type_: str = "string", priority: int = 0, description: str = ""
+) -> dict[str, Any]:
     col: dict[str, Any] = {"name": name, "type": type_, "jsonPath": path}
     if priority:
         col["priority"] = priority

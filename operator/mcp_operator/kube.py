@@ -76,5 +76,10 @@ async def patch_status(plural: str, namespace: str, name: str, status: dict[str,
     """Write status outside kopf's own patch, for progress shown while a handler still runs."""
     await call(
         custom().patch_namespaced_custom_object_status,
-        GROUP, VERSION, namespace, plural, name, {"status": status},
+        GROUP,
+        VERSION,
+        namespace,
+        plural,
+        name,
+        {"status": status},
     )

@@ -7,16 +7,22 @@ from prometheus_client import Counter, Gauge, Histogram, start_http_server
 RECONCILIATIONS = Counter(
     "mcp_operator_reconciliations_total", "Reconciliations by resource kind and outcome.", ["kind", "outcome"]
 )
-VERDICTS = Counter("mcp_operator_verdicts_total", "Verdicts written, by resource kind and verdict.", ["kind", "verdict"])
+VERDICTS = Counter(
+    "mcp_operator_verdicts_total", "Verdicts written, by resource kind and verdict.", ["kind", "verdict"]
+)
 CHECK_SECONDS = Histogram(
-    "mcp_operator_check_duration_seconds", "Wall time of one check.", ["check"],
+    "mcp_operator_check_duration_seconds",
+    "Wall time of one check.",
+    ["check"],
     buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
 )
 SHARD_RESULTS = Counter(
     "mcp_operator_shard_results_total", "Shard results read back, by outcome (merged, rejected).", ["outcome"]
 )
 ERRORS = Counter("mcp_operator_errors_total", "Runtime failures in handlers, by handler.", ["handler"])
-READY = Gauge("mcp_operator_readiness_ready", "1 when an MCPReadiness is Ready, else 0.", ["namespace", "name"])
+READY = Gauge(
+    "mcp_operator_readiness_ready", "1 when an MCPReadiness is Ready, else 0.", ["namespace", "name"]
+)
 
 
 def serve(port: int) -> None:

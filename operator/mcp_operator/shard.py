@@ -7,6 +7,7 @@ fails the pod fails with a termination message that says why, so the operator re
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -28,10 +29,8 @@ EXIT_PUBLISH = 4
 def termination_message(message: str) -> None:
     """Write where the kubelet reads it: the remapped path locally, the standard path in a cluster."""
     path = Path(os.environ.get("MCP_TERMINATION_MESSAGE_PATH", "/dev/termination-log"))
-    try:
+    with contextlib.suppress(OSError):
         path.write_text(message[:4096])
-    except OSError:
-        pass
     print(message, file=sys.stderr)
 
 

@@ -86,7 +86,11 @@ def _module_go_mod(module: str, version: str) -> str:
     """Download one module version's go.mod through the module proxy and return its text."""
     out = subprocess.run(
         ["go", "mod", "download", "-json", f"{module}@{version}"],
-        env=_go_env(), capture_output=True, text=True, check=False, cwd=cache_root(),
+        env=_go_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=cache_root(),
     )
     if out.returncode != 0:
         raise RuntimeError(f"go mod download {module}@{version} failed: {out.stdout}{out.stderr}")
@@ -162,11 +166,15 @@ def components() -> dict[str, Component]:
             },
         ),
         "kwok": Component(
-            name="kwok", module="sigs.k8s.io/kwok", version=KWOK_VERSION,
+            name="kwok",
+            module="sigs.k8s.io/kwok",
+            version=KWOK_VERSION,
             packages=("sigs.k8s.io/kwok/cmd/kwok",),
         ),
         "helm": Component(
-            name="helm", module="helm.sh/helm/v3", version=HELM_VERSION,
+            name="helm",
+            module="helm.sh/helm/v3",
+            version=HELM_VERSION,
             packages=("helm.sh/helm/v3/cmd/helm",),
         ),
     }

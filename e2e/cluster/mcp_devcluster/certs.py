@@ -75,7 +75,9 @@ def _write_cert(path: Path, cert: x509.Certificate) -> None:
     path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
 
 
-def _builder(subject: x509.Name, issuer: x509.Name, public_key: ec.EllipticCurvePublicKey) -> x509.CertificateBuilder:
+def _builder(
+    subject: x509.Name, issuer: x509.Name, public_key: ec.EllipticCurvePublicKey
+) -> x509.CertificateBuilder:
     now = dt.datetime.now(dt.UTC)
     return (
         x509.CertificateBuilder()
@@ -107,9 +109,15 @@ def generate_pki(root: Path) -> PkiPaths:
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .add_extension(
             x509.KeyUsage(
-                digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
-                key_encipherment=False, data_encipherment=False, key_agreement=False,
-                encipher_only=False, decipher_only=False,
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
             ),
             critical=True,
         )
@@ -174,9 +182,13 @@ def kubeconfig_dict(
     return {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "mcp-dev", "cluster": {"server": server, "certificate-authority": str(ca_cert)}}],
+        "clusters": [
+            {"name": "mcp-dev", "cluster": {"server": server, "certificate-authority": str(ca_cert)}}
+        ],
         "users": [{"name": user, "user": user_entry}],
-        "contexts": [{"name": "mcp-dev", "context": {"cluster": "mcp-dev", "user": user, "namespace": namespace}}],
+        "contexts": [
+            {"name": "mcp-dev", "context": {"cluster": "mcp-dev", "user": user, "namespace": namespace}}
+        ],
         "current-context": "mcp-dev",
     }
 

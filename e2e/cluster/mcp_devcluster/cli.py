@@ -32,5 +32,9 @@ def dev_cluster(action: str, state_dir: Path | None) -> int:
     if action == "env":
         print(f"export KUBECONFIG={state.kubeconfig}")
     else:
-        print(json.dumps({"server": state.server, "pids": state.pids, "startup": state.startup_seconds}, indent=2))
+        print(
+            json.dumps(
+                {"server": state.server, "pids": state.pids, "startup": state.startup_seconds}, indent=2
+            )
+        )
     return 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import ssl
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -36,10 +37,23 @@ SERVICE_CIDR = "10.96.0.0/16"
 CONTROLLERS = ",".join(
     f"{name}-controller"
     for name in [
-        "job", "garbage-collector", "namespace", "serviceaccount", "serviceaccount-token",
-        "replicaset", "deployment", "ttl-after-finished", "pod-garbage-collector",
-        "root-ca-certificate-publisher", "endpointslice", "statefulset", "daemonset",
-        "disruption", "cronjob", "resourcequota", "clusterrole-aggregation",
+        "job",
+        "garbage-collector",
+        "namespace",
+        "serviceaccount",
+        "serviceaccount-token",
+        "replicaset",
+        "deployment",
+        "ttl-after-finished",
+        "pod-garbage-collector",
+        "root-ca-certificate-publisher",
+        "endpointslice",
+        "statefulset",
+        "daemonset",
+        "disruption",
+        "cronjob",
+        "resourcequota",
+        "clusterrole-aggregation",
     ]
 )
 
@@ -153,13 +167,17 @@ class DevCluster:
 
         etcd = self._spawn("etcd", self._etcd_argv(etcd_port, peer_port))
         timings["etcd"] = wait_until(
-            etcd, lambda: http_ok(f"http://127.0.0.1:{etcd_port}/health"), timeout_s=self.timeout_s,
+            etcd,
+            lambda: http_ok(f"http://127.0.0.1:{etcd_port}/health"),
+            timeout_s=self.timeout_s,
             what="healthy",
         )
         apiserver = self._spawn("kube-apiserver", self._apiserver_argv(pki, etcd_port, api_port))
         ctx = client_ssl_context(pki.ca_cert, pki.admin_cert, pki.admin_key)
         timings["kube-apiserver"] = wait_until(
-            apiserver, lambda: http_ok(f"{server}/readyz", context=ctx), timeout_s=self.timeout_s,
+            apiserver,
+            lambda: http_ok(f"{server}/readyz", context=ctx),
+            timeout_s=self.timeout_s,
             what="ready",
         )
         kcm_port, sched_port = free_port(), free_port()
@@ -167,34 +185,52 @@ class DevCluster:
         sched = self._spawn("kube-scheduler", self._scheduler_argv(sched_port))
         insecure = _no_verify_context()
         timings["kube-controller-manager"] = wait_until(
-            kcm, lambda: http_ok(f"https://127.0.0.1:{kcm_port}/healthz", context=insecure),
-            timeout_s=self.timeout_s, what="healthy",
+            kcm,
+            lambda: http_ok(f"https://127.0.0.1:{kcm_port}/healthz", context=insecure),
+            timeout_s=self.timeout_s,
+            what="healthy",
         )
         timings["kube-scheduler"] = wait_until(
-            sched, lambda: http_ok(f"https://127.0.0.1:{sched_port}/healthz", context=insecure),
-            timeout_s=self.timeout_s, what="healthy",
+            sched,
+            lambda: http_ok(f"https://127.0.0.1:{sched_port}/healthz", context=insecure),
+            timeout_s=self.timeout_s,
+            what="healthy",
         )
         kwok_port = free_port()
         kwok = self._spawn("kwok", self._kwok_argv(kwok_port))
         timings["kwok"] = wait_until(
-            kwok, lambda: http_ok(f"http://127.0.0.1:{kwok_port}/healthz"), timeout_s=self.timeout_s,
+            kwok,
+            lambda: http_ok(f"http://127.0.0.1:{kwok_port}/healthz"),
+            timeout_s=self.timeout_s,
             what="healthy",
         )
         kubelet = self._spawn(
             "local-kubelet",
-            [sys.executable, "-m", "mcp_devcluster.kubelet", "--kubeconfig", str(self.kubeconfig),
-             "--node", LOCAL_NODE, "--work-dir", str(self.state_dir / "pods")],
+            [
+                sys.executable,
+                "-m",
+                "mcp_devcluster.kubelet",
+                "--kubeconfig",
+                str(self.kubeconfig),
+                "--node",
+                LOCAL_NODE,
+                "--work-dir",
+                str(self.state_dir / "pods"),
+            ],
         )
-        from .nodes import create_simulated_nodes, wait_nodes_ready, wait_default_service_account
+        from .nodes import create_simulated_nodes, wait_default_service_account, wait_nodes_ready
 
         create_simulated_nodes(self.kubeconfig, self.nodes)
         timings["nodes"] = wait_until(
             kubelet,
             lambda: wait_nodes_ready(self.kubeconfig, [LOCAL_NODE, *[n.name for n in self.nodes]]),
-            timeout_s=self.timeout_s, what="nodes Ready",
+            timeout_s=self.timeout_s,
+            what="nodes Ready",
         )
         timings["default-serviceaccount"] = wait_until(
-            kcm, lambda: wait_default_service_account(self.kubeconfig), timeout_s=self.timeout_s,
+            kcm,
+            lambda: wait_default_service_account(self.kubeconfig),
+            timeout_s=self.timeout_s,
             what="serving the default service account",
         )
         timings["total"] = time.monotonic() - began
@@ -267,7 +303,7 @@ class DevCluster:
             f"--tls-cert-file={pki.serving_cert}",
             f"--tls-private-key-file={pki.serving_key}",
             f"--client-ca-file={pki.ca_cert}",
-            f"--service-account-issuer=https://kubernetes.default.svc",
+            "--service-account-issuer=https://kubernetes.default.svc",
             f"--service-account-key-file={pki.sa_pub}",
             f"--service-account-signing-key-file={pki.sa_key}",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
@@ -327,10 +363,8 @@ class DevCluster:
         ]
 
 
-def _no_verify_context() -> object:
+def _no_verify_context() -> ssl.SSLContext:
     """Health endpoints of kcm/scheduler serve self-signed certs; only liveness is probed."""
-    import ssl
-
     ctx = ssl.create_default_context()
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE

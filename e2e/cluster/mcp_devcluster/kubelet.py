@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import datetime as dt
 import logging
 import os
@@ -118,9 +119,12 @@ class LocalKubelet:
                 "status": {
                     "conditions": [
                         {
-                            "type": "Ready", "status": "True", "reason": "KubeletReady",
+                            "type": "Ready",
+                            "status": "True",
+                            "reason": "KubeletReady",
                             "message": "local process runner is posting ready status",
-                            "lastHeartbeatTime": stamp, "lastTransitionTime": stamp,
+                            "lastHeartbeatTime": stamp,
+                            "lastTransitionTime": stamp,
                         }
                     ],
                     "addresses": [
@@ -128,9 +132,15 @@ class LocalKubelet:
                         {"type": "Hostname", "address": self.node},
                     ],
                     "nodeInfo": {
-                        "kubeletVersion": "mcp-local-runner", "containerRuntimeVersion": "local-process://",
-                        "operatingSystem": "linux", "architecture": "amd64", "kernelVersion": "",
-                        "osImage": "", "machineID": "", "systemUUID": "", "bootID": "",
+                        "kubeletVersion": "mcp-local-runner",
+                        "containerRuntimeVersion": "local-process://",
+                        "operatingSystem": "linux",
+                        "architecture": "amd64",
+                        "kernelVersion": "",
+                        "osImage": "",
+                        "machineID": "",
+                        "systemUUID": "",
+                        "bootID": "",
                         "kubeProxyVersion": "",
                     },
                 }
@@ -141,7 +151,7 @@ class LocalKubelet:
         while not self.stopping.wait(HEARTBEAT_S):
             try:
                 self.heartbeat()
-            except Exception:  # noqa: BLE001 - keep beating; the API server may be restarting
+            except Exception:
                 log.exception("node heartbeat failed")
 
     # -- pods ------------------------------------------------------------------------------
@@ -165,7 +175,7 @@ class LocalKubelet:
                         self.sync(event["object"])
                     if self.stopping.is_set():
                         break
-            except Exception:  # noqa: BLE001 - relist after any watch failure
+            except Exception:
                 log.exception("pod watch failed; relisting")
                 time.sleep(1)
 
@@ -182,7 +192,7 @@ class LocalKubelet:
             self._start(pod)
         except ContainerSpecError as exc:
             self._report_unrunnable(pod, str(exc))
-        except Exception as exc:  # noqa: BLE001 - report, never lose the pod
+        except Exception as exc:
             log.exception("starting %s/%s failed", pod.metadata.namespace, pod.metadata.name)
             self._report_unrunnable(pod, f"local runner could not start the pod: {exc}")
 
@@ -209,13 +219,22 @@ class LocalKubelet:
             proc_env["PATH"] = f"{Path(sys.executable).parent}:{proc_env.get('PATH', '')}"
             with log_path.open("ab") as out:
                 proc = subprocess.Popen(
-                    argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                    env=proc_env, cwd=str(pod_dir), start_new_session=True,
+                    argv,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=proc_env,
+                    cwd=str(pod_dir),
+                    start_new_session=True,
                 )
             running.containers.append(
                 RunningContainer(
-                    spec.name, proc, log_path, message_path,
-                    spec.termination_message_policy or "File", now_iso(),
+                    spec.name,
+                    proc,
+                    log_path,
+                    message_path,
+                    spec.termination_message_policy or "File",
+                    now_iso(),
                 )
             )
         with self.lock:
@@ -228,11 +247,18 @@ class LocalKubelet:
         if running.deleted:
             return
         phase = "Succeeded" if all(code == 0 for code in codes) else "Failed"
-        statuses = [self._terminated_status(pod, c, code) for c, code in zip(running.containers, codes, strict=True)]
+        statuses = [
+            self._terminated_status(pod, c, code) for c, code in zip(running.containers, codes, strict=True)
+        ]
         stamp = now_iso()
         conditions = [
             {"type": "Ready", "status": "False", "reason": "PodCompleted", "lastTransitionTime": stamp},
-            {"type": "ContainersReady", "status": "False", "reason": "PodCompleted", "lastTransitionTime": stamp},
+            {
+                "type": "ContainersReady",
+                "status": "False",
+                "reason": "PodCompleted",
+                "lastTransitionTime": stamp,
+            },
         ]
         self._patch_status(pod, {"phase": phase, "containerStatuses": statuses, "conditions": conditions})
 
@@ -252,8 +278,13 @@ class LocalKubelet:
         if message:
             terminated["message"] = message
         return {
-            "name": c.name, "image": self._image(pod, c.name), "imageID": "", "ready": False,
-            "restartCount": 0, "started": False, "state": {"terminated": terminated},
+            "name": c.name,
+            "image": self._image(pod, c.name),
+            "imageID": "",
+            "ready": False,
+            "restartCount": 0,
+            "started": False,
+            "state": {"terminated": terminated},
         }
 
     def _delete(self, pod: client.V1Pod, running: RunningPod | None) -> None:
@@ -273,7 +304,9 @@ class LocalKubelet:
             self.pods.pop(pod.metadata.uid, None)
         try:
             self.core.delete_namespaced_pod(
-                pod.metadata.name, pod.metadata.namespace, grace_period_seconds=0,
+                pod.metadata.name,
+                pod.metadata.namespace,
+                grace_period_seconds=0,
                 body=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=pod.metadata.uid)),
             )
         except ApiException as exc:
@@ -285,8 +318,13 @@ class LocalKubelet:
         stamp = now_iso()
         statuses = [
             {
-                "name": c.name, "image": self._image(pod, c.name), "imageID": "", "ready": True,
-                "restartCount": 0, "started": True, "state": {"running": {"startedAt": c.started_at}},
+                "name": c.name,
+                "image": self._image(pod, c.name),
+                "imageID": "",
+                "ready": True,
+                "restartCount": 0,
+                "started": True,
+                "state": {"running": {"startedAt": c.started_at}},
             }
             for c in running.containers
         ]
@@ -297,29 +335,47 @@ class LocalKubelet:
         self._patch_status(
             pod,
             {
-                "phase": "Running", "hostIP": "127.0.0.1", "podIP": "127.0.0.1",
-                "podIPs": [{"ip": "127.0.0.1"}], "hostIPs": [{"ip": "127.0.0.1"}],
-                "startTime": stamp, "containerStatuses": statuses, "conditions": conditions,
+                "phase": "Running",
+                "hostIP": "127.0.0.1",
+                "podIP": "127.0.0.1",
+                "podIPs": [{"ip": "127.0.0.1"}],
+                "hostIPs": [{"ip": "127.0.0.1"}],
+                "startTime": stamp,
+                "containerStatuses": statuses,
+                "conditions": conditions,
             },
         )
 
     def _report_unrunnable(self, pod: client.V1Pod, message: str) -> None:
         statuses = [
             {
-                "name": spec.name, "image": spec.image or "", "imageID": "", "ready": False,
+                "name": spec.name,
+                "image": spec.image or "",
+                "imageID": "",
+                "ready": False,
                 "restartCount": 0,
-                "state": {"terminated": {"exitCode": 128, "reason": "StartError", "message": message,
-                                         "startedAt": now_iso(), "finishedAt": now_iso()}},
+                "state": {
+                    "terminated": {
+                        "exitCode": 128,
+                        "reason": "StartError",
+                        "message": message,
+                        "startedAt": now_iso(),
+                        "finishedAt": now_iso(),
+                    }
+                },
             }
             for spec in pod.spec.containers
         ]
         self._patch_status(
-            pod, {"phase": "Failed", "reason": "StartError", "message": message, "containerStatuses": statuses}
+            pod,
+            {"phase": "Failed", "reason": "StartError", "message": message, "containerStatuses": statuses},
         )
 
     def _patch_status(self, pod: client.V1Pod, status: dict[str, Any]) -> None:
         try:
-            self.core.patch_namespaced_pod_status(pod.metadata.name, pod.metadata.namespace, {"status": status})
+            self.core.patch_namespaced_pod_status(
+                pod.metadata.name, pod.metadata.namespace, {"status": status}
+            )
         except ApiException as exc:
             if exc.status != 404:
                 log.error("status update of %s failed: %s", pod.metadata.name, exc)
@@ -346,8 +402,11 @@ class LocalKubelet:
         write_kubeconfig(
             path,
             kubeconfig_dict(
-                self.server, Path(self.ca_file), user=f"system:serviceaccount:{pod.metadata.namespace}:{account}",
-                token=token.status.token, namespace=pod.metadata.namespace,
+                self.server,
+                Path(self.ca_file),
+                user=f"system:serviceaccount:{pod.metadata.namespace}:{account}",
+                token=token.status.token,
+                namespace=pod.metadata.namespace,
             ),
         )
         return path
@@ -432,10 +491,8 @@ def field_value(pod: client.V1Pod, path: str) -> str | None:
 
 
 def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(os.getpgid(proc.pid), sig)
-    except ProcessLookupError:
-        pass
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -104,9 +104,7 @@ def http_ok(url: str, *, context: ssl.SSLContext | None = None, timeout: float =
         return False
 
 
-def wait_until(
-    proc: ManagedProcess, ready: Callable[[], bool], *, timeout_s: float, what: str
-) -> float:
+def wait_until(proc: ManagedProcess, ready: Callable[[], bool], *, timeout_s: float, what: str) -> float:
     """Poll ``ready`` until it holds; fail fast with the log tail if the process died."""
     started = time.monotonic()
     while time.monotonic() - started < timeout_s:

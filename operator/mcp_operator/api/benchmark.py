@@ -2,25 +2,23 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, JsonValue
 
-from .common import ApiModel, Condition, TargetRef, Verdict, cel
+from .common import ApiModel, Condition, TargetRef, Verdict, cel, with_rules
 
 MAX_RESULT_ROWS = 32
-BACKENDS = ["http", "openai", "openai-chat", "triton-http", "triton-grpc"]
+BACKENDS: list[JsonValue] = ["http", "openai", "openai-chat", "triton-http", "triton-grpc"]
 
 
 class BenchmarkTarget(ApiModel):
-    model_config = ApiModel.model_config | {
-        "json_schema_extra": {
-            "x-kubernetes-validations": [
-                cel("has(self.url) != has(self.serviceRef)", "set exactly one of url and serviceRef"),
-            ]
-        }
-    }
+    model_config = with_rules(
+        cel("has(self.url) != has(self.serviceRef)", "set exactly one of url and serviceRef"),
+    )
 
     url: str | None = Field(
-        default=None, description="Endpoint URL the shards load.", pattern=r"^(https?://)?[^\s/]+(/.*)?$",
+        default=None,
+        description="Endpoint URL the shards load.",
+        pattern=r"^(https?://)?[^\s/]+(/.*)?$",
         max_length=2048,
     )
     service_ref: TargetRef | None = Field(default=None, description="In-cluster Service to load.")
@@ -30,29 +28,42 @@ class BenchmarkTarget(ApiModel):
 
 
 class BenchmarkLoad(ApiModel):
-    model_config = ApiModel.model_config | {
-        "json_schema_extra": {
-            "x-kubernetes-validations": [
-                cel("has(self.concurrency) != has(self.rate)",
-                    "set exactly one of concurrency (closed loop) and rate (open loop)"),
-                cel("has(self.durationSeconds) || has(self.requests)",
-                    "set durationSeconds and/or requests so every level ends"),
-            ]
-        }
-    }
+    model_config = with_rules(
+        cel(
+            "has(self.concurrency) != has(self.rate)",
+            "set exactly one of concurrency (closed loop) and rate (open loop)",
+        ),
+        cel(
+            "has(self.durationSeconds) || has(self.requests)",
+            "set durationSeconds and/or requests so every level ends",
+        ),
+    )
 
     concurrency: list[int] | None = Field(
-        default=None, description="Closed-loop concurrency levels, swept in order (per shard).",
-        min_length=1, max_length=16, json_schema_extra={"items": {"minimum": 1, "maximum": 4096}},
+        default=None,
+        description="Closed-loop concurrency levels, swept in order (per shard).",
+        min_length=1,
+        max_length=16,
+        json_schema_extra={"items": {"minimum": 1, "maximum": 4096}},
     )
     rate: list[float] | None = Field(
-        default=None, description="Open-loop request rates per shard, swept in order.",
-        min_length=1, max_length=16, json_schema_extra={"items": {"exclusiveMinimum": 0, "maximum": 1_000_000}},
+        default=None,
+        description="Open-loop request rates per shard, swept in order.",
+        min_length=1,
+        max_length=16,
+        json_schema_extra={"items": {"exclusiveMinimum": 0, "maximum": 1_000_000}},
     )
-    arrival: str = Field(default="poisson", description="Open-loop arrival process.",
-                         json_schema_extra={"enum": ["constant", "poisson", "gamma"]})
-    duration_seconds: float | None = Field(default=None, gt=0, le=86400, description="Measured time per level.")
-    requests: int | None = Field(default=None, ge=1, le=10_000_000, description="Requests per level and shard.")
+    arrival: str = Field(
+        default="poisson",
+        description="Open-loop arrival process.",
+        json_schema_extra={"enum": ["constant", "poisson", "gamma"]},
+    )
+    duration_seconds: float | None = Field(
+        default=None, gt=0, le=86400, description="Measured time per level."
+    )
+    requests: int | None = Field(
+        default=None, ge=1, le=10_000_000, description="Requests per level and shard."
+    )
     warmup_seconds: float = Field(default=0, ge=0, le=3600, description="Unmeasured warm-up per level.")
     request_timeout_seconds: float = Field(default=30, gt=0, le=3600, description="Per-request timeout.")
 
@@ -60,23 +71,33 @@ class BenchmarkLoad(ApiModel):
 class BenchmarkSlo(ApiModel):
     latency_p99_ms: float | None = Field(default=None, gt=0, description="Highest acceptable P99 latency.")
     latency_p95_ms: float | None = Field(default=None, gt=0, description="Highest acceptable P95 latency.")
-    ttft_p99_ms: float | None = Field(default=None, gt=0, description="Highest acceptable P99 time to first token.")
-    throughput_rps: float | None = Field(default=None, gt=0, description="Lowest acceptable cluster-wide throughput.")
-    max_error_rate: float | None = Field(default=None, ge=0, le=1, description="Highest acceptable error share.")
+    ttft_p99_ms: float | None = Field(
+        default=None, gt=0, description="Highest acceptable P99 time to first token."
+    )
+    throughput_rps: float | None = Field(
+        default=None, gt=0, description="Lowest acceptable cluster-wide throughput."
+    )
+    max_error_rate: float | None = Field(
+        default=None, ge=0, le=1, description="Highest acceptable error share."
+    )
 
 
 class Toleration(ApiModel):
     key: str | None = None
     operator: str | None = Field(default=None, json_schema_extra={"enum": ["Exists", "Equal"]})
     value: str | None = None
-    effect: str | None = Field(default=None, json_schema_extra={"enum": ["NoSchedule", "PreferNoSchedule", "NoExecute"]})
+    effect: str | None = Field(
+        default=None, json_schema_extra={"enum": ["NoSchedule", "PreferNoSchedule", "NoExecute"]}
+    )
     toleration_seconds: int | None = None
 
 
 class RunnerSpec(ApiModel):
     """Where and how the shard pods run."""
 
-    image: str = Field(default="ghcr.io/mcp2026/mcp-operator:0.1.0", description="Runner image.", min_length=1)
+    image: str = Field(
+        default="ghcr.io/mcp2026/mcp-operator:0.1.0", description="Runner image.", min_length=1
+    )
     gpus: int = Field(default=0, ge=0, le=16, description="nvidia.com/gpu per shard pod.")
     cpu: str = Field(default="1", description="CPU request per shard pod.")
     memory: str = Field(default="1Gi", description="Memory request per shard pod.")
@@ -113,7 +134,9 @@ class LevelRow(ApiModel):
     p50_ms: str = Field(description="Median end-to-end latency.")
     p95_ms: str = Field(description="P95 end-to-end latency.")
     p99_ms: str = Field(description="P99 end-to-end latency.")
-    gpu_memory_peak_percent: str = Field(default="unavailable", description="GPU memory peak, or unavailable.")
+    gpu_memory_peak_percent: str = Field(
+        default="unavailable", description="GPU memory peak, or unavailable."
+    )
     slo: str = Field(default="", description="Pass, Fail or empty when no SLO applies.")
 
 
@@ -127,7 +150,9 @@ class ShardSummary(ApiModel):
 
 class MCPBenchmarkStatus(ApiModel):
     observed_generation: int | None = Field(default=None, description="Generation the status reflects.")
-    phase: str | None = Field(default=None, description="Pending, Running, Succeeded, Failed, Suspended, Invalid.")
+    phase: str | None = Field(
+        default=None, description="Pending, Running, Succeeded, Failed, Suspended, Invalid."
+    )
     verdict: Verdict | None = Field(default=None, description="SLO verdict over all levels.")
     job_name: str | None = Field(default=None, description="The owned Indexed Job.")
     target_url: str | None = Field(default=None, description="URL the shards load.")
@@ -142,4 +167,3 @@ class MCPBenchmarkStatus(ApiModel):
         default_factory=list, description="Merged per-level figures.", max_length=MAX_RESULT_ROWS
     )
     conditions: list[Condition] = Field(default_factory=list, description="Accepted, Complete and Ready.")
-

@@ -9,7 +9,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
 
 GROUP = "mcp2026.io"
@@ -28,9 +28,16 @@ class ApiModel(BaseModel):
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
-def cel(rule: str, message: str, field_path: str | None = None) -> dict[str, str]:
+def with_rules(*rules: dict[str, JsonValue]) -> ConfigDict:
+    """The base model config plus CEL rules that the CRD carries on this object."""
+    config = ConfigDict(**ApiModel.model_config)
+    config["json_schema_extra"] = {"x-kubernetes-validations": [dict(rule) for rule in rules]}
+    return config
+
+
+def cel(rule: str, message: str, field_path: str | None = None) -> dict[str, JsonValue]:
     """One ``x-kubernetes-validations`` entry for cross-field rules the API server enforces."""
-    entry = {"rule": rule, "message": message}
+    entry: dict[str, JsonValue] = {"rule": rule, "message": message}
     if field_path:
         entry["fieldPath"] = field_path
     return entry
@@ -59,7 +66,9 @@ class Condition(ApiModel):
     """A Kubernetes-convention condition."""
 
     type: str = Field(description="Condition type, e.g. Ready or Accepted.")
-    status: str = Field(description="True, False or Unknown.", json_schema_extra={"enum": ["True", "False", "Unknown"]})
+    status: str = Field(
+        description="True, False or Unknown.", json_schema_extra={"enum": ["True", "False", "Unknown"]}
+    )
     reason: str = Field(description="CamelCase reason for the last transition.")
     message: str = Field(default="", description="Human readable explanation.")
     last_transition_time: str = Field(description="When status last changed (RFC 3339).")
@@ -72,4 +81,6 @@ class TargetRef(ApiModel):
     name: str = Field(description="Service name.", min_length=1, max_length=63)
     namespace: str | None = Field(default=None, description="Service namespace; defaults to the resource's.")
     port: int = Field(default=80, ge=1, le=65535, description="Service port.")
-    scheme: str = Field(default="http", description="URL scheme.", json_schema_extra={"enum": ["http", "https"]})
+    scheme: str = Field(
+        default="http", description="URL scheme.", json_schema_extra={"enum": ["http", "https"]}
+    )

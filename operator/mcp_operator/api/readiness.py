@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from .common import ApiModel, Condition, TargetRef, Verdict, cel
+from .common import ApiModel, Condition, TargetRef, Verdict, cel, with_rules
 
 MAX_CHECK_HISTORY = 20
 
@@ -12,13 +12,9 @@ MAX_CHECK_HISTORY = 20
 class ReadinessTarget(ApiModel):
     """What to assess: a base URL, or an in-cluster Service the operator resolves."""
 
-    model_config = ApiModel.model_config | {
-        "json_schema_extra": {
-            "x-kubernetes-validations": [
-                cel("has(self.url) != has(self.serviceRef)", "set exactly one of url and serviceRef"),
-            ]
-        }
-    }
+    model_config = with_rules(
+        cel("has(self.url) != has(self.serviceRef)", "set exactly one of url and serviceRef"),
+    )
 
     url: str | None = Field(
         default=None,
@@ -32,26 +28,26 @@ class ReadinessTarget(ApiModel):
 class HealthProbeCheck(ApiModel):
     """An HTTP health probe round: success ratio and latency percentiles against thresholds."""
 
-    model_config = ApiModel.model_config | {
-        "json_schema_extra": {
-            "x-kubernetes-validations": [
-                cel(
-                    "!has(self.maxP50Ms) || !has(self.maxP99Ms) || self.maxP50Ms <= self.maxP99Ms",
-                    "maxP50Ms must not exceed maxP99Ms",
-                    ".maxP50Ms",
-                ),
-                cel(
-                    "!has(self.maxP99Ms) || self.maxP99Ms <= double(self.timeoutMs)",
-                    "maxP99Ms must not exceed timeoutMs (a request slower than the timeout fails anyway)",
-                    ".maxP99Ms",
-                ),
-            ]
-        }
-    }
+    model_config = with_rules(
+        cel(
+            "!has(self.maxP50Ms) || !has(self.maxP99Ms) || self.maxP50Ms <= self.maxP99Ms",
+            "maxP50Ms must not exceed maxP99Ms",
+            ".maxP50Ms",
+        ),
+        cel(
+            "!has(self.maxP99Ms) || self.maxP99Ms <= double(self.timeoutMs)",
+            "maxP99Ms must not exceed timeoutMs (a request slower than the timeout fails anyway)",
+            ".maxP99Ms",
+        ),
+    )
 
-    path: str = Field(default="/health", description="Path probed on the target.", pattern=r"^/", max_length=1024)
+    path: str = Field(
+        default="/health", description="Path probed on the target.", pattern=r"^/", max_length=1024
+    )
     requests: int = Field(
-        default=10000, ge=1, le=100000,
+        default=10000,
+        ge=1,
+        le=100000,
         description="Probe requests in one round; enough to verify minSuccessRatio (1/(1-ratio)).",
     )
     concurrency: int = Field(default=8, ge=1, le=256, description="Requests in flight at once.")
@@ -88,7 +84,9 @@ class CheckResult(ApiModel):
     verdict: Verdict = Field(description="Pass, Warn, Inconclusive, Fail or Error.")
     reason: str = Field(description="CamelCase reason.")
     message: str = Field(default="", description="What was observed against what was required.")
-    observed: dict[str, str] = Field(default_factory=dict, description="Measured figures, as strings with units.")
+    observed: dict[str, str] = Field(
+        default_factory=dict, description="Measured figures, as strings with units."
+    )
     thresholds: dict[str, str] = Field(default_factory=dict, description="Thresholds applied.")
     measured_at: str = Field(description="When the check finished (RFC 3339).")
 

@@ -13,13 +13,24 @@ import kopf
 from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
-from mcp_bench.plan import PlanError
+from mcp_bench.plan import PlanError, format_validation_error
+from mcp_bench.results.document import ResultDocument, dumps_document
 
-from .. import kube, metrics
+from .. import events, kube, metrics
 from ..api.benchmark import MCPBenchmarkSpec
 from ..api.common import GROUP, VERSION
 from ..benchcollect import merged_status, read_shards
-from ..benchjob import LABEL_JOB, RESULT_KEY, job_name, plan_from_spec, report_name, shard_job, shard_rbac
+from ..benchjob import (
+    LABEL_BENCHMARK,
+    LABEL_JOB,
+    RESULT_KEY,
+    job_name,
+    owner_reference,
+    plan_from_spec,
+    report_name,
+    shard_job,
+    shard_rbac,
+)
 from ..conditions import set_condition, utc_now
 from ..readiness import service_url
 from ..settings import OperatorSettings
@@ -29,29 +40,35 @@ KIND = "MCPBenchmark"
 ACTIVE_PHASES = ("Pending", "Running", "Suspended")
 
 
-def _reject(body: kopf.Body, patch: kopf.Patch, status: dict[str, Any], generation: int, reason: str, msg: str) -> None:
+def _reject(
+    body: kopf.Body, patch: kopf.Patch, status: kopf.Status, generation: int, reason: str, msg: str
+) -> None:
     conds = set_condition(list(status.get("conditions") or []), "Accepted", False, reason, msg, generation)
     conds = set_condition(conds, "Ready", False, reason, msg, generation)
-    patch.status.update({"phase": "Invalid", "verdict": "Error", "observedGeneration": generation, "conditions": conds})
+    patch.status.update(
+        {"phase": "Invalid", "verdict": "Error", "observedGeneration": generation, "conditions": conds}
+    )
     metrics.RECONCILIATIONS.labels(KIND, "invalid").inc()
-    kopf.warn(body, reason=reason, message=msg)
+    events.warning(body, reason, msg)
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL)
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
 async def start_benchmark(
-    spec: dict[str, Any], status: dict[str, Any], meta: dict[str, Any], body: kopf.Body,
-    patch: kopf.Patch, **_: Any,
+    spec: kopf.Spec,
+    status: kopf.Status,
+    meta: kopf.Meta,
+    body: kopf.Body,
+    patch: kopf.Patch,
+    **_: Any,
 ) -> None:
     generation = int(meta["generation"])
     namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
     try:
         parsed = MCPBenchmarkSpec.model_validate(spec)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        _reject(body, patch, status, generation, "InvalidSpec",
-                f"spec.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}")
+        _reject(body, patch, status, generation, "InvalidSpec", f"spec: {format_validation_error(exc)}")
         return
     job = job_name(name, generation)
     if status.get("jobName") == job:
@@ -64,14 +81,22 @@ async def start_benchmark(
     if ref is not None:
         ns = ref.namespace or namespace
         if not await kube.service_exists(ns, ref.name):
-            _reject(body, patch, status, generation, "TargetNotFound", f"Service {ns}/{ref.name} does not exist")
+            _reject(
+                body, patch, status, generation, "TargetNotFound", f"Service {ns}/{ref.name} does not exist"
+            )
             return
         url = service_url(ref, namespace)
     else:
         url = parsed.target.url or ""
     if parsed.target.backend != "http" and not parsed.target.model:
-        _reject(body, patch, status, generation, "ModelRequired",
-                f"backend {parsed.target.backend} needs spec.target.model")
+        _reject(
+            body,
+            patch,
+            status,
+            generation,
+            "ModelRequired",
+            f"backend {parsed.target.backend} needs spec.target.model",
+        )
         return
     try:
         plan = plan_from_spec(parsed, url, name)
@@ -89,22 +114,30 @@ async def start_benchmark(
     )
     created = await kube.create_or_exists(kube.batch().create_namespaced_job, namespace, manifest)
     await _delete_older_jobs(namespace, name, job)
-    conds = set_condition(list(status.get("conditions") or []), "Accepted", True, "JobCreated",
-                          f"Job {job} runs {parsed.shards} shard(s)", generation)
+    conds = set_condition(
+        list(status.get("conditions") or []),
+        "Accepted",
+        True,
+        "JobCreated",
+        f"Job {job} runs {parsed.shards} shard(s)",
+        generation,
+    )
     conds = set_condition(conds, "Complete", False, "Running", "shards are running", generation)
     conds = set_condition(conds, "Ready", None, "Running", "waiting for shard results", generation)
-    patch.status.update({
-        "phase": "Suspended" if parsed.suspend else "Running",
-        "observedGeneration": generation,
-        "jobName": job,
-        "targetUrl": plan.url,
-        "startedAt": utc_now(),
-        "shards": {"expected": parsed.shards, "reported": 0, "rejected": 0, "succeeded": 0, "failed": 0},
-        "conditions": conds,
-    })
+    patch.status.update(
+        {
+            "phase": "Suspended" if parsed.suspend else "Running",
+            "observedGeneration": generation,
+            "jobName": job,
+            "targetUrl": plan.url,
+            "startedAt": utc_now(),
+            "shards": {"expected": parsed.shards, "reported": 0, "rejected": 0, "succeeded": 0, "failed": 0},
+            "conditions": conds,
+        }
+    )
     metrics.RECONCILIATIONS.labels(KIND, "job-created").inc()
     if created:
-        kopf.info(body, reason="JobCreated", message=f"created Job {job} with {parsed.shards} shard(s)")
+        events.normal(body, "JobCreated", f"created Job {job} with {parsed.shards} shard(s)")
 
 
 async def _apply_suspend(namespace: str, job: str, suspend: bool) -> None:
@@ -117,12 +150,18 @@ async def _apply_suspend(namespace: str, job: str, suspend: bool) -> None:
 
 async def _delete_older_jobs(namespace: str, benchmark: str, current: str) -> None:
     """A new spec generation supersedes the Job of the previous one."""
-    jobs = await kube.call(kube.batch().list_namespaced_job, namespace, label_selector=f"mcp2026.io/benchmark={benchmark}")
+    jobs = await kube.call(
+        kube.batch().list_namespaced_job, namespace, label_selector=f"{LABEL_BENCHMARK}={benchmark}"
+    )
     for item in jobs.items:
         if item.metadata.name != current:
             try:
-                await kube.call(kube.batch().delete_namespaced_job, item.metadata.name, namespace,
-                                propagation_policy="Background")
+                await kube.call(
+                    kube.batch().delete_namespaced_job,
+                    item.metadata.name,
+                    namespace,
+                    propagation_policy="Background",
+                )
             except ApiException as exc:
                 if exc.status != 404:
                     raise
@@ -135,10 +174,16 @@ def _job_finished(job: Any) -> bool:
     return False
 
 
-@kopf.timer(GROUP, VERSION, PLURAL, interval=2.0, initial_delay=1.0,
-            when=lambda status, **_: status.get("phase") == "Running" and bool(status.get("jobName")))
+@kopf.timer(
+    GROUP,
+    VERSION,
+    PLURAL,
+    interval=2.0,
+    initial_delay=1.0,
+    when=lambda status, **_: status.get("phase") == "Running" and bool(status.get("jobName")),
+)
 async def collect_benchmark(
-    status: dict[str, Any], meta: dict[str, Any], body: kopf.Body, patch: kopf.Patch, **_: Any
+    status: kopf.Status, meta: kopf.Meta, body: kopf.Body, patch: kopf.Patch, **_: Any
 ) -> None:
     namespace, name, generation = meta["namespace"], meta["name"], int(meta["generation"])
     job_name_ = status["jobName"]
@@ -147,23 +192,37 @@ async def collect_benchmark(
     except ApiException as exc:
         if exc.status != 404:
             raise
-        conds = set_condition(list(status.get("conditions") or []), "Ready", False, "JobMissing",
-                              f"Job {job_name_} no longer exists", generation)
+        conds = set_condition(
+            list(status.get("conditions") or []),
+            "Ready",
+            False,
+            "JobMissing",
+            f"Job {job_name_} no longer exists",
+            generation,
+        )
         patch.status.update({"phase": "Failed", "verdict": "Error", "conditions": conds})
         return
     succeeded, failed = job.status.succeeded or 0, job.status.failed or 0
     expected = int((status.get("shards") or {}).get("expected", 1))
     if not _job_finished(job):
-        if (status.get("shards") or {}).get("succeeded") != succeeded or status["shards"].get("failed") != failed:
+        if (status.get("shards") or {}).get("succeeded") != succeeded or status["shards"].get(
+            "failed"
+        ) != failed:
             patch.status["shards"] = {**status["shards"], "succeeded": succeeded, "failed": failed}
         return
-    maps = await kube.call(kube.core().list_namespaced_config_map, namespace, label_selector=f"{LABEL_JOB}={job_name_}")
+    maps = await kube.call(
+        kube.core().list_namespaced_config_map, namespace, label_selector=f"{LABEL_JOB}={job_name_}"
+    )
     readout = read_shards([(m.metadata.name, (m.data or {}).get(RESULT_KEY)) for m in maps.items])
     metrics.SHARD_RESULTS.labels("merged").inc(len(readout.documents))
     metrics.SHARD_RESULTS.labels("rejected").inc(len(readout.rejected))
     collected = merged_status(
-        expected=expected, succeeded=succeeded, failed=failed, readout=readout,
-        conditions=list(status.get("conditions") or []), generation=generation,
+        expected=expected,
+        succeeded=succeeded,
+        failed=failed,
+        readout=readout,
+        conditions=list(status.get("conditions") or []),
+        generation=generation,
     )
     if collected.merged is not None:
         await _write_report(namespace, name, meta["uid"], collected.merged)
@@ -171,23 +230,22 @@ async def collect_benchmark(
     patch.status.update(collected.status)
     metrics.VERDICTS.labels(KIND, collected.status["verdict"]).inc()
     for rejected, why in readout.rejected.items():
-        kopf.warn(body, reason="ShardResultRejected", message=f"{rejected}: {why}")
+        events.warning(body, "ShardResultRejected", f"{rejected}: {why}")
     if collected.ready:
-        kopf.info(body, reason=collected.reason, message=collected.message)
+        events.normal(body, collected.reason, collected.message)
     else:
-        kopf.warn(body, reason=collected.reason, message=collected.message)
+        events.warning(body, collected.reason, collected.message)
 
 
-async def _write_report(namespace: str, name: str, uid: str, merged: Any) -> None:
-    from mcp_bench.results.document import dumps_document
-
-    from ..benchjob import owner_reference
-
+async def _write_report(namespace: str, name: str, uid: str, merged: ResultDocument) -> None:
     body = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": report_name(name), "labels": {"mcp2026.io/benchmark": name},
-                     "ownerReferences": [owner_reference(name, uid)]},
+        "metadata": {
+            "name": report_name(name),
+            "labels": {LABEL_BENCHMARK: name},
+            "ownerReferences": [owner_reference(name, uid)],
+        },
         "data": {RESULT_KEY: dumps_document(merged)},
     }
     if not await kube.create_or_exists(kube.core().create_namespaced_config_map, namespace, body):

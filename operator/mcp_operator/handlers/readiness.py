@@ -8,7 +8,9 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from .. import kube, metrics
+from mcp_bench.plan import format_validation_error
+
+from .. import events, kube, metrics
 from ..api.common import GROUP, VERSION
 from ..api.readiness import MCPReadinessSpec
 from ..readiness import (
@@ -25,9 +27,12 @@ PLURAL = "mcpreadinesses"
 KIND = "MCPReadiness"
 
 
-def _already_evaluated(status: dict[str, Any], generation: int) -> bool:
+def _already_evaluated(status: kopf.Status, generation: int) -> bool:
     return status.get("observedGeneration") == generation and status.get("phase") in (
-        "Succeeded", "Failed", "Invalid", "Suspended",
+        "Succeeded",
+        "Failed",
+        "Invalid",
+        "Suspended",
     )
 
 
@@ -35,8 +40,12 @@ def _already_evaluated(status: dict[str, Any], generation: int) -> bool:
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
 async def evaluate_readiness(
-    spec: dict[str, Any], status: dict[str, Any], meta: dict[str, Any], body: kopf.Body,
-    patch: kopf.Patch, **_: Any,
+    spec: kopf.Spec,
+    status: kopf.Status,
+    meta: kopf.Meta,
+    body: kopf.Body,
+    patch: kopf.Patch,
+    **_: Any,
 ) -> None:
     generation = int(meta["generation"])
     namespace, name = meta["namespace"], meta["name"]
@@ -46,7 +55,13 @@ async def evaluate_readiness(
     try:
         parsed = MCPReadinessSpec.model_validate(spec)
     except ValidationError as exc:
-        _reject(body, patch, conditions, generation, [SpecProblem("InvalidSpec", _first_error(exc))])
+        _reject(
+            body,
+            patch,
+            conditions,
+            generation,
+            [SpecProblem("InvalidSpec", f"spec: {format_validation_error(exc)}")],
+        )
         return
     if parsed.suspend:
         patch.status.update({"phase": "Suspended", "observedGeneration": generation})
@@ -65,28 +80,27 @@ async def evaluate_readiness(
     outcomes = await run_checks(parsed, target)
     for outcome in outcomes:
         metrics.CHECK_SECONDS.labels(outcome.name).observe(time.monotonic() - started)
-    new_status, verdict = verdict_status(progress["conditions"], generation, target, progress["startedAt"], outcomes)
+    new_status, verdict = verdict_status(
+        progress["conditions"], generation, target, progress["startedAt"], outcomes
+    )
     patch.status.update(new_status)
     metrics.VERDICTS.labels(KIND, verdict.outcome.value).inc()
     metrics.RECONCILIATIONS.labels(KIND, "evaluated").inc()
     metrics.READY.labels(namespace, name).set(1 if verdict.ready else 0)
     if verdict.ready:
-        kopf.info(body, reason="Ready", message=f"verdict {verdict.outcome.value}: {verdict.message}")
+        events.normal(body, "Ready", f"verdict {verdict.outcome.value}: {verdict.message}")
     else:
-        kopf.warn(body, reason=verdict.reason, message=f"verdict {verdict.outcome.value}: {verdict.message}")
+        events.warning(body, verdict.reason, f"verdict {verdict.outcome.value}: {verdict.message}")
 
 
 def _reject(
-    body: kopf.Body, patch: kopf.Patch, conditions: list[dict[str, Any]], generation: int,
+    body: kopf.Body,
+    patch: kopf.Patch,
+    conditions: list[dict[str, Any]],
+    generation: int,
     problems: list[SpecProblem],
 ) -> None:
     """Record why the spec cannot run and stop: no exception, so kopf does not retry it."""
     patch.status.update(invalid_status(conditions, generation, problems))
     metrics.RECONCILIATIONS.labels(KIND, "invalid").inc()
-    kopf.warn(body, reason=problems[0].reason, message="; ".join(p.message for p in problems))
-
-
-def _first_error(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    path = ".".join(str(p) for p in err["loc"])
-    return f"spec.{path}: {err['msg']}"
+    events.warning(body, problems[0].reason, "; ".join(p.message for p in problems))
