@@ -48,10 +48,11 @@ class FifoGate:
     def waiting(self) -> int:
         return len(self._waiters)
 
-    async def acquire(self) -> None:
+    async def acquire(self) -> bool:
+        """Take a slot; True when the caller had to wait for it."""
         if self._capacity == 0 or (self._busy < self._capacity and not self._waiters):
             self._busy += 1
-            return
+            return False
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append(fut)
         try:
@@ -62,6 +63,7 @@ class FifoGate:
             else:
                 self._waiters.remove(fut)
             raise
+        return True
 
     def release(self) -> None:
         while self._waiters:
@@ -155,9 +157,13 @@ class ServerModel:
 
     @asynccontextmanager
     async def serve(self, arrival_ns: int) -> AsyncIterator[Service]:
-        """Wait for a slot (FIFO), yield the service record, then count it as success or failure."""
-        await self.gate.acquire()
-        svc = Service(arrival_ns=arrival_ns, start_ns=time.perf_counter_ns())
+        """Wait for a slot (FIFO), yield the service record, then count it as success or failure.
+
+        Service starts at arrival when a slot is free (request parsing is part of the service
+        time, not extra), else when the slot is handed over.
+        """
+        waited = await self.gate.acquire()
+        svc = Service(arrival_ns=arrival_ns, start_ns=time.perf_counter_ns() if waited else arrival_ns)
         try:
             yield svc
         except BaseException:
