@@ -1,0 +1,113 @@
+"""Everything around the control plane that the demo and the e2e tests both start: CRDs, the
+operator as a real process, the reference inference server, and a kubectl of the same
+version as the API server.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import build
+from .processes import ManagedProcess, free_port, http_ok, stop_pid, wait_until
+
+SAMPLE_URL = "http://127.0.0.1:18080"
+FIRST_LINE_PORT = re.compile(r"^(\d+)\s*$", re.MULTILINE)
+
+
+def kubectl_path() -> Path:
+    return build.binary("kubernetes", "kubectl")
+
+
+def kubectl(
+    kubeconfig: Path, *args: str, input_text: str | None = None, check: bool = True, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """Run our kubectl; with ``check`` a failure raises with kubectl's own message."""
+    result = subprocess.run(
+        [str(kubectl_path()), f"--kubeconfig={kubeconfig}", *args],
+        input=input_text,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if check and result.returncode != 0:
+        raise RuntimeError(f"kubectl {' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}")
+    return result
+
+
+def apply_crds(kubeconfig: Path, crd_dir: Path) -> None:
+    kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", str(crd_dir))
+    kubectl(
+        kubeconfig,
+        "wait",
+        "--for=condition=Established",
+        "crd",
+        "-l",
+        "app.kubernetes.io/part-of=mcp-operator",
+        "--timeout=60s",
+    )
+
+
+def start_refserver(log_dir: Path, *extra: str) -> tuple[ManagedProcess, str]:
+    """The reference server on a free loopback port; returns the process and its base URL."""
+    log = log_dir / f"refserver-{time.monotonic_ns()}.log"
+    proc = ManagedProcess(
+        "refserver", [sys.executable, "-m", "mcp_bench.refserver", "--port", "0", *extra], log
+    )
+    proc.start()
+    found: list[int] = []
+
+    def bound() -> bool:
+        match = FIRST_LINE_PORT.search(proc.log_tail(200_000))
+        if match:
+            found.append(int(match.group(1)))
+        return bool(found) and http_ok(f"http://127.0.0.1:{found[0]}/health")
+
+    wait_until(proc, bound, timeout_s=30, what="serving")
+    return proc, f"http://127.0.0.1:{found[0]}"
+
+
+@dataclass
+class OperatorProcess:
+    process: ManagedProcess
+    liveness_url: str
+    metrics_url: str
+
+
+def start_operator(
+    kubeconfig: Path, log_dir: Path, *, namespaces: list[str] | None = None
+) -> OperatorProcess:
+    """``mcp-operator run`` as its own process, ready once its liveness endpoint answers."""
+    liveness_port, metrics_port = free_port(), free_port()
+    argv = [
+        sys.executable,
+        "-m",
+        "mcp_operator.cli",
+        "run",
+        "--liveness",
+        f"http://127.0.0.1:{liveness_port}/healthz",
+    ]
+    for ns in namespaces or []:
+        argv += ["--namespace", ns]
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "MCP_METRICS_PORT": str(metrics_port)}
+    proc = ManagedProcess("operator", argv, log_dir / f"operator-{time.monotonic_ns()}.log", env=env)
+    proc.start()
+    liveness = f"http://127.0.0.1:{liveness_port}/healthz"
+    wait_until(proc, lambda: http_ok(liveness), timeout_s=60, what="live")
+    return OperatorProcess(proc, liveness, f"http://127.0.0.1:{metrics_port}/metrics")
+
+
+def stop(proc: ManagedProcess | None) -> None:
+    if proc is not None and proc.popen is not None:
+        stop_pid(proc.popen.pid)
+
+
+def render_sample(text: str, target_url: str) -> str:
+    """Point a sample at the running reference server instead of its documented default port."""
+    return text.replace(SAMPLE_URL, target_url)
