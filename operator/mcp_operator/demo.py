@@ -150,7 +150,7 @@ def apply_and_wait(kubeconfig: Path, path: Path, url: str, timeout_s: float) -> 
     obj = wait_verdict(kubeconfig, kind, name, namespace, timeout_s)
     elapsed = time.monotonic() - started
     status = obj.get("status") or {}
-    ready = next((c for c in status.get("conditions", []) if c.get("type") == "Ready"), {})
+    ready: dict[str, Any] = next((c for c in status.get("conditions", []) if c.get("type") == "Ready"), {})
     return SampleOutcome(
         kind=kind,
         name=name,
