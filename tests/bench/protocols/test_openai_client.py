@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import statistics
 
 import pytest
@@ -128,11 +127,8 @@ async def test_mixed_faults_are_all_accounted_for() -> None:
     assert ok > 0
 
 
-async def test_refused_connection_is_a_connect_error() -> None:
-    with socket.socket() as s:  # a port that was free a moment ago and has no listener now
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    client = OpenAIClient(f"http://127.0.0.1:{port}", "m")
+async def test_refused_connection_is_a_connect_error(closed_port: int) -> None:
+    client = OpenAIClient(f"http://127.0.0.1:{closed_port}", "m")
     await client.open()
     try:
         rec = await client.send(RequestPayload(prompt="x", max_output_tokens=2))
