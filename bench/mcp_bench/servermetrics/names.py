@@ -1,0 +1,27 @@
+"""Metric names the benchmark reads from Triton and vLLM; absent ones are reported ``missing``.
+
+Counters are named as their value sample appears in the exposition (Triton: no ``_total``; vLLM:
+with ``_total``); histograms by their family name.
+"""
+
+TRITON_METRICS: tuple[str, ...] = (
+    "nv_inference_request_success",
+    "nv_inference_request_failure",
+    "nv_inference_count",
+    "nv_inference_exec_count",
+    "nv_inference_request_duration_us",
+    "nv_inference_queue_duration_us",
+    "nv_inference_compute_infer_duration_us",
+    "nv_gpu_utilization",
+    "nv_gpu_memory_used_bytes",
+)
+
+VLLM_METRICS: tuple[str, ...] = (
+    "vllm:num_requests_running",
+    "vllm:num_requests_waiting",
+    "vllm:kv_cache_usage_perc",
+    "vllm:num_preemptions_total",
+    "vllm:time_to_first_token_seconds",
+    "vllm:e2e_request_latency_seconds",
+    "vllm:generation_tokens_total",
+)
