@@ -1,12 +1,13 @@
 """Pure builders for an MCPBenchmark's children: the shard plan, the Indexed Job and the
 service account, Role and RoleBinding that let shard pods publish their results.
 
-Names are deterministic (resource name + generation), so a retried create answers 409
-instead of making a duplicate, and a new spec generation gets a new Job.
+Names are deterministic (resource name + a digest of the spec), so a retried create answers
+409 instead of making a duplicate, and a changed spec gets a new Job.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -24,8 +25,15 @@ SHARD_ACCOUNT = "mcp-bench-shard"
 MAX_NAME = 63
 
 
-def job_name(benchmark: str, generation: int) -> str:
-    suffix = f"-g{generation}"
+def spec_digest(spec: MCPBenchmarkSpec) -> str:
+    """Digest of everything that shapes the run; ``suspend`` is left out so that pausing and
+    resuming keep the same Job."""
+    canonical = json.dumps(spec.model_dump(mode="json", exclude={"suspend"}), sort_keys=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:8]
+
+
+def job_name(benchmark: str, spec: MCPBenchmarkSpec) -> str:
+    suffix = f"-{spec_digest(spec)}"
     return benchmark[: MAX_NAME - len(suffix)] + suffix
 
 
@@ -56,6 +64,8 @@ def plan_from_spec(spec: MCPBenchmarkSpec, url: str, benchmark: str) -> RunPlan:
             "latency_p99_ms": spec.slo.latency_p99_ms,
             "latency_p95_ms": spec.slo.latency_p95_ms,
             "ttft_p99_ms": spec.slo.ttft_p99_ms,
+            # judged on the merged levels, whose throughput is cluster-wide, as the spec says
+            "throughput_rps": spec.slo.throughput_rps,
             "max_error_rate": spec.slo.max_error_rate,
         }.items()
         if value is not None
@@ -92,13 +102,12 @@ def shard_job(
     spec: MCPBenchmarkSpec,
     name: str,
     uid: str,
-    generation: int,
     plan: RunPlan,
     command: tuple[str, ...],
 ) -> dict[str, Any]:
     """An Indexed Job with one completion per shard, placed as the runner spec asks."""
     runner = spec.runner
-    job = job_name(name, generation)
+    job = job_name(name, spec)
     labels = {LABEL_BENCHMARK: name, LABEL_JOB: job, LABEL_COMPONENT: "bench-shard"}
     resources: dict[str, dict[str, str]] = {"requests": {"cpu": runner.cpu, "memory": runner.memory}}
     if runner.gpus:

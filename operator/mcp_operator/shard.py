@@ -47,13 +47,11 @@ def run_shard() -> int:
         benchmark, uid, job = _env("MCP_BENCHMARK_NAME"), _env("MCP_BENCHMARK_UID"), _env("MCP_JOB_NAME")
         namespace = _env("MCP_NAMESPACE")
         index = int(os.environ.get("JOB_COMPLETION_INDEX", "0"))
-        shards = int(os.environ.get("MCP_SHARDS", "1"))
     except (PlanError, ValueError) as exc:
         termination_message(f"shard cannot start: {exc}")
         return EXIT_PLAN
     document = run_plan_sync(plan)
     document.shard_index = index
-    document.shards = shards
     text = dumps_document(document)
     body = shard_result_object(job=job, index=index, benchmark=benchmark, uid=uid, document_text=text)
     api = kube.core()

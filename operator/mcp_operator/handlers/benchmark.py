@@ -70,13 +70,14 @@ async def start_benchmark(
     except ValidationError as exc:
         _reject(body, patch, status, generation, "InvalidSpec", f"spec: {format_validation_error(exc)}")
         return
-    job = job_name(name, generation)
+    job = job_name(name, parsed)
     if status.get("jobName") == job:
+        # only suspend changed (or the operator restarted): steer the existing Job
         await _apply_suspend(namespace, job, parsed.suspend)
-        patch.status["phase"] = "Suspended" if parsed.suspend else status.get("phase", "Running")
+        if status.get("phase") in ACTIVE_PHASES:
+            patch.status["phase"] = "Suspended" if parsed.suspend else "Running"
+        patch.status["observedGeneration"] = generation
         return
-    if status.get("observedGeneration") == generation and status.get("phase") not in ACTIVE_PHASES:
-        return  # this generation already finished (resume after restart)
     ref = parsed.target.service_ref
     if ref is not None:
         ns = ref.namespace or namespace
@@ -109,9 +110,7 @@ async def start_benchmark(
         await kube.create_or_exists(kube.core().create_namespaced_service_account, namespace, account)
         await kube.create_or_exists(kube.rbac().create_namespaced_role, namespace, role)
         await kube.create_or_exists(kube.rbac().create_namespaced_role_binding, namespace, binding)
-    manifest = shard_job(
-        spec=parsed, name=name, uid=uid, generation=generation, plan=plan, command=settings.runner_command
-    )
+    manifest = shard_job(spec=parsed, name=name, uid=uid, plan=plan, command=settings.runner_command)
     created = await kube.create_or_exists(kube.batch().create_namespaced_job, namespace, manifest)
     await _delete_older_jobs(namespace, name, job)
     conds = set_condition(

@@ -1,0 +1,156 @@
+"""MCPBenchmark end to end: CR -> Indexed Job -> pods that really run mcp_bench -> shard
+results published through the API -> merged, checksum-verified status."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import yaml
+
+from mcp_bench.results.document import loads_document
+
+SAMPLE = "mcpbenchmark-refserver.yaml"
+
+
+def _ready(obj: dict[str, Any]) -> dict[str, Any]:
+    return next(c for c in obj["status"]["conditions"] if c["type"] == "Ready")
+
+
+def _pods(kube: Any, job: str) -> list[dict[str, Any]]:
+    out = kube.run("get", "pods", "-l", f"job-name={job}", "-o", "json").stdout
+    items: list[dict[str, Any]] = json.loads(out)["items"]
+    return items
+
+
+def test_sample_benchmark_merges_shards_that_really_ran(kube: Any, refserver: str, sample: Any) -> None:
+    kube.apply(sample(SAMPLE, refserver))
+    waited = kube.wait("mcpbenchmark/refserver-bench", "condition=Ready", timeout_s=120)
+    assert waited.returncode == 0, waited.stderr
+    obj = kube.get("mcpbenchmark", "refserver-bench")
+    status = obj["status"]
+    assert status["phase"] == "Succeeded" and status["verdict"] == "Pass"
+    assert status["shards"] == {"expected": 2, "reported": 2, "rejected": 0, "succeeded": 2, "failed": 0}
+    assert [row["level"] for row in status["results"]] == ["c=8", "c=32"]  # 2 shards x (4, 16)
+    assert all(row["requests"] > 0 and row["errors"] == 0 for row in status["results"])
+    assert status["engine"]["server_name"] == "mcp-refserver"
+
+    job = kube.get("job", status["jobName"])
+    assert job["spec"]["completionMode"] == "Indexed" and job["spec"]["completions"] == 2
+    assert job["metadata"]["ownerReferences"][0]["uid"] == obj["metadata"]["uid"]
+    pods = _pods(kube, status["jobName"])
+    assert len(pods) == 2
+    for pod in pods:
+        assert pod["spec"]["nodeName"] == "mcp-local"
+        terminated = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+        assert terminated["exitCode"] == 0
+        assert "result published" in terminated["message"]
+
+    report = kube.get("configmap", status["reportName"])
+    merged = loads_document(report["data"]["result.json"])  # raises when the checksum does not match
+    assert [level.completed for level in merged.levels] == [row["requests"] for row in status["results"]]
+    assert merged.shards == 2
+    shard_maps = kube.run(
+        "get", "configmaps", "-l", f"mcp2026.io/job={status['jobName']}", "-o", "name"
+    ).stdout
+    assert len(shard_maps.split()) == 2
+    table = kube.run("get", "mcpb", "refserver-bench").stdout
+    assert "Succeeded" in table and status["p99Ms"] in table
+
+
+def test_gpu_shards_are_placed_on_gpu_nodes_and_missing_results_are_reported(
+    kube: Any, refserver: str
+) -> None:
+    kube.run(
+        "apply",
+        "-f",
+        "-",
+        input_text=yaml.safe_dump(
+            {
+                "apiVersion": "node.k8s.io/v1",
+                "kind": "RuntimeClass",
+                "metadata": {"name": "nvidia"},
+                "handler": "nvidia",
+            }
+        ),
+    )
+    bench = {
+        "apiVersion": "mcp2026.io/v1alpha1",
+        "kind": "MCPBenchmark",
+        "metadata": {"name": "gpu-bench"},
+        "spec": {
+            "target": {"url": refserver, "backend": "http", "path": "/health"},
+            "load": {"concurrency": [2], "requests": 10},
+            "shards": 2,
+            "runner": {
+                "gpus": 1,
+                "runtimeClassName": "nvidia",
+                "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H200"},
+                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            },
+        },
+    }
+    kube.apply(yaml.safe_dump(bench))
+    assert kube.wait("mcpbenchmark/gpu-bench", "condition=Ready=false", timeout_s=120).returncode == 0
+    obj = kube.get("mcpbenchmark", "gpu-bench")
+    assert _ready(obj)["reason"] == "ShardResultMissing"
+    assert obj["status"]["shards"]["reported"] == 0
+    for pod in _pods(kube, obj["status"]["jobName"]):
+        assert pod["spec"]["nodeName"].startswith("kwok-gpu-")
+        container = pod["spec"]["containers"][0]
+        assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
+        assert pod["spec"]["runtimeClassName"] == "nvidia"
+
+
+def test_suspended_benchmark_runs_when_resumed(kube: Any, refserver: str) -> None:
+    bench = {
+        "apiVersion": "mcp2026.io/v1alpha1",
+        "kind": "MCPBenchmark",
+        "metadata": {"name": "later"},
+        "spec": {
+            "target": {"url": refserver, "backend": "http", "path": "/health"},
+            "load": {"concurrency": [2], "requests": 50},
+            "runner": {"nodeSelector": {"mcp2026.io/local-runner": "true"}},
+            "suspend": True,
+        },
+    }
+    kube.apply(yaml.safe_dump(bench))
+    assert kube.wait("mcpbenchmark/later", "jsonpath={.status.phase}=Suspended", timeout_s=60).returncode == 0
+    job_name = kube.get("mcpbenchmark", "later")["status"]["jobName"]
+    assert kube.get("job", job_name)["spec"]["suspend"] is True
+    time.sleep(2)
+    assert _pods(kube, job_name) == []
+    kube.run("patch", "mcpbenchmark", "later", "--type=merge", "-p", '{"spec":{"suspend":false}}')
+    assert kube.wait("mcpbenchmark/later", "condition=Ready", timeout_s=120).returncode == 0
+    status = kube.get("mcpbenchmark", "later")["status"]
+    assert status["jobName"] == job_name  # resumed the same Job, not a new run
+    assert status["results"][0]["requests"] == 50
+
+
+def test_invalid_benchmark_specs(kube: Any, refserver: str) -> None:
+    both = {
+        "apiVersion": "mcp2026.io/v1alpha1",
+        "kind": "MCPBenchmark",
+        "metadata": {"name": "both-loads"},
+        "spec": {"target": {"url": refserver}, "load": {"concurrency": [1], "rate": [5.0], "requests": 5}},
+    }
+    rejected = kube.apply(yaml.safe_dump(both), check=False)
+    assert rejected.returncode != 0
+    assert "spec.load" in rejected.stderr and "exactly one of concurrency" in rejected.stderr
+
+    no_model = {
+        "apiVersion": "mcp2026.io/v1alpha1",
+        "kind": "MCPBenchmark",
+        "metadata": {"name": "no-model"},
+        "spec": {
+            "target": {"url": refserver, "backend": "openai"},
+            "load": {"concurrency": [1], "requests": 5},
+        },
+    }
+    kube.apply(yaml.safe_dump(no_model))
+    assert kube.wait("mcpbenchmark/no-model", "condition=Ready=false", timeout_s=60).returncode == 0
+    obj = kube.get("mcpbenchmark", "no-model")
+    assert _ready(obj)["reason"] == "ModelRequired"
+    assert obj["status"]["phase"] == "Invalid"
+    assert kube.run("get", "jobs", "-o", "name").stdout.strip() == ""
