@@ -1,0 +1,183 @@
+"""Shard results read back, verified and merged into status, from documents of real runs.
+
+Every document here comes from ``mcp_bench.engines.run_plan`` loading the reference server on
+127.0.0.1 for a fraction of a second, so the collector sees exactly what a shard publishes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from mcp_bench.engines import run_plan
+from mcp_bench.refserver import RunningServer
+from mcp_bench.results.document import dumps_document, loads_document
+from mcp_operator.api import MCPBenchmarkSpec, MCPBenchmarkStatus
+from mcp_operator.benchcollect import Collected, merged_status, read_shards
+from mcp_operator.benchjob import plan_from_spec
+from mcp_operator.conditions import condition
+
+REQUESTS = 20
+
+
+def _spec(slo: dict[str, Any] | None = None, path: str = "/delay?ms=2") -> MCPBenchmarkSpec:
+    return MCPBenchmarkSpec.model_validate(
+        {
+            "target": {"url": "http://placeholder", "path": path},
+            "load": {"concurrency": [2], "requests": REQUESTS, "requestTimeoutSeconds": 5},
+            "shards": 2,
+            "slo": slo or {},
+        }
+    )
+
+
+async def _shard_texts(server: RunningServer, spec: MCPBenchmarkSpec, shards: int = 2) -> list[str]:
+    """Run every shard's plan against the server at once, as the Job's pods would."""
+    plan = plan_from_spec(spec, server.url, "bench")
+    docs = await asyncio.gather(*(run_plan(plan) for _ in range(shards)))
+    for index, doc in enumerate(docs):
+        doc.shard_index = index
+    return [dumps_document(doc) for doc in docs]
+
+
+def _collect(texts: list[tuple[str, str | None]], expected: int = 2) -> Collected:
+    readout = read_shards(texts)
+    return merged_status(
+        expected=expected,
+        succeeded=expected,
+        failed=0,
+        readout=readout,
+        conditions=[],
+        generation=3,
+    )
+
+
+def _ready(collected: Collected) -> dict[str, Any]:
+    ready = condition(collected.status["conditions"], "Ready")
+    assert ready is not None
+    assert ready["observedGeneration"] == 3
+    # whatever the outcome, status only carries fields the CRD declares
+    MCPBenchmarkStatus.model_validate(collected.status)
+    return ready
+
+
+def _tamper(text: str) -> str:
+    """Change one digit of the completed count: still valid JSON, wrong checksum."""
+    marker = '"completed":'
+    at = text.index(marker) + len(marker)
+    digit = text[at]
+    assert digit.isdigit()
+    return text[:at] + str((int(digit) + 1) % 10) + text[at + 1 :]
+
+
+async def test_two_good_shards_merge(refserver: RunningServer) -> None:
+    texts = await _shard_texts(refserver, _spec(slo={"latencyP99Ms": 5000}))
+    collected = _collect([("s-0", texts[0]), ("s-1", texts[1])])
+    ready = _ready(collected)
+    assert (ready["status"], ready["reason"]) == ("True", "SloMet")
+    status = collected.status
+    assert status["shards"] == {"expected": 2, "reported": 2, "rejected": 0, "succeeded": 2, "failed": 0}
+    assert status["phase"] == "Succeeded" and status["verdict"] == "Pass"
+    (row,) = status["results"]
+    # the merge is exact: both shards' requests, concurrency adds up across shards
+    assert row["requests"] == 2 * REQUESTS and row["errors"] == 0
+    assert row["level"] == "c=4" and row["slo"] == "Pass"
+    merged = collected.merged
+    assert merged is not None
+    assert merged.levels[0].latency["e2e"].count == 2 * REQUESTS
+    p99 = merged.levels[0].latency["e2e"].p99_ms
+    assert p99 is not None and p99 >= 2.0  # the server sleeps 2 ms per request
+    assert row["p99Ms"] == f"{p99:.2f}" == status["p99Ms"]
+    assert status["throughputRps"] == row["throughputRps"]
+    assert float(row["throughputRps"]) > 0
+    assert row["gpuMemoryPeakPercent"] == "unavailable"  # no telemetry ran: never a zero
+    assert status["engine"]["server_name"] == "mcp-refserver"
+    complete = condition(status["conditions"], "Complete")
+    assert complete is not None and complete["status"] == "True"
+
+
+async def test_no_slo_declared_is_measured_not_met(refserver: RunningServer) -> None:
+    texts = await _shard_texts(refserver, _spec(), shards=1)
+    collected = _collect([("s-0", texts[0])], expected=1)
+    ready = _ready(collected)
+    assert (ready["status"], ready["reason"]) == ("True", "Measured")
+    assert collected.status["results"][0]["slo"] == ""
+
+
+async def test_tampered_shard_is_rejected_and_never_merged(refserver: RunningServer) -> None:
+    good, other = await _shard_texts(refserver, _spec())
+    bad = _tamper(other)
+    json.loads(bad)  # still JSON: only the checksum can tell
+    collected = _collect([("s-0", good), ("s-1", bad)])
+    ready = _ready(collected)
+    assert (ready["status"], ready["reason"]) == ("False", "ShardResultRejected")
+    assert "s-1" in ready["message"] and "crc32c" in ready["message"]
+    status = collected.status
+    assert status["shards"]["reported"] == 1 and status["shards"]["rejected"] == 1
+    assert status["verdict"] == "Error" and status["phase"] == "Failed"
+    # only the good shard's requests appear in the figures
+    assert status["results"][0]["requests"] == loads_document(good).levels[0].completed == REQUESTS
+
+
+async def test_missing_shard_is_reported(refserver: RunningServer) -> None:
+    (text,) = await _shard_texts(refserver, _spec(), shards=1)
+    collected = _collect([("s-0", text)], expected=2)
+    ready = _ready(collected)
+    assert (ready["status"], ready["reason"]) == ("False", "ShardResultMissing")
+    assert "1 of 2 shards" in ready["message"]
+    assert collected.status["shards"]["reported"] == 1
+    assert collected.status["verdict"] == "Error"
+
+
+async def test_slo_the_run_cannot_meet_fails(refserver: RunningServer) -> None:
+    # every request sleeps 20 ms on the server, so a 1 ms P99 cannot hold
+    texts = await _shard_texts(refserver, _spec(slo={"latencyP99Ms": 1}, path="/delay?ms=20"))
+    collected = _collect([("s-0", texts[0]), ("s-1", texts[1])])
+    ready = _ready(collected)
+    assert (ready["status"], ready["reason"]) == ("False", "SloMissed")
+    assert "c=4" in ready["message"]
+    assert collected.status["verdict"] == "Fail"
+    assert collected.status["phase"] == "Succeeded"  # the run itself worked
+    assert collected.status["results"][0]["slo"] == "Fail"
+    assert float(collected.status["results"][0]["p99Ms"]) >= 20.0
+
+
+async def test_cluster_wide_throughput_slo_is_checked(refserver: RunningServer) -> None:
+    """A declared throughput objective must be judged, not dropped: no data is never a pass."""
+    texts = await _shard_texts(refserver, _spec(slo={"throughputRps": 1_000_000}))
+    collected = _collect([("s-0", texts[0]), ("s-1", texts[1])])
+    ready = _ready(collected)
+    assert (ready["status"], ready["reason"]) == ("False", "SloMissed")
+
+
+async def test_nothing_measured_is_not_a_pass(refserver: RunningServer) -> None:
+    # every request answers 404 from the server: runs, but completes nothing
+    texts = await _shard_texts(refserver, _spec(path="/no-such-path"), shards=1)
+    collected = _collect([("s-0", texts[0])], expected=1)
+    ready = _ready(collected)
+    assert (ready["status"], ready["reason"]) == ("False", "NothingMeasured")
+    assert collected.status["results"][0]["errors"] == REQUESTS
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("", "empty result"),
+        (None, "empty result"),
+        ("{not json", "format:"),
+        ('{"a": 1}', "checksum:"),
+        ('{"a": 1, "crc32c": "00000000"}', "checksum:"),
+        ("[1, 2]", "format:"),
+    ],
+)
+def test_unreadable_results_are_rejected_with_a_reason(text: str | None, why: str) -> None:
+    readout = read_shards([("s-0", text)])
+    assert readout.documents == []
+    assert readout.rejected["s-0"].startswith(why)
+    collected = _collect([("s-0", text)], expected=1)
+    ready = _ready(collected)
+    assert (ready["status"], ready["reason"]) == ("False", "ShardResultRejected")
+    assert "results" not in collected.status and collected.merged is None
