@@ -173,8 +173,12 @@ class PrometheusQueryProbe:
 
     def _query_all(self) -> list[tuple[PromQuery, list[dict[str, Any]]]]:
         from prometheus_api_client import PrometheusConnect
+        from urllib3.util.retry import Retry
 
-        client = PrometheusConnect(url=self.url, disable_ssl=True, timeout=math.ceil(self.timeout_s))
+        # No retries: a snapshot that fails is reported at once, with its kind, not after backoff.
+        client = PrometheusConnect(
+            url=self.url, disable_ssl=True, timeout=math.ceil(self.timeout_s), retry=Retry(total=0)
+        )
         return [(q, client.custom_query(query=q.promql)) for q in self.queries]
 
     async def snapshot(self) -> Snapshot:
