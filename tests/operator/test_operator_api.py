@@ -157,7 +157,12 @@ def test_status_models_reject_undeclared_fields() -> None:
 
 def test_condition_wire_shape() -> None:
     cond = Condition.model_validate(
-        {"type": "Ready", "status": "True", "reason": "ChecksPassed", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+        {
+            "type": "Ready",
+            "status": "True",
+            "reason": "ChecksPassed",
+            "lastTransitionTime": "2026-01-01T00:00:00Z",
+        }
     )
     assert cond.to_wire() == {
         "type": "Ready",
