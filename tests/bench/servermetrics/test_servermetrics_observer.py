@@ -7,7 +7,7 @@ import pytest
 from mcp_bench.engines import run_plan
 from mcp_bench.plan import RunPlan
 from mcp_bench.refserver import RefServerConfig, start_refserver
-from mcp_bench.servermetrics import TritonStatsProbe, triton_probe, vllm_probe
+from mcp_bench.servermetrics import ServerMetricsProbe, TritonStatsProbe, triton_probe, vllm_probe
 from mcp_bench.servermetrics.observer import ServerMetricsObserver
 from mcp_bench.telemetry.observer import TelemetryObserver
 
@@ -27,7 +27,11 @@ async def test_levels_carry_server_deltas_and_telemetry() -> None:
                 "stage": {"requests": REQUESTS},
             }
         )
-        probes = [triton_probe(srv.url), vllm_probe(srv.url), TritonStatsProbe(srv.url, cfg.model)]
+        probes: list[ServerMetricsProbe] = [
+            triton_probe(srv.url),
+            vllm_probe(srv.url),
+            TritonStatsProbe(srv.url, cfg.model),
+        ]
         telemetry = TelemetryObserver(0.1)
         doc = await run_plan(plan, [ServerMetricsObserver(probes), telemetry])
 
