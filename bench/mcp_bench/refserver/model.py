@@ -122,6 +122,35 @@ async def sleep_until(deadline_ns: int) -> None:
         await asyncio.sleep(delay / 1e9)
 
 
+class Waker:
+    """Sleeps to absolute deadlines, waking early by the *median* timer overshoot seen so far.
+
+    A timer fires late by the loop's wake-up latency (tens to hundreds of microseconds, more on
+    a busy host). Asking for ``deadline - advance`` with ``advance`` tracking the median
+    overshoot (a stochastic-approximation median: one small step up or down per sleep) makes
+    the median emission land on the deadline; half land a little early, half a little late.
+    The server records its real emission instants (``/debug/timings``), so the truth stays exact.
+    """
+
+    STEP_NS = 5_000
+    MAX_ADVANCE_NS = 2_000_000
+
+    def __init__(self) -> None:
+        self.advance_ns = 0
+
+    async def sleep_until(self, deadline_ns: int) -> None:
+        wake = deadline_ns - self.advance_ns
+        delay = wake - time.perf_counter_ns()
+        if delay <= 0:
+            return
+        await asyncio.sleep(delay / 1e9)
+        overshoot = time.perf_counter_ns() - wake
+        if overshoot > self.advance_ns:
+            self.advance_ns = min(self.advance_ns + self.STEP_NS, self.MAX_ADVANCE_NS)
+        else:
+            self.advance_ns = max(self.advance_ns - self.STEP_NS, 0)
+
+
 class ServerModel:
     """Shared state of one reference server instance."""
 
@@ -129,6 +158,7 @@ class ServerModel:
         self.config = config
         self.gate = FifoGate(config.capacity)
         self.stats = ServerStats()
+        self.waker = Waker()
         self._rng = random.Random(config.seed)
         # Bounded: the last TIMINGS_KEPT completed LLM requests, served at /debug/timings.
         self.timings: deque[ServedTiming] = deque(maxlen=TIMINGS_KEPT)

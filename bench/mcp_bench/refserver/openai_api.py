@@ -124,7 +124,7 @@ class OpenAIHandlers:
             first_deadline = svc.start_ns + plan.ttft_ns
             last_deadline = first_deadline + (n - 1) * plan.tpot_ns
             if not stream:
-                await sleep_until(last_deadline)
+                await self.model.waker.sleep_until(last_deadline)
                 done = time.perf_counter_ns()
                 self._observe(arrival, svc.queue_ns, done, done, plan.tpot_ns, n)
                 text = "".join(f" tok{i}" for i in range(n))
@@ -164,7 +164,7 @@ class OpenAIHandlers:
                     return await self._fault(request, resp, plan.fault)
                 take = min(k, n - sent)
                 # A chunk leaves when its last token is generated.
-                await sleep_until(first_deadline + (sent + take - 1) * plan.tpot_ns)
+                await self.model.waker.sleep_until(first_deadline + (sent + take - 1) * plan.tpot_ns)
                 sent += take
                 text = "".join(f" tok{i}" for i in range(sent - take, sent))
                 await resp.write(chunk(text, "length" if sent == n else None))

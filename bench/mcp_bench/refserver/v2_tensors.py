@@ -154,5 +154,5 @@ async def run_infer(
     if plan.fault is Fault.STALL:
         await sleep_until(arrival_ns + round(model.config.faults.stall_s * 1e9))
     async with model.serve(arrival_ns) as svc:
-        await sleep_until(svc.start_ns + plan.infer_ns)
+        await model.waker.sleep_until(svc.start_ns + plan.infer_ns)
     return outputs

@@ -1,0 +1,150 @@
+"""Accuracy: does mcp-bench report the latencies a server really had?
+
+Starts the reference server (``python -m mcp_bench.refserver``) in its own process with a known
+latency model, drives it with the built-in engine and the OpenAI streaming backend in open loop
+(Poisson arrivals) at each requested rate, and prints the reported P50 / P99 of TTFT, TPOT and
+end-to-end latency next to two truths:
+
+* model: the configured latency model (TTFT = ttft, TPOT = tpot, e2e = ttft + (n - 1) * tpot);
+* server: what the server itself measured for the same requests (``/debug/timings``: request
+  arrival to first / last token write), i.e. the model plus the server's own timer overshoot.
+
+The target is |reported - truth| <= max(1 ms, 2 % of truth). The difference to the server's
+figure is the client's own measurement error (loopback, both sides' Python, and any CPU
+contention between the two processes); the difference to the model adds the server's error.
+
+    .venv/bin/python benchmarks/accuracy.py                       # 10 and 1000 req/s
+    .venv/bin/python benchmarks/accuracy.py --rates 10,1000 --ttft-ms 20 --tpot-ms 5 --tokens 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import urllib.request
+from typing import Any
+
+import numpy as np
+
+from mcp_bench.engines import run_plan_sync
+from mcp_bench.plan import RunPlan
+from mcp_bench.results.document import LevelResult
+
+
+def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen[str], str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "mcp_bench.refserver",
+        "--port",
+        "0",
+        "--ttft-ms",
+        str(args.ttft_ms),
+        "--tpot-ms",
+        str(args.tpot_ms),
+        "--default-max-tokens",
+        str(args.tokens),
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line.strip().isdigit():
+        proc.kill()
+        raise SystemExit(f"refserver did not start: {line!r}")
+    return proc, f"http://127.0.0.1:{int(line)}"
+
+
+def server_timings(url: str, reset: bool = True) -> dict[str, list[float]]:
+    with urllib.request.urlopen(f"{url}/debug/timings?reset={int(reset)}", timeout=30) as r:
+        data: dict[str, list[float]] = json.loads(r.read())
+    return data
+
+
+def plan_for(url: str, rate: float, seconds: float, tokens: int) -> RunPlan:
+    return RunPlan.model_validate(
+        {
+            "url": url,
+            "backend": "openai",
+            "model": "refmodel",
+            "levels": {"rate": [rate], "arrival": "poisson", "seed": 1, "max_concurrency": 900},
+            "stage": {"duration_s": seconds},
+            "request_timeout_s": 30,
+            "payload": {"prompt": "one two three four", "max_output_tokens": tokens, "stream": True},
+        }
+    )
+
+
+def within(reported: float | None, truth: float) -> str:
+    if reported is None:
+        return "NO DATA"
+    return "ok" if abs(reported - truth) <= max(1.0, 0.02 * truth) else "MISS"
+
+
+def report(
+    rate: float, level: LevelResult, truth_server: dict[str, list[float]], args: argparse.Namespace
+) -> bool:
+    model = {
+        "ttft": args.ttft_ms,
+        "tpot": args.tpot_ms,
+        "e2e": args.ttft_ms + (args.tokens - 1) * args.tpot_ms,
+    }
+    lag = level.latency.get("schedule_lag")
+    print(
+        f"\nrate {rate:g}/s: achieved {level.achieved_rate or 0:.1f}/s, sent {level.sent}, completed "
+        f"{level.completed}, failed {level.failed} {dict(level.errors) or ''}, late {level.late}, "
+        f"schedule lag p99 {lag.p99_ms if lag and lag.p99_ms is not None else float('nan'):.3f} ms"
+    )
+    print(
+        f"{'metric':6} {'pct':>4} {'reported':>9} {'model':>8} {'server':>8} {'vs model':>9} {'vs server':>9}  verdict"
+    )
+    good = True
+    for metric in ("ttft", "tpot", "e2e"):
+        table = level.latency.get(metric)
+        values = [v for v in truth_server[f"{metric}_ms"] if v is not None]
+        for pct in (50, 99):
+            reported = None if table is None else getattr(table, f"p{pct}_ms")
+            server = float(np.percentile(values, pct)) if values else float("nan")
+            verdict = f"model {within(reported, model[metric])}, server {within(reported, server)}"
+            good &= "ok" in verdict.split(",")[0]
+            r = float("nan") if reported is None else reported
+            print(
+                f"{metric:6} {'p' + str(pct):>4} {r:9.3f} {model[metric]:8.3f} {server:8.3f} "
+                f"{r - model[metric]:+9.3f} {r - server:+9.3f}  {verdict}"
+            )
+    return good
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rates", default="10,1000", help="open-loop request rates, comma separated")
+    ap.add_argument("--seconds", type=float, default=0.0, help="measured seconds per rate (default: auto)")
+    ap.add_argument("--ttft-ms", type=float, default=20.0)
+    ap.add_argument("--tpot-ms", type=float, default=5.0)
+    ap.add_argument("--tokens", type=int, default=8, help="output tokens per request")
+    args = ap.parse_args(argv)
+    rates = [float(r) for r in args.rates.split(",")]
+    proc, url = start_server(args)
+    ok = True
+    try:
+        print(
+            f"refserver at {url} (own process, select loop): ttft {args.ttft_ms} ms, tpot {args.tpot_ms} ms, "
+            f"{args.tokens} tokens; client: built-in engine, backend openai (streaming), Poisson arrivals"
+        )
+        for rate in rates:
+            seconds = args.seconds or (20.0 if rate < 100 else 5.0)
+            run_plan_sync(plan_for(url, rate, min(1.0, seconds), args.tokens))  # warm-up, not measured
+            server_timings(url, reset=True)
+            doc = run_plan_sync(plan_for(url, rate, seconds, args.tokens))
+            truth: dict[str, Any] = server_timings(url, reset=True)
+            ok &= report(rate, doc.levels[0], truth, args)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    print("\nall within target (vs model)" if ok else "\nsome figures MISS the target (vs model)")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
