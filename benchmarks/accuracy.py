@@ -96,9 +96,9 @@ def report(
         f"{level.completed}, failed {level.failed} {dict(level.errors) or ''}, late {level.late}, "
         f"schedule lag p99 {lag.p99_ms if lag and lag.p99_ms is not None else float('nan'):.3f} ms"
     )
-    print(
-        f"{'metric':6} {'pct':>4} {'reported':>9} {'model':>8} {'server':>8} {'vs model':>9} {'vs server':>9}  verdict"
-    )
+    widths = ((6, "<"), (4, ">"), (9, ">"), (8, ">"), (8, ">"), (9, ">"), (9, ">"))
+    head = ("metric", "pct", "reported", "model", "server", "vs model", "vs server")
+    print(" ".join(f"{h:{a}{w}}" for h, (w, a) in zip(head, widths, strict=True)) + "  verdict")
     good = True
     for metric in ("ttft", "tpot", "e2e"):
         table = level.latency.get(metric)
