@@ -9,13 +9,11 @@ import os
 import sys
 from pathlib import Path
 
-DEFAULT_CRD_DIR = Path("crds")
-
 
 def _cmd_crds(args: argparse.Namespace) -> int:
     from .crdgen import write_all
 
-    for path in write_all(args.out):
+    for path in write_all(args.repo):
         print(path)
     return 0
 
@@ -63,8 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mcp-operator", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    crds = sub.add_parser("crds", help="write the CRD YAML generated from the API models")
-    crds.add_argument("--out", type=Path, default=DEFAULT_CRD_DIR)
+    crds = sub.add_parser(
+        "crds",
+        help="write what is generated from code: CRDs (crds/, Helm chart) and the operator's RBAC rules",
+    )
+    crds.add_argument("--repo", type=Path, default=Path("."), help="repository root to write into")
     crds.set_defaults(func=_cmd_crds)
 
     run = sub.add_parser("run", help="run the operator against the current kubeconfig")

@@ -42,7 +42,7 @@ def kubectl(
 
 
 def apply_crds(kubeconfig: Path, crd_dir: Path) -> None:
-    kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", str(crd_dir))
+    kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", "-k", str(crd_dir))
     kubectl(
         kubeconfig,
         "wait",

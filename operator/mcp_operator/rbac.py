@@ -1,0 +1,57 @@
+"""The operator's ClusterRole rules: one definition, written into the kustomize base and the
+Helm chart by ``mcp-operator crds`` (a drift test keeps both in step with this list)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .api.common import GROUP
+
+PLURALS = ["mcpreadinesses", "mcpbenchmarks"]
+
+OPERATOR_RULES: list[dict[str, Any]] = [
+    # our resources and their status
+    {"apiGroups": [GROUP], "resources": PLURALS, "verbs": ["get", "list", "watch", "patch", "update"]},
+    {
+        "apiGroups": [GROUP],
+        "resources": [f"{p}/status" for p in PLURALS],
+        "verbs": ["get", "patch", "update"],
+    },
+    # kopf: resource discovery, namespaces for cluster-wide watching, events on our objects
+    {
+        "apiGroups": ["apiextensions.k8s.io"],
+        "resources": ["customresourcedefinitions"],
+        "verbs": ["get", "list", "watch"],
+    },
+    {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+    # benchmark shards: the Job, shard results and report, and the shards' own account
+    {
+        "apiGroups": ["batch"],
+        "resources": ["jobs"],
+        "verbs": ["get", "list", "watch", "create", "patch", "delete"],
+    },
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+    {
+        "apiGroups": [""],
+        "resources": ["configmaps"],
+        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+    },
+    {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["get", "create"]},
+    {
+        "apiGroups": ["rbac.authorization.k8s.io"],
+        "resources": ["roles", "rolebindings"],
+        "verbs": ["get", "create"],
+    },
+    # readiness targets given as serviceRef
+    {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list"]},
+]
+
+
+def cluster_role(name: str = "mcp-operator") -> dict[str, Any]:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": name},
+        "rules": OPERATOR_RULES,
+    }
