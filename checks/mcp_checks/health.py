@@ -63,7 +63,8 @@ def percentile(sorted_values: list[float], pct: float) -> float:
     """Nearest-rank percentile of already sorted values."""
     if not sorted_values:
         raise ValueError("no samples")
-    rank = max(1, math.ceil(pct / 100.0 * len(sorted_values)))
+    # round first: in binary floating point 99.9% of 1000 is 999.0000000000001, not rank 999
+    rank = max(1, math.ceil(round(pct * len(sorted_values) / 100.0, 9)))
     return sorted_values[rank - 1]
 
 
