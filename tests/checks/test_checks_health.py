@@ -1,0 +1,239 @@
+"""HTTP health probe rounds against a real loopback server, and the statistics behind them.
+
+The server (aiohttp, 127.0.0.1, any free port): ``/ok`` answers 200; ``/status/{code}`` answers
+that code; ``/flaky/{every}`` answers 503 to every ``every``-th request and 200 otherwise (an
+exact failure share); ``/sleep/{ms}`` answers 200 after ``ms`` milliseconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import socket
+from collections import Counter
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from mcp_checks.health import (
+    HealthProbeSpec,
+    ProbeSamples,
+    evaluate,
+    percentile,
+    probe,
+    required_samples,
+    run_health_probe,
+)
+from mcp_checks.verdict import Outcome
+
+
+@dataclass
+class ProbeTarget:
+    url: str = ""
+    hits: Counter[str] = field(default_factory=Counter)
+
+
+@pytest.fixture
+async def probe_target() -> AsyncIterator[ProbeTarget]:
+    target = ProbeTarget()
+
+    async def ok(request: web.Request) -> web.Response:
+        target.hits["ok"] += 1
+        return web.Response(text="ok")
+
+    async def status(request: web.Request) -> web.Response:
+        target.hits["status"] += 1
+        return web.Response(status=int(request.match_info["code"]))
+
+    async def flaky(request: web.Request) -> web.Response:
+        target.hits["flaky"] += 1
+        every = int(request.match_info["every"])
+        return web.Response(status=503 if target.hits["flaky"] % every == 0 else 200)
+
+    async def sleep(request: web.Request) -> web.Response:
+        target.hits["sleep"] += 1
+        await asyncio.sleep(float(request.match_info["ms"]) / 1000)
+        return web.Response(text="ok")
+
+    app = web.Application()
+    app.router.add_get("/ok", ok)
+    app.router.add_get("/status/{code}", status)
+    app.router.add_get("/flaky/{every}", flaky)
+    app.router.add_get("/sleep/{ms}", sleep)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    target.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    try:
+        yield target
+    finally:
+        await runner.cleanup()
+
+
+@pytest.fixture
+def closed_port() -> int:
+    """A loopback port with nothing listening (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _spec(url: str, **kw: Any) -> HealthProbeSpec:
+    base: dict[str, Any] = {"requests": 200, "concurrency": 8, "timeout_s": 2.0, "min_success_ratio": 0.995}
+    return HealthProbeSpec(url=url, **(base | kw))
+
+
+async def test_all_healthy_passes_with_the_exact_sample_count(probe_target: ProbeTarget) -> None:
+    outcome = await run_health_probe(_spec(probe_target.url + "/ok"))
+    assert (outcome.outcome, outcome.reason) == (Outcome.PASS, "HealthProbePassed")
+    assert probe_target.hits["ok"] == 200  # every probe sent once, none lost, none extra
+    assert outcome.observed["requests"] == outcome.observed["succeeded"] == "200"
+    assert outcome.observed["successRatio"] == "1.000000"
+    assert "failures" not in outcome.observed
+    assert {"p50", "p90", "p99", "round"} <= outcome.observed.keys()
+    assert outcome.thresholds == {"minSuccessRatio": "0.995", "maxP99": "500.00ms"}
+    assert outcome.name == "health-probe" and outcome.measured_at.endswith("Z")
+
+
+async def test_a_share_of_503_fails_health(probe_target: ProbeTarget) -> None:
+    outcome = await run_health_probe(
+        _spec(probe_target.url + "/flaky/10", requests=100, min_success_ratio=0.99)
+    )
+    assert (outcome.outcome, outcome.reason) == (Outcome.FAIL, "HealthBelowThreshold")
+    assert outcome.observed["failures"] == "http_503=10"
+    assert outcome.observed["successRatio"] == "0.900000"
+    assert "90.0000%" in outcome.message and "99.0000%" in outcome.message
+
+
+async def test_slow_answers_fail_the_p99_threshold(probe_target: ProbeTarget) -> None:
+    spec = _spec(
+        probe_target.url + "/sleep/50", requests=20, concurrency=10, min_success_ratio=0.95, max_p99_ms=10
+    )
+    outcome = await run_health_probe(spec)
+    assert (outcome.outcome, outcome.reason) == (Outcome.FAIL, "LatencyAboveThreshold")
+    p99 = float(outcome.observed["p99"].removesuffix("ms"))
+    assert p99 >= 50.0
+    assert "P99" in outcome.message and "> 10.00ms" in outcome.message
+
+
+async def test_p50_and_round_thresholds(probe_target: ProbeTarget) -> None:
+    spec = _spec(
+        probe_target.url + "/sleep/20",
+        requests=10,
+        concurrency=1,
+        min_success_ratio=0.9,
+        max_p50_ms=5,
+        max_round_ms=50,
+    )
+    outcome = await run_health_probe(spec)
+    assert outcome.reason == "LatencyAboveThreshold"
+    # ten sequential 20 ms answers take at least 200 ms
+    assert float(outcome.observed["round"].removesuffix("ms")) >= 200.0
+    assert "P50" in outcome.message and "round" in outcome.message
+    assert outcome.thresholds["maxP50"] == "5.00ms" and outcome.thresholds["maxRound"] == "50.00ms"
+
+
+async def test_closed_port_is_an_error_not_a_failure(closed_port: int) -> None:
+    outcome = await run_health_probe(_spec(f"http://127.0.0.1:{closed_port}/health", requests=20))
+    assert (outcome.outcome, outcome.reason) == (Outcome.ERROR, "TargetUnreachable")
+    assert outcome.observed["failures"] == "connect=20"
+    assert outcome.observed["succeeded"] == "0"
+
+
+async def test_timeouts_are_counted_as_timeouts(probe_target: ProbeTarget) -> None:
+    spec = _spec(
+        probe_target.url + "/sleep/2000", requests=4, concurrency=4, timeout_s=0.05, min_success_ratio=0.5
+    )
+    outcome = await run_health_probe(spec)
+    assert (outcome.outcome, outcome.reason) == (Outcome.ERROR, "TargetUnreachable")
+    assert outcome.observed["failures"] == "timeout=4"
+
+
+async def test_only_errors_from_a_live_server_fail(probe_target: ProbeTarget) -> None:
+    outcome = await run_health_probe(
+        _spec(probe_target.url + "/status/500", requests=20, min_success_ratio=0.9)
+    )
+    assert (outcome.outcome, outcome.reason) == (Outcome.FAIL, "HealthBelowThreshold")
+    assert outcome.observed["failures"] == "http_500=20"
+
+
+async def test_expected_status_decides_success(probe_target: ProbeTarget) -> None:
+    spec = _spec(
+        probe_target.url + "/status/204", requests=20, min_success_ratio=0.9, expected_status=(200, 204)
+    )
+    outcome = await run_health_probe(spec)
+    assert outcome.outcome == Outcome.PASS
+
+
+async def test_too_few_samples_is_inconclusive(probe_target: ProbeTarget) -> None:
+    spec = _spec(probe_target.url + "/ok", requests=50, min_success_ratio=0.9999)
+    outcome = await run_health_probe(spec)
+    assert (outcome.outcome, outcome.reason) == (Outcome.INCONCLUSIVE, "InsufficientSamples")
+    assert "at least 10000" in outcome.message
+    assert outcome.observed["succeeded"] == "50"  # all passed, and still not a pass
+
+
+async def test_probe_samples_account_for_every_request(probe_target: ProbeTarget) -> None:
+    samples = await probe(_spec(probe_target.url + "/flaky/4", requests=40, concurrency=3))
+    assert samples.total == 40
+    assert len(samples.latencies_ms) == 30 and samples.failures == Counter({"http_503": 10})
+    assert samples.success_ratio == 0.75
+    assert all(lat > 0 for lat in samples.latencies_ms) and samples.round_ms > 0
+
+
+def test_no_samples_is_never_a_pass() -> None:
+    outcome = evaluate(HealthProbeSpec(url="http://127.0.0.1:1/"), ProbeSamples())
+    assert (outcome.outcome, outcome.reason) == (Outcome.INCONCLUSIVE, "NoSamples")
+    assert ProbeSamples().success_ratio == 0.0
+
+
+def _nearest_rank(values: list[float], pct: float) -> float:
+    """Textbook definition, in exact arithmetic: the smallest value with at least pct% at or below."""
+    ordered = sorted(values)
+    need = Fraction(str(pct)) / 100 * len(ordered)
+    for i, value in enumerate(ordered, start=1):
+        if i >= need:
+            return value
+    return ordered[-1]
+
+
+def test_percentile_nearest_rank_examples() -> None:
+    values = [float(v) for v in range(1, 101)]
+    assert percentile(values, 50) == 50.0 and percentile(values, 99) == 99.0
+    assert percentile(values, 100) == 100.0 and percentile(values, 0) == 1.0
+    five = [10.0, 20.0, 30.0, 40.0, 50.0]
+    assert percentile(five, 20) == 10.0 and percentile(five, 21) == 20.0 and percentile(five, 90) == 50.0
+    assert percentile([7.0], 99) == 7.0
+    with pytest.raises(ValueError):
+        percentile([], 50)
+
+
+@pytest.mark.parametrize("pct", [7.0, 50.0, 90.0, 95.0, 99.0, 99.9, 99.99])
+def test_percentile_matches_the_exact_definition(pct: float) -> None:
+    rng = random.Random(int(pct * 100))
+    for n in (1, 2, 3, 10, 99, 100, 101, 1000, 2000, 10000):
+        values = sorted(rng.uniform(0, 100) for _ in range(n))
+        assert percentile(values, pct) == _nearest_rank(values, pct), (pct, n)
+
+
+@pytest.mark.parametrize(
+    ("ratio", "needed"),
+    [(0.9999, 10000), (0.999, 1000), (0.99, 100), (0.95, 20), (0.9, 10), (0.5, 2), (1.0, 1), (0.0, 1)],
+)
+def test_required_samples(ratio: float, needed: int) -> None:
+    assert required_samples(ratio) == needed
+    # with that many probes one failure still meets the ratio; with one fewer it cannot
+    if 0 < ratio < 1:
+        assert (needed - 1) / needed >= ratio - 1e-12
+        assert needed == 1 or (needed - 2) / (needed - 1) < ratio
+
+
+def test_required_samples_is_at_least_the_inverse_failure_share() -> None:
+    for ratio in (0.97, 0.993, 0.9995, 0.12345):
+        assert required_samples(ratio) == math.ceil(1 / (1 - ratio) - 1e-9)
