@@ -156,6 +156,9 @@ class RunPlan(_Strict):
     levels: Levels
     stage: Stage
     request_timeout_s: float = Field(default=30.0, gt=0)
+    http_client: Literal["fast", "aiohttp"] = Field(
+        default="fast", description="plain http backend: the lean keep-alive client or aiohttp"
+    )
     slo: Slo = Field(default_factory=Slo)
     payload: Payload = Field(default_factory=Payload)
     stability: StabilityRule | None = None

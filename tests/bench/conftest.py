@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 
@@ -21,10 +22,15 @@ SERVER_HEADER = "loopback-test/1.2.3"
 
 class LoopbackHttpServer:
     """Paths: /sleep/{ms}, /status/{code}, /close (drops the connection), /truncate (short body),
-    /ok. Every answer carries ``Server: loopback-test/1.2.3``; ``hits`` counts requests per path kind."""
+    /ok, /chunked (chunked body), /echo (echoes the body, then closes).
+
+    Every answer carries ``Server: loopback-test/1.2.3``; ``hits`` counts requests per path kind.
+    """
 
     def __init__(self) -> None:
         self.hits: Counter[str] = Counter()
+        # How long each /sleep handler really took (asyncio oversleeps a little): the ground truth.
+        self.sleep_handler_ns: list[int] = []
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="loopback-http", daemon=True)
         self._runner: web.AppRunner | None = None
@@ -37,7 +43,9 @@ class LoopbackHttpServer:
     def _app(self) -> web.Application:
         async def sleep(request: web.Request) -> web.StreamResponse:
             self.hits["sleep"] += 1
+            t0 = time.perf_counter_ns()
             await asyncio.sleep(float(request.match_info["ms"]) / 1000)
+            self.sleep_handler_ns.append(time.perf_counter_ns() - t0)
             return web.Response(text="ok", headers={"Server": SERVER_HEADER})
 
         async def status(request: web.Request) -> web.StreamResponse:
@@ -63,6 +71,21 @@ class LoopbackHttpServer:
             request.transport.close()
             return resp
 
+        async def chunked(request: web.Request) -> web.StreamResponse:
+            self.hits["chunked"] += 1
+            resp = web.StreamResponse(headers={"Server": SERVER_HEADER})
+            resp.enable_chunked_encoding()
+            await resp.prepare(request)
+            for part in (b"alpha", b"beta", b"gamma"):
+                await resp.write(part)
+            await resp.write_eof()
+            return resp
+
+        async def echo(request: web.Request) -> web.StreamResponse:
+            self.hits["echo"] += 1
+            body = await request.read()
+            return web.Response(body=body, headers={"Server": SERVER_HEADER, "Connection": "close"})
+
         app = web.Application()
         app.router.add_route("*", "/sleep/{ms}", sleep)
         app.router.add_route("*", "/status/{code}", status)
@@ -70,6 +93,8 @@ class LoopbackHttpServer:
         app.router.add_route("*", "/", ok)
         app.router.add_route("*", "/close", close)
         app.router.add_route("*", "/truncate", truncate)
+        app.router.add_route("*", "/chunked", chunked)
+        app.router.add_route("*", "/echo", echo)
         return app
 
     async def _start(self) -> None:

@@ -5,13 +5,25 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Collection
 from time import perf_counter_ns
+from typing import Protocol, runtime_checkable
 
-from mcp_bench.records import ErrorKind, RequestRecord
+from mcp_bench.records import ErrorKind, RequestPayload, RequestRecord
 
 Sink = Callable[[RequestRecord], None]
 
 # Detail of records made for requests still in flight when a level's drain time ran out.
 CUT_OFF = "still in flight when the level's drain time ran out"
+
+
+@runtime_checkable
+class CallbackClient(Protocol):
+    """Optional fast path of a protocol client: completion by callback, no task per request."""
+
+    def start(
+        self, payload: RequestPayload, scheduled_ns: int | None, on_done: Callable[[RequestRecord], None]
+    ) -> None: ...
+
+    def cut_inflight(self, detail: str = CUT_OFF) -> int: ...
 
 
 def cut_off_record(sent_ns: int, scheduled_ns: int | None = None) -> RequestRecord:

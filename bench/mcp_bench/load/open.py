@@ -4,6 +4,9 @@ Each record carries its scheduled instant, so lag and latency from the schedule 
 When ``cap`` requests are in flight, an arrival either waits for a slot and leaves late
 (``overload="late"``; the ones behind it leave late too, no re-anchoring) or is counted as
 dropped (``overload="drop"``). No arrival is skipped silently.
+
+Clients with the callback fast path (:class:`CallbackClient`) are driven without a task per
+request; others get one task per request around ``send``.
 """
 
 from __future__ import annotations
@@ -12,11 +15,11 @@ import asyncio
 from collections.abc import Callable, Iterator
 from time import perf_counter_ns
 
-from mcp_bench.load.common import Sink, cut_off_record, drain
+from mcp_bench.load.common import CallbackClient, Sink, cut_off_record, drain
 from mcp_bench.load.control import LevelControl
 from mcp_bench.load.schedule import Schedule
 from mcp_bench.plan import Overload
-from mcp_bench.records import ProtocolClient, RequestPayload
+from mcp_bench.records import ProtocolClient, RequestPayload, RequestRecord
 
 # The event loop's timers wake up to ~1 ms late (epoll has ms resolution), so the dispatcher
 # sleeps until this long before an arrival and yields in a tight loop for the rest.
@@ -36,6 +39,31 @@ async def sleep_until(target_ns: int) -> None:
         await asyncio.sleep(0)
 
 
+class _Flight:
+    """In-flight accounting shared by the dispatcher and the completions."""
+
+    __slots__ = ("all_done", "count", "dispatching", "slot_waiter")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.dispatching = True
+        self.slot_waiter: asyncio.Future[None] | None = None
+        self.all_done: asyncio.Future[None] | None = None
+
+    def finished_one(self) -> None:
+        self.count -= 1
+        waiter = self.slot_waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+        if (
+            self.count == 0
+            and not self.dispatching
+            and self.all_done is not None
+            and not self.all_done.done()
+        ):
+            self.all_done.set_result(None)
+
+
 async def run_open(
     client: ProtocolClient,
     payloads: Iterator[RequestPayload],
@@ -49,31 +77,34 @@ async def run_open(
 ) -> str:
     """Send the schedule; returns the stop reason ("schedule", or the control's reason)."""
     loop = asyncio.get_running_loop()
-    inflight = 0
-    slot_waiter: asyncio.Future[None] | None = None
+    flight = _Flight()
+    offsets = schedule.offsets_ns
+    warmup_count = schedule.warmup_count
+    n = len(offsets)
+    base = perf_counter_ns() + LEAD_NS
+    measure_from = base + offsets[warmup_count] if warmup_count < n else None
     tasks: set[asyncio.Task[None]] = set()
-    send = client.send
+    fast = client if isinstance(client, CallbackClient) else None
+
+    def done(rec: RequestRecord) -> None:
+        flight.finished_one()
+        sched = rec.scheduled_ns
+        if measure_from is not None and sched is not None and sched >= measure_from:
+            sink(rec)
 
     async def one(payload: RequestPayload, scheduled: int, measured: bool) -> None:
-        nonlocal inflight
         try:
-            rec = await send(payload)
+            rec = await client.send(payload)
         except asyncio.CancelledError:
             if measured:
                 sink(cut_off_record(perf_counter_ns(), scheduled))
             raise
         finally:
-            inflight -= 1
-            if slot_waiter is not None and not slot_waiter.done():
-                slot_waiter.set_result(None)
+            flight.finished_one()
         rec.scheduled_ns = scheduled
         if measured:
             sink(rec)
 
-    offsets = schedule.offsets_ns
-    warmup_count = schedule.warmup_count
-    n = len(offsets)
-    base = perf_counter_ns() + LEAD_NS
     i = 0
     while i < n and not control.stopped:
         await sleep_until(base + offsets[i])
@@ -85,20 +116,32 @@ async def run_open(
             target = base + offsets[i]
             i += 1
             burst += 1
-            if inflight >= cap:
+            if flight.count >= cap:
                 if overload == "drop":
                     if measured:
                         on_dropped()
                     continue
-                while inflight >= cap:
-                    slot_waiter = loop.create_future()
-                    await slot_waiter
-                    slot_waiter = None
-            inflight += 1
-            task = loop.create_task(one(next(payloads), target, measured))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
+                while flight.count >= cap:
+                    flight.slot_waiter = loop.create_future()
+                    await flight.slot_waiter
+                    flight.slot_waiter = None
+            flight.count += 1
+            if fast is not None:
+                fast.start(next(payloads), target, done)
+            else:
+                task = loop.create_task(one(next(payloads), target, measured))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
         if burst >= BATCH:
             await asyncio.sleep(0)
-    await drain(tasks, drain_s)
+    flight.dispatching = False
+    if fast is not None:
+        if flight.count:
+            flight.all_done = loop.create_future()
+            try:
+                await asyncio.wait_for(flight.all_done, drain_s)
+            except TimeoutError:
+                fast.cut_inflight()
+    else:
+        await drain(tasks, drain_s)
     return control.stop_reason if control.stopped else "schedule"

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import aiohttp
 
 from mcp_bench.protocols import register_protocol
+from mcp_bench.protocols.http_fast import FastHttpClient
 from mcp_bench.records import ErrorKind, RequestPayload, RequestRecord
 
 if TYPE_CHECKING:
@@ -134,4 +135,11 @@ class HttpClient:
         return {"server_name": name, "server_version": version}
 
 
-register_protocol("http", HttpClient.from_plan)
+def http_factory(plan: RunPlan, max_connections: int) -> HttpClient | FastHttpClient:
+    """The plan's choice of plain HTTP client (the lean one by default)."""
+    if plan.http_client == "aiohttp":
+        return HttpClient.from_plan(plan, max_connections)
+    return FastHttpClient.from_plan(plan, max_connections)
+
+
+register_protocol("http", http_factory)
