@@ -1,0 +1,42 @@
+# The two set-up commands of the README are `make demo` and `make test`; everything they need
+# is installed from here: the Python environment, Debian packages, and the control-plane
+# binaries (built from the Go module proxy into ~/.cache/mcp-operator, reused across clones).
+VENV ?= .venv
+BIN := $(VENV)/bin
+APT_PACKAGES := prometheus
+
+.PHONY: demo test lint unit e2e toolchain system-packages clean
+
+$(BIN)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+system-packages:
+	@for pkg in $(APT_PACKAGES); do \
+	  dpkg -s $$pkg >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$pkg; }; \
+	done
+
+toolchain: $(BIN)/.installed system-packages
+	$(BIN)/mcp-operator dev-cluster build
+
+demo: toolchain
+	$(BIN)/mcp-operator demo
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+unit: $(BIN)/.installed system-packages
+	$(BIN)/pytest -q tests
+
+e2e: toolchain
+	$(BIN)/pytest -q e2e
+
+test: toolchain lint
+	$(BIN)/pytest -q tests e2e
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
