@@ -38,7 +38,7 @@ log = logging.getLogger("mcp_devcluster.kubelet")
 MESSAGE_LIMIT = 4096
 FALLBACK_LINES = 80
 HEARTBEAT_S = 10.0
-VAR_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+VAR_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 
 
 def now_iso() -> str:
@@ -46,8 +46,14 @@ def now_iso() -> str:
 
 
 def expand_refs(text: str, env: dict[str, str]) -> str:
-    """Kubernetes' ``$(VAR)`` expansion: known names expand, unknown ones stay as written."""
-    return VAR_REF.sub(lambda m: env.get(m.group(1), m.group(0)), text)
+    """Kubernetes' ``$(VAR)`` expansion: known names expand, unknown ones stay as written,
+    and ``$$`` is an escaped ``$`` (so ``$$(VAR)`` is the literal ``$(VAR)``)."""
+
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(1)
+        return "$" if name is None else env.get(name, match.group(0))
+
+    return VAR_REF.sub(replace, text)
 
 
 @dataclass
