@@ -16,6 +16,7 @@ from tritonclient.utils import InferenceServerException
 
 from mcp_bench.refserver import Faults, RefServerConfig, start_refserver
 
+REFSERVER = [sys.executable, "-m", "mcp_bench.refserver"]
 FAST = RefServerConfig(ttft_ms=1, tpot_ms=1, infer_ms=1, grpc_port=0)
 
 
@@ -33,7 +34,8 @@ async def test_identity_endpoints() -> None:
         async with s.get(srv.url + "/health") as r:
             assert r.status == 200 and r.headers["Server"] == "mcp-refserver/0.1.0"
         status, meta = await get_json(s, srv.url + "/v2")
-        assert meta == {"name": "mcp-refserver", "version": "0.1.0", "extensions": ["binary_tensor_data", "statistics"]}
+        extensions = ["binary_tensor_data", "statistics"]
+        assert meta == {"name": "mcp-refserver", "version": "0.1.0", "extensions": extensions}
         for path, code in [
             ("/v2/health/live", 200),
             ("/v2/health/ready", 200),
@@ -69,7 +71,9 @@ async def test_non_streaming_completion_has_usage(chat: bool) -> None:
         ({"model": "refmodel", "prompt": "x", "max_tokens": 0}, 400, "'max_tokens' must be"),
     ],
 )
-async def test_bad_openai_requests_get_clear_errors(body: dict[str, object], status: int, message: str) -> None:
+async def test_bad_openai_requests_get_clear_errors(
+    body: dict[str, object], status: int, message: str
+) -> None:
     async with await start_refserver(FAST) as srv, aiohttp.ClientSession() as s:
         async with s.post(srv.url + "/v1/completions", json=body) as r:
             assert r.status == status
@@ -128,7 +132,8 @@ def metric_values(text: str) -> dict[str, float]:
     out: dict[str, float] = {}
     for fam in text_string_to_metric_families(text):
         for sample in fam.samples:
-            name = fam.name if fam.name.startswith("nv_") and sample.name == fam.name + "_total" else sample.name
+            suffixed = fam.name.startswith("nv_") and sample.name == fam.name + "_total"
+            name = fam.name if suffixed else sample.name
             out[name] = out.get(name, 0.0) + sample.value
     return out
 
@@ -174,7 +179,7 @@ async def test_delay_endpoint() -> None:
 
 def test_cli_prints_ports_then_serves() -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mcp_bench.refserver", "--port", "0", "--grpc-port", "0", "--ttft-ms", "uniform:1:2"],
+        [*REFSERVER, "--port", "0", "--grpc-port", "0", "--ttft-ms", "uniform:1:2"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -198,7 +203,7 @@ def test_cli_prints_ports_then_serves() -> None:
 
 def test_cli_rejects_bad_values_with_field_path() -> None:
     res = subprocess.run(
-        [sys.executable, "-m", "mcp_bench.refserver", "--port", "0", "--error-rate", "2", "--tpot-ms", "uniform:9:1"],
+        [*REFSERVER, "--port", "0", "--error-rate", "2", "--tpot-ms", "uniform:9:1"],
         capture_output=True,
         text=True,
         timeout=60,
