@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from mcp_bench.report import gpu_memory_peak_pct
 from mcp_bench.results.document import (
     ChecksumMismatchError,
     DocumentFormatError,
@@ -48,11 +49,8 @@ def _ms(value: float | None) -> str:
 
 
 def gpu_memory_peak_percent(level: LevelResult) -> str:
-    telemetry = level.telemetry
-    if not isinstance(telemetry, dict):
-        return "unavailable"
-    value = telemetry.get("memory_used_peak_percent")
-    return "unavailable" if value is None else f"{float(value):.1f}"
+    value = gpu_memory_peak_pct(level.telemetry)
+    return "unavailable" if value is None else f"{value:.1f}"
 
 
 def level_row(level: LevelResult) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from kubernetes.client.exceptions import ApiException
 from mcp_bench.engines import run_plan_sync
 from mcp_bench.plan import PlanError, RunPlan
 from mcp_bench.results.document import dumps_document
+from mcp_bench.telemetry.observer import TelemetryObserver
 
 from . import kube
 from .benchjob import shard_object_name, shard_result_object
@@ -50,7 +51,8 @@ def run_shard() -> int:
     except (PlanError, ValueError) as exc:
         termination_message(f"shard cannot start: {exc}")
         return EXIT_PLAN
-    document = run_plan_sync(plan)
+    # GPU telemetry on every shard: it says "unavailable" (and why) where there is no NVML
+    document = run_plan_sync(plan, observers=[TelemetryObserver()])
     document.shard_index = index
     text = dumps_document(document)
     body = shard_result_object(job=job, index=index, benchmark=benchmark, uid=uid, document_text=text)
