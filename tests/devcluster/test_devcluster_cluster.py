@@ -1,0 +1,249 @@
+"""Control-plane argv builders, node bodies and recorded state; no cluster is started.
+
+Where the real binaries are in the build cache, their own ``--help`` checks every flag we pass.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+from mcp_devcluster import build
+from mcp_devcluster.certs import PkiPaths
+from mcp_devcluster.cli import dev_cluster
+from mcp_devcluster.cluster import (
+    CONTROLLERS,
+    KWOK_NODE_LABEL,
+    LOCAL_NODE,
+    SERVICE_CIDR,
+    ClusterState,
+    DevCluster,
+    default_nodes,
+)
+from mcp_devcluster.nodes import simulated_node_body
+from mcp_devcluster.processes import ManagedProcess, stop_pid
+
+PORTS = {"etcd": 32379, "peer": 32380, "api": 36443, "kcm": 30257, "sched": 30259, "kwok": 30080}
+REAL_COMPONENTS = build.components()  # resolved before any test overrides the cache
+
+
+@pytest.fixture
+def dev(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> DevCluster:
+    """A DevCluster whose component binaries are 'built' (stamped) in a throwaway cache."""
+    monkeypatch.setenv("MCP_OPERATOR_CACHE", str(tmp_path / "cache"))
+    for name in ("kubernetes", "etcd", "kwok"):
+        comp = build.components()[name]
+        comp.bin_dir.mkdir(parents=True)
+        (comp.bin_dir / build.STAMP).write_text("{}")
+    cluster = DevCluster(tmp_path / "state")
+    cluster.state_dir.mkdir(parents=True)
+    return cluster
+
+
+def _argvs(dev: DevCluster) -> dict[str, list[str]]:
+    pki = PkiPaths(dev.state_dir / "pki")
+    return {
+        "etcd": dev._etcd_argv(PORTS["etcd"], PORTS["peer"]),
+        "kube-apiserver": dev._apiserver_argv(pki, PORTS["etcd"], PORTS["api"]),
+        "kube-controller-manager": dev._kcm_argv(pki, PORTS["kcm"]),
+        "kube-scheduler": dev._scheduler_argv(PORTS["sched"]),
+        "kwok": dev._kwok_argv(PORTS["kwok"]),
+    }
+
+
+def _flags(argv: list[str]) -> dict[str, str]:
+    out = {}
+    for arg in argv[1:]:
+        assert arg.startswith("--"), arg
+        name, _, value = arg[2:].partition("=")
+        out[name] = value
+    return out
+
+
+def test_binaries_come_from_the_versioned_cache(dev: DevCluster) -> None:
+    argvs = _argvs(dev)
+    table = build.components()
+    assert argvs["etcd"][0] == str(table["etcd"].binary("etcd"))
+    for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"):
+        assert argvs[name][0] == str(table["kubernetes"].binary(name))
+    assert argvs["kwok"][0] == str(table["kwok"].binary("kwok"))
+
+
+def _loopback(host: str) -> bool:
+    return host == "localhost" or ipaddress.ip_address(host).is_loopback
+
+
+def test_everything_listens_and_connects_on_loopback_only(dev: DevCluster) -> None:
+    checked = 0
+    for name, argv in _argvs(dev).items():
+        for flag, value in _flags(argv).items():
+            if flag == "service-account-issuer":
+                continue  # an identifier written into tokens, never dialled
+            for part in value.split(","):
+                part = part.split("=", 1)[-1]  # etcd's initial-cluster is name=url
+                if "://" in part:
+                    host = urlsplit(part).hostname or ""
+                elif flag.endswith(("address", "-ip")):
+                    host = part.rsplit(":", 1)[0] if part.count(":") == 1 else part
+                else:
+                    continue
+                assert _loopback(host), f"{name} --{flag}={value}"
+                checked += 1
+    assert checked >= 10  # the walk really saw the addresses
+
+
+def test_etcd_argv(dev: DevCluster) -> None:
+    flags = _flags(_argvs(dev)["etcd"])
+    assert (
+        flags["listen-client-urls"] == flags["advertise-client-urls"] == f"http://127.0.0.1:{PORTS['etcd']}"
+    )
+    assert flags["initial-cluster"] == f"{flags['name']}={flags['listen-peer-urls']}"
+    assert Path(flags["data-dir"]).parent == dev.state_dir
+
+
+def test_apiserver_argv(dev: DevCluster) -> None:
+    flags = _flags(_argvs(dev)["kube-apiserver"])
+    pki = PkiPaths(dev.state_dir / "pki")
+    assert flags["etcd-servers"] == f"http://127.0.0.1:{PORTS['etcd']}"
+    assert flags["secure-port"] == str(PORTS["api"])
+    assert flags["tls-cert-file"] == str(pki.serving_cert) and flags["tls-private-key-file"] == str(
+        pki.serving_key
+    )
+    assert flags["client-ca-file"] == str(pki.ca_cert)
+    assert flags["service-account-key-file"] == str(pki.sa_pub)
+    assert flags["service-account-signing-key-file"] == str(pki.sa_key)
+    assert flags["service-cluster-ip-range"] == SERVICE_CIDR
+    assert flags["authorization-mode"] == "RBAC"
+
+
+def test_controller_manager_runs_what_the_operator_needs(dev: DevCluster) -> None:
+    flags = _flags(_argvs(dev)["kube-controller-manager"])
+    controllers = flags["controllers"].split(",")
+    assert flags["controllers"] == CONTROLLERS
+    # Jobs run, owned objects are collected, finished Jobs expire, pods get service-account tokens
+    for needed in ("job", "garbage-collector", "ttl-after-finished", "serviceaccount", "namespace"):
+        assert f"{needed}-controller" in controllers
+    assert flags["service-account-private-key-file"] == str(PkiPaths(dev.state_dir / "pki").sa_key)
+    assert flags["kubeconfig"] == str(dev.kubeconfig)
+
+
+def test_kwok_manages_exactly_the_simulated_nodes(dev: DevCluster) -> None:
+    flags = _flags(_argvs(dev)["kwok"])
+    key, value = flags["manage-nodes-with-label-selector"].split("=")
+    assert (key, value) == tuple(KWOK_NODE_LABEL.split("="))
+    stages = list(yaml.safe_load_all(Path(flags["config"]).read_text()))
+    assert stages and all(doc["kind"] == "Stage" for doc in stages)
+    for node in default_nodes():
+        body: dict[str, Any] = simulated_node_body(node)
+        assert body["metadata"]["labels"][key] == value
+    assert LOCAL_NODE not in {n.name for n in default_nodes()}  # the local node is ours, not kwok's
+
+
+def test_gpu_nodes_advertise_gpus_and_are_tainted() -> None:
+    nodes = default_nodes()
+    gpu = [n for n in nodes if n.gpus]
+    assert gpu and any(not n.gpus for n in nodes)
+    for node in nodes:
+        body: dict[str, Any] = simulated_node_body(node)
+        capacity = body["status"]["capacity"]
+        if node.gpus:
+            assert capacity["nvidia.com/gpu"] == str(node.gpus)
+            taint = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+            assert taint in body["spec"]["taints"]
+            assert body["metadata"]["labels"]["nvidia.com/gpu.present"] == "true"
+        else:
+            assert "nvidia.com/gpu" not in capacity and body["spec"] == {}
+
+
+def _help_flags(binary: Path) -> tuple[set[str], str]:
+    out = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=60, check=False)
+    text = out.stdout + out.stderr
+    return set(re.findall(r"(?m)^\s*(?:-\w, )?--([a-z0-9][a-z0-9-]*)", text)), text
+
+
+@pytest.fixture(scope="module")
+def real_binaries() -> Iterator[dict[str, Path]]:
+    wanted = {
+        "etcd": REAL_COMPONENTS["etcd"].binary("etcd"),
+        "kube-apiserver": REAL_COMPONENTS["kubernetes"].binary("kube-apiserver"),
+        "kube-controller-manager": REAL_COMPONENTS["kubernetes"].binary("kube-controller-manager"),
+        "kube-scheduler": REAL_COMPONENTS["kubernetes"].binary("kube-scheduler"),
+        "kwok": REAL_COMPONENTS["kwok"].binary("kwok"),
+    }
+    missing = [str(p) for p in wanted.values() if not p.is_file()]
+    if missing:
+        pytest.skip(
+            f"control-plane binaries not built ({', '.join(missing)}); run `mcp-operator dev-cluster build`"
+        )
+    yield wanted
+
+
+def test_every_flag_is_known_to_the_real_binaries(dev: DevCluster, real_binaries: dict[str, Path]) -> None:
+    for name, argv in _argvs(dev).items():
+        known, _ = _help_flags(real_binaries[name])
+        unknown = set(_flags(argv)) - known
+        assert not unknown, f"{name} does not know {sorted(unknown)}"
+
+
+def test_every_controller_name_is_known(real_binaries: dict[str, Path]) -> None:
+    _, text = _help_flags(real_binaries["kube-controller-manager"])
+    match = re.search(r"All controllers: ([a-z0-9, -]+)", text)
+    assert match, "kube-controller-manager --help lists no controllers"
+    known = {name.strip() for name in match.group(1).split(",")}
+    assert set(CONTROLLERS.split(",")) <= known, set(CONTROLLERS.split(",")) - known
+
+
+def test_state_round_trip(tmp_path: Path) -> None:
+    state = ClusterState(
+        state_dir=str(tmp_path),
+        kubeconfig=str(tmp_path / "kubeconfig"),
+        server="https://127.0.0.1:36443",
+        etcd_port=32379,
+        apiserver_port=36443,
+        pids={"etcd": 11, "kube-apiserver": 12},
+        started_at=time.time(),
+        startup_seconds={"total": 4.2},
+    )
+    state.save()
+    assert ClusterState.load(tmp_path) == state
+    assert json.loads((tmp_path / "state.json").read_text())["pids"] == {"etcd": 11, "kube-apiserver": 12}
+
+
+def test_down_stops_what_another_process_recorded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    proc = ManagedProcess("etcd", ["sleep", "60"], tmp_path / "logs" / "etcd.log")
+    pid = proc.start()
+    try:
+        state_dir = tmp_path / "state"
+        state_dir.mkdir()
+        ClusterState(
+            state_dir=str(state_dir),
+            kubeconfig=str(state_dir / "kubeconfig"),
+            server="https://127.0.0.1:1",
+            etcd_port=1,
+            apiserver_port=1,
+            pids={"etcd": pid},
+            started_at=time.time(),
+            startup_seconds={"total": 1.0},
+        ).save()
+        assert dev_cluster("env", state_dir) == 0
+        assert capsys.readouterr().out == f"export KUBECONFIG={state_dir / 'kubeconfig'}\n"
+        assert dev_cluster("status", state_dir) == 0
+        assert json.loads(capsys.readouterr().out)["pids"] == {"etcd": pid}
+        DevCluster(state_dir).down()
+        assert proc.popen is not None and proc.popen.poll() is not None
+        assert not (state_dir / "state.json").exists()
+        DevCluster(state_dir).down()  # twice is fine
+        assert dev_cluster("env", state_dir) == 1
+        assert "no cluster recorded" in capsys.readouterr().err
+    finally:
+        stop_pid(pid, grace_s=1.0)
