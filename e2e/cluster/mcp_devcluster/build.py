@@ -12,6 +12,7 @@ file there, so later runs (fresh clones, CI on the same machine) only check the 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -28,6 +29,7 @@ KWOK_VERSION = "v0.8.0"
 HELM_VERSION = "v3.22.0"
 
 STAMP = ".built"
+LUAHEALTH_SOURCE = Path(__file__).parent / "data" / "luahealth"
 
 
 def cache_root() -> Path:
@@ -50,6 +52,8 @@ class Component:
     tags: tuple[str, ...] = ()
     # sibling modules whose relative replace lines must point at published versions
     sibling_replaces: dict[str, str] = field(default_factory=dict)
+    # a Go module of ours (go.mod, go.sum, sources) instead of a wrapper around a published one
+    source_dir: Path | None = None
 
     @property
     def bin_dir(self) -> Path:
@@ -122,6 +126,14 @@ def wrapper_go_mod(component: Component, replaces: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _source_version(directory: Path) -> str:
+    """Our own Go sources are keyed by their content, so an edit rebuilds them."""
+    digest = hashlib.sha256()
+    for item in sorted(directory.iterdir()):
+        digest.update(item.name.encode() + b"\0" + item.read_bytes())
+    return "src-" + digest.hexdigest()[:12]
+
+
 def _version_ldflags(version: str) -> tuple[str, ...]:
     major, minor = version.lstrip("v").split(".")[:2]
     flags = []
@@ -177,6 +189,13 @@ def components() -> dict[str, Component]:
             version=HELM_VERSION,
             packages=("helm.sh/helm/v3/cmd/helm",),
         ),
+        "luahealth": Component(
+            name="luahealth",
+            module="mcp-operator.local/luahealth",
+            version=_source_version(LUAHEALTH_SOURCE),
+            packages=(".",),
+            source_dir=LUAHEALTH_SOURCE,
+        ),
     }
 
 
@@ -202,8 +221,12 @@ def build(component: Component, *, force: bool = False, log_stream: bool = True)
     started = time.monotonic()
     if log_stream:
         print(f"building {component.name} {component.version} (log: {log})", file=sys.stderr)
-    (work / "go.mod").write_text(wrapper_go_mod(component, _resolve_replaces(component)))
-    (work / "go.sum").touch()
+    if component.source_dir is not None:
+        for item in component.source_dir.iterdir():
+            shutil.copy2(item, work / item.name)
+    else:
+        (work / "go.mod").write_text(wrapper_go_mod(component, _resolve_replaces(component)))
+        (work / "go.sum").touch()
     staging_bin = work / "out"
     shutil.rmtree(staging_bin, ignore_errors=True)
     staging_bin.mkdir()
@@ -212,8 +235,9 @@ def build(component: Component, *, force: bool = False, log_stream: bool = True)
         cmd += ["-tags", ",".join(component.tags)]
     ldflags = ["-s", "-w", *component.ldflags]
     cmd += ["-ldflags", " ".join(ldflags), *component.packages]
-    # -mod=mod lets go fill go.sum; a first `go mod download` of the build list makes it complete
-    _run(["go", "get", *[f"{p}@{component.version}" for p in component.packages]], work, log)
+    if component.source_dir is None:
+        # -mod=mod lets go fill go.sum; `go get` of the commands completes the build list first
+        _run(["go", "get", *[f"{p}@{component.version}" for p in component.packages]], work, log)
     _run(cmd, work, log)
     bin_dir = component.bin_dir
     shutil.rmtree(bin_dir, ignore_errors=True)
