@@ -8,6 +8,7 @@ exactly; wall-clock ISO 8601 stamps are taken once per run, not per request.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
@@ -85,7 +86,7 @@ class RequestRecord:
     @property
     def inter_token_gaps_ns(self) -> list[int]:
         times = self.token_times_ns
-        return [b - a for a, b in zip(times, times[1:], strict=False)]
+        return [b - a for a, b in itertools.pairwise(times)]
 
 
 class ProtocolClient(Protocol):
