@@ -46,18 +46,24 @@ def _walk(node: Any, path: str) -> Iterator[tuple[str, dict[str, Any]]]:
         yield from _walk(node["additionalProperties"], f"{path}{{}}")
 
 
-@pytest.mark.parametrize("definition", crdgen.DEFINITIONS, ids=lambda d: d.kind)
-def test_committed_crds_match_the_models(definition: crdgen.CrdDefinition) -> None:
-    path = CRD_DIR / crdgen.file_name(definition)
-    assert path.is_file(), f"{path} is missing; run `mcp-operator crds`"
-    assert path.read_text() == crdgen.render(definition), (
-        f"{path.relative_to(REPO)} differs from the API models; run `mcp-operator crds` and commit the result"
+GENERATED = crdgen.generated_files(REPO)
+
+
+@pytest.mark.parametrize("path", sorted(GENERATED), ids=lambda p: str(p.relative_to(REPO)))
+def test_committed_files_match_the_code(path: Path) -> None:
+    """CRDs (top level and Helm chart) and the operator's RBAC rules, as generated now."""
+    rel = path.relative_to(REPO)
+    assert path.is_file(), f"{rel} is missing; run `mcp-operator crds` and commit the result"
+    assert path.read_text() == GENERATED[path], (
+        f"{rel} differs from what the code generates; run `mcp-operator crds` and commit the result"
     )
 
 
-def test_crd_directory_holds_exactly_the_generated_files() -> None:
-    expected = {crdgen.file_name(d) for d in crdgen.DEFINITIONS}
-    assert {p.name for p in CRD_DIR.glob("*.yaml")} == expected
+def test_every_crd_file_is_generated() -> None:
+    """A CRD file no model produces any more (a renamed kind) must not linger in an install path."""
+    found = {p for top in ("crds", "charts", "manifests") for p in (REPO / top).glob("**/mcp2026.io_*.yaml")}
+    assert found <= set(GENERATED), sorted(str(p.relative_to(REPO)) for p in found - set(GENERATED))
+    assert {CRD_DIR / crdgen.file_name(d) for d in crdgen.DEFINITIONS} <= set(GENERATED)
 
 
 @pytest.mark.parametrize("kind", ["MCPReadiness", "MCPBenchmark"])

@@ -1,0 +1,196 @@
+"""MCPReadiness domain logic: target resolution, semantic problems, checks and status shapes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mcp_bench.refserver import RunningServer
+from mcp_checks.health import required_samples
+from mcp_checks.verdict import CheckOutcome, Outcome
+from mcp_operator.api import MCPReadinessSpec, MCPReadinessStatus
+from mcp_operator.conditions import condition
+from mcp_operator.readiness import (
+    SpecProblem,
+    health_probe_spec,
+    invalid_status,
+    join_url,
+    resolve_target,
+    run_checks,
+    running_status,
+    semantic_problems,
+    verdict_status,
+)
+
+T0 = "2026-01-01T00:00:00Z"
+
+
+def _spec(**checks: Any) -> MCPReadinessSpec:
+    probe = {"requests": 100, "minSuccessRatio": 0.99} | checks
+    return MCPReadinessSpec.model_validate(
+        {"target": {"url": "http://svc:8000"}, "checks": {"healthProbe": probe}}
+    )
+
+
+class Services:
+    """The Services that exist, as the operator's API read would answer; records what was asked."""
+
+    def __init__(self, *existing: tuple[str, str]) -> None:
+        self.existing = set(existing)
+        self.asked: list[tuple[str, str]] = []
+
+    async def __call__(self, namespace: str, name: str) -> bool:
+        self.asked.append((namespace, name))
+        return (namespace, name) in self.existing
+
+
+def _ref_spec(ref: dict[str, Any]) -> MCPReadinessSpec:
+    return MCPReadinessSpec.model_validate({"target": {"serviceRef": ref}})
+
+
+async def test_url_target_needs_no_lookup() -> None:
+    services = Services()
+    spec = MCPReadinessSpec.model_validate({"target": {"url": "https://triton.example:8443/base"}})
+    assert await resolve_target(spec, "default", services) == "https://triton.example:8443/base"
+    assert services.asked == []
+
+
+async def test_service_target_resolves_in_its_namespace() -> None:
+    services = Services(("ml", "triton"), ("team", "vllm"))
+    got = await resolve_target(_ref_spec({"name": "triton", "port": 8000}), "ml", services)
+    assert got == "http://triton.ml.svc:8000"
+    explicit = _ref_spec({"name": "vllm", "namespace": "team", "scheme": "https", "port": 443})
+    assert await resolve_target(explicit, "ml", services) == "https://vllm.team.svc:443"
+    assert services.asked == [("ml", "triton"), ("team", "vllm")]
+
+
+async def test_missing_service_is_target_not_found() -> None:
+    services = Services(("ml", "triton"))
+    got = await resolve_target(_ref_spec({"name": "triton", "namespace": "other"}), "ml", services)
+    assert isinstance(got, SpecProblem)
+    assert got.reason == "TargetNotFound"
+    assert "other/triton" in got.message
+
+
+def test_default_spec_has_no_problems() -> None:
+    """The shipped defaults (10000 probes for 99.99%) can be verified as written."""
+    spec = MCPReadinessSpec.model_validate({"target": {"url": "http://svc"}})
+    assert semantic_problems(spec) == []
+
+
+@pytest.mark.parametrize(
+    ("ratio", "requests", "impossible"),
+    [
+        (0.9999, 9999, True),
+        (0.9999, 10000, False),
+        (0.99, 99, True),
+        (0.99, 100, False),
+        (0.999, 1000, False),
+        (0.5, 1, True),
+        (1.0, 1, False),
+    ],
+)
+def test_impossible_threshold(ratio: float, requests: int, impossible: bool) -> None:
+    problems = semantic_problems(_spec(minSuccessRatio=ratio, requests=requests))
+    assert [p.reason for p in problems] == (["ImpossibleThreshold"] if impossible else [])
+    if impossible:
+        assert "checks.healthProbe.minSuccessRatio" in problems[0].message
+        assert f"at least {required_samples(ratio)}" in problems[0].message
+
+
+def test_no_checks_is_a_problem() -> None:
+    spec = MCPReadinessSpec.model_validate({"target": {"url": "http://svc"}, "checks": {"healthProbe": None}})
+    assert [p.reason for p in semantic_problems(spec)] == ["NoChecks"]
+
+
+def test_health_probe_spec_mapping() -> None:
+    spec = _spec(
+        path="/v2/health/ready", timeoutMs=250, expectedStatus=[200, 204], maxP50Ms=5, maxRoundMs=900
+    )
+    assert spec.checks.health_probe is not None
+    probe = health_probe_spec(spec.checks.health_probe, "http://svc:8000/")
+    assert probe.url == "http://svc:8000/v2/health/ready"
+    assert probe.timeout_s == 0.25 and probe.expected_status == (200, 204)
+    assert probe.requests == 100 and probe.min_success_ratio == 0.99
+    assert (probe.max_p50_ms, probe.max_p99_ms, probe.max_round_ms) == (5, 500.0, 900)
+    assert join_url("http://a", "/b") == join_url("http://a/", "/b") == "http://a/b"
+
+
+async def test_run_checks_against_a_real_server(refserver: RunningServer) -> None:
+    (outcome,) = await run_checks(_spec(concurrency=4), refserver.url)
+    assert outcome.name == "health-probe"
+    assert (outcome.outcome, outcome.reason) == (Outcome.PASS, "HealthProbePassed")
+    assert outcome.observed["requests"] == "100" and outcome.observed["succeeded"] == "100"
+
+
+def _outcome(kind: Outcome, reason: str) -> CheckOutcome:
+    return CheckOutcome(
+        "health-probe", kind, reason, f"{reason} seen", {"p99": "1.00ms"}, {"maxP99": "500.00ms"}
+    )
+
+
+@pytest.mark.parametrize(
+    ("kind", "reason", "ready", "phase"),
+    [
+        (Outcome.PASS, "HealthProbePassed", "True", "Succeeded"),
+        (Outcome.FAIL, "HealthBelowThreshold", "False", "Failed"),
+        (Outcome.ERROR, "TargetUnreachable", "False", "Failed"),
+    ],
+)
+def test_verdict_status_shape(kind: Outcome, reason: str, ready: str, phase: str) -> None:
+    status, verdict = verdict_status([], 7, "http://svc:8000", T0, [_outcome(kind, reason)])
+    MCPReadinessStatus.model_validate(status)  # nothing the CRD would prune
+    assert status["observedGeneration"] == 7 and status["phase"] == phase
+    assert status["verdict"] == kind.value and status["targetUrl"] == "http://svc:8000"
+    assert status["startedAt"] == T0 and status["completedAt"] >= T0
+    assert status["score"] == (100 if kind == Outcome.PASS else 0) == verdict.score
+    (row,) = status["checks"]
+    assert row["name"] == "health-probe" and row["verdict"] == kind.value and row["reason"] == reason
+    assert row["observed"] == {"p99": "1.00ms"} and row["thresholds"] == {"maxP99": "500.00ms"}
+    assert "measuredAt" in row
+    accepted, ready_cond = (
+        condition(status["conditions"], "Accepted"),
+        condition(status["conditions"], "Ready"),
+    )
+    assert accepted is not None and accepted["status"] == "True" and accepted["observedGeneration"] == 7
+    assert ready_cond is not None and ready_cond["status"] == ready and ready_cond["observedGeneration"] == 7
+    expected_reason = "ChecksPassed" if kind == Outcome.PASS else reason
+    assert ready_cond["reason"] == expected_reason == verdict.reason
+
+
+def test_invalid_status_shape() -> None:
+    problems = [SpecProblem("ImpossibleThreshold", "too few probes"), SpecProblem("NoChecks", "nothing")]
+    status = invalid_status([], 3, problems)
+    MCPReadinessStatus.model_validate(status)
+    assert status["phase"] == "Invalid" and status["verdict"] == "Error" and status["score"] == 0
+    assert status["observedGeneration"] == 3 and status["checks"] == []
+    for kind in ("Accepted", "Ready"):
+        cond = condition(status["conditions"], kind)
+        assert cond is not None
+        assert (cond["status"], cond["reason"], cond["observedGeneration"]) == (
+            "False",
+            "ImpossibleThreshold",
+            3,
+        )
+        assert cond["message"] == "too few probes; nothing"
+
+
+def test_running_then_verdict_keeps_accepted_transition() -> None:
+    running = running_status([], 2, "http://svc")
+    MCPReadinessStatus.model_validate(running)
+    ready = condition(running["conditions"], "Ready")
+    assert ready is not None and (ready["status"], ready["reason"]) == ("Unknown", "Evaluating")
+    accepted = condition(running["conditions"], "Accepted")
+    assert accepted is not None
+    accepted["lastTransitionTime"] = T0  # as if accepted earlier
+    status, _ = verdict_status(running["conditions"], 2, "http://svc", T0, [_outcome(Outcome.PASS, "Ok")])
+    after = condition(status["conditions"], "Accepted")
+    assert after is not None and after["lastTransitionTime"] == T0
+
+
+def test_no_outcomes_is_not_ready() -> None:
+    status, verdict = verdict_status([], 1, "http://svc", T0, [])
+    assert verdict.ready is False and status["verdict"] == "Inconclusive" and status["phase"] == "Failed"
+    ready = condition(status["conditions"], "Ready")
+    assert ready is not None and (ready["status"], ready["reason"]) == ("False", "NoChecks")
