@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
 RECONCILIATIONS = Counter(
@@ -29,3 +33,23 @@ def serve(port: int) -> None:
     """Start the metrics endpoint; port 0 disables it."""
     if port:
         start_http_server(port, addr="0.0.0.0")
+
+
+F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
+
+
+def counted_errors(handler: str) -> Callable[[F], F]:
+    """Count a handler's failures before kopf logs them, posts a Warning event and retries."""
+
+    def wrap(fn: F) -> F:
+        @functools.wraps(fn)
+        async def run(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await fn(*args, **kwargs)
+            except Exception:
+                ERRORS.labels(handler).inc()
+                raise
+
+        return run  # type: ignore[return-value]
+
+    return wrap

@@ -55,6 +55,7 @@ def _reject(
 @kopf.on.resume(GROUP, VERSION, PLURAL)
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
+@metrics.counted_errors("start_benchmark")
 async def start_benchmark(
     spec: kopf.Spec,
     status: kopf.Status,
@@ -181,6 +182,7 @@ def _job_finished(job: Any) -> bool:
     initial_delay=1.0,
     when=lambda status, **_: status.get("phase") == "Running" and bool(status.get("jobName")),
 )
+@metrics.counted_errors("collect_benchmark")
 async def collect_benchmark(
     status: kopf.Status, meta: kopf.Meta, body: kopf.Body, patch: kopf.Patch, **_: Any
 ) -> None:

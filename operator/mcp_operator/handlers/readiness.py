@@ -39,6 +39,7 @@ def _already_evaluated(status: kopf.Status, generation: int) -> bool:
 @kopf.on.resume(GROUP, VERSION, PLURAL)
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
+@metrics.counted_errors("evaluate_readiness")
 async def evaluate_readiness(
     spec: kopf.Spec,
     status: kopf.Status,
