@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from mcp_devcluster import stack
 from mcp_devcluster.processes import free_port
 
 SAMPLE = "mcpreadiness-refserver.yaml"
@@ -137,3 +138,22 @@ def test_operator_serves_its_own_metrics(kube: Any, refserver: str, sample: Any,
         text = resp.read().decode()
     assert 'mcp_operator_verdicts_total{kind="MCPReadiness",verdict="Pass"}' in text
     assert "mcp_operator_check_duration_seconds_count" in text
+
+
+def test_standing_gate_turns_not_ready_when_the_target_goes_away(
+    kube: Any, sample: Any, tmp_path: Any
+) -> None:
+    server, url = stack.start_refserver(tmp_path)
+    try:
+        doc = yaml.safe_load(_variant(sample(SAMPLE, url), "standing", requests=1000, minSuccessRatio=0.99))
+        doc["spec"]["recheckIntervalSeconds"] = 10
+        kube.apply(yaml.safe_dump(doc))
+        assert kube.wait("mcpreadiness/standing", "condition=Ready", timeout_s=60).returncode == 0
+    finally:
+        stack.stop(server)
+    assert kube.wait("mcpreadiness/standing", "condition=Ready=false", timeout_s=90).returncode == 0
+    status = kube.get("mcpreadiness", "standing")["status"]
+    assert status["evaluations"] >= 2
+    assert [h["verdict"] for h in status["history"]][:1] == ["Pass"]
+    assert status["history"][-1]["reason"] == "TargetUnreachable"
+    assert "TargetUnreachable" in {e["reason"] for e in kube.events("standing")}

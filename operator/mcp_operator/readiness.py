@@ -6,7 +6,8 @@ through a small callable (``ServiceExists``) rather than a client object.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import datetime as dt
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +15,7 @@ from mcp_checks.health import HealthProbeSpec, required_samples, run_health_prob
 from mcp_checks.verdict import CheckOutcome, RunVerdict, decide
 
 from .api.common import TargetRef
-from .api.readiness import HealthProbeCheck, MCPReadinessSpec
+from .api.readiness import MAX_HISTORY, HealthProbeCheck, MCPReadinessSpec
 from .conditions import set_condition, utc_now
 
 ServiceExists = Callable[[str, str], Awaitable[bool]]
@@ -101,15 +102,26 @@ def check_row(outcome: CheckOutcome) -> dict[str, Any]:
 
 
 def verdict_status(
-    conditions: list[dict[str, Any]],
+    previous: Mapping[str, Any],
     generation: int,
     base_url: str,
     started_at: str,
     outcomes: list[CheckOutcome],
 ) -> tuple[dict[str, Any], RunVerdict]:
+    """Status after an evaluation; ``previous`` is the status before it (conditions, history)."""
     verdict = decide(outcomes)
-    conds = set_condition(conditions, "Accepted", True, "SpecAccepted", "spec is valid", generation)
+    completed = utc_now()
+    conds = set_condition(
+        list(previous.get("conditions") or []), "Accepted", True, "SpecAccepted", "spec is valid", generation
+    )
     conds = set_condition(conds, "Ready", verdict.ready, verdict.reason, verdict.message, generation)
+    record = {
+        "completedAt": completed,
+        "verdict": verdict.outcome.value,
+        "score": verdict.score,
+        "reason": verdict.reason,
+    }
+    history = [*list(previous.get("history") or []), record][-MAX_HISTORY:]
     status = {
         "observedGeneration": generation,
         "phase": "Succeeded" if verdict.ready else "Failed",
@@ -117,11 +129,24 @@ def verdict_status(
         "score": verdict.score,
         "targetUrl": base_url,
         "startedAt": started_at,
-        "completedAt": utc_now(),
+        "completedAt": completed,
         "checks": [check_row(o) for o in outcomes],
+        "evaluations": int(previous.get("evaluations") or 0) + 1,
+        "history": history,
         "conditions": conds,
     }
     return status, verdict
+
+
+def recheck_due(spec: MCPReadinessSpec, status: Mapping[str, Any], now: dt.datetime) -> bool:
+    """A standing gate is evaluated again once its interval has passed since the last verdict."""
+    if spec.recheck_interval_seconds is None or spec.suspend:
+        return False
+    completed = status.get("completedAt")
+    if status.get("phase") not in ("Succeeded", "Failed") or not completed:
+        return False
+    last = dt.datetime.strptime(completed, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
+    return (now - last).total_seconds() >= spec.recheck_interval_seconds
 
 
 def invalid_status(

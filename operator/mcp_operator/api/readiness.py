@@ -7,6 +7,7 @@ from pydantic import Field
 from .common import ApiModel, Condition, TargetRef, Verdict, cel, with_rules
 
 MAX_CHECK_HISTORY = 20
+MAX_HISTORY = 10
 
 
 class ReadinessTarget(ApiModel):
@@ -75,6 +76,22 @@ class MCPReadinessSpec(ApiModel):
     target: ReadinessTarget = Field(description="The service under assessment.")
     checks: ReadinessChecks = Field(default_factory=ReadinessChecks, description="Assertions to run.")
     suspend: bool = Field(default=False, description="When true, nothing runs and the verdict is left as is.")
+    recheck_interval_seconds: int | None = Field(
+        default=None,
+        ge=10,
+        le=86400,
+        description="Evaluate again this long after the last verdict (a standing gate); unset evaluates "
+        "once per spec generation.",
+    )
+
+
+class EvaluationRecord(ApiModel):
+    """One past evaluation, kept so a flapping gate is visible without a metrics stack."""
+
+    completed_at: str = Field(description="When the evaluation finished (RFC 3339).")
+    verdict: Verdict = Field(description="The verdict of that evaluation.")
+    score: int = Field(ge=0, le=100, description="Its score.")
+    reason: str = Field(description="Reason of its Ready condition.")
 
 
 class CheckResult(ApiModel):
@@ -101,6 +118,12 @@ class MCPReadinessStatus(ApiModel):
     completed_at: str | None = Field(default=None, description="End of the last evaluation.")
     checks: list[CheckResult] = Field(
         default_factory=list, description="One row per check.", max_length=MAX_CHECK_HISTORY
+    )
+    evaluations: int = Field(default=0, ge=0, description="Evaluations of this resource so far.")
+    history: list[EvaluationRecord] = Field(
+        default_factory=list,
+        description=f"The last {MAX_HISTORY} evaluations, newest last.",
+        max_length=MAX_HISTORY,
     )
     conditions: list[Condition] = Field(default_factory=list, description="Ready and Accepted conditions.")
 

@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
 from pydantic import ValidationError
 
 from mcp_bench.plan import format_validation_error
+from mcp_checks.verdict import CheckOutcome, Outcome
 
 from .. import events, kube, metrics
 from ..api.common import GROUP, VERSION
 from ..api.readiness import MCPReadinessSpec
+from ..conditions import condition, utc_now
 from ..readiness import (
     SpecProblem,
     invalid_status,
+    recheck_due,
     resolve_target,
     run_checks,
     running_status,
@@ -77,21 +82,100 @@ async def evaluate_readiness(
     assert isinstance(target, str)
     progress = running_status(conditions, generation, target)
     await kube.patch_status(PLURAL, namespace, name, progress)
-    started = time.monotonic()
-    outcomes = await run_checks(parsed, target)
-    for outcome in outcomes:
-        metrics.CHECK_SECONDS.labels(outcome.name).observe(time.monotonic() - started)
-    new_status, verdict = verdict_status(
-        progress["conditions"], generation, target, progress["startedAt"], outcomes
+    await _evaluate(parsed, target, {**status, **progress}, generation, body, patch, announce=True)
+
+
+@kopf.timer(
+    GROUP,
+    VERSION,
+    PLURAL,
+    interval=5.0,
+    initial_delay=5.0,
+    when=lambda spec, status, **_: (
+        bool(spec.get("recheckIntervalSeconds")) and status.get("phase") in ("Succeeded", "Failed")
+    ),
+)
+@metrics.counted_errors("recheck_readiness")
+async def recheck_readiness(
+    spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta, body: kopf.Body, patch: kopf.Patch, **_: Any
+) -> None:
+    """A standing gate: evaluate again once the interval has passed; Ready stays as it was while
+    the checks run, so consumers see a change only when the verdict changes."""
+    generation = int(meta["generation"])
+    if status.get("observedGeneration") != generation:
+        return  # the spec changed; the change handler evaluates it
+    try:
+        parsed = MCPReadinessSpec.model_validate(spec)
+    except ValidationError:
+        return  # rejected by the change handler already
+    if not recheck_due(parsed, status, dt.datetime.now(dt.UTC)):
+        return
+    target = await resolve_target(parsed, meta["namespace"], kube.service_exists)
+    previous_ready = _ready_status(status)
+    if isinstance(target, SpecProblem):
+        # a standing gate whose Service went away is not ready, and keeps checking for its return
+        lost = CheckOutcome("target", Outcome.ERROR, target.reason, target.message)
+        await _evaluate(
+            parsed,
+            str(status.get("targetUrl") or ""),
+            {**status, "startedAt": utc_now()},
+            generation,
+            body,
+            patch,
+            announce=False,
+            previous_ready=previous_ready,
+            outcomes=[lost],
+        )
+        return
+    await _evaluate(
+        parsed,
+        target,
+        {**status, "startedAt": utc_now()},
+        generation,
+        body,
+        patch,
+        announce=False,
+        previous_ready=previous_ready,
     )
+
+
+def _ready_status(status: Mapping[str, Any]) -> str | None:
+    ready = condition(list(status.get("conditions") or []), "Ready")
+    return None if ready is None else str(ready.get("status"))
+
+
+async def _evaluate(
+    parsed: MCPReadinessSpec,
+    target: str,
+    previous: Mapping[str, Any],
+    generation: int,
+    body: kopf.Body,
+    patch: kopf.Patch,
+    *,
+    announce: bool,
+    previous_ready: str | None = None,
+    outcomes: list[CheckOutcome] | None = None,
+) -> None:
+    """Run the checks (unless ``outcomes`` already says why they cannot run), write the verdict,
+    count it, and post an event when it is news."""
+    if outcomes is None:
+        started = time.monotonic()
+        outcomes = await run_checks(parsed, target)
+        for outcome in outcomes:
+            metrics.CHECK_SECONDS.labels(outcome.name).observe(time.monotonic() - started)
+    new_status, verdict = verdict_status(previous, generation, target, str(previous["startedAt"]), outcomes)
     patch.status.update(new_status)
     metrics.VERDICTS.labels(KIND, verdict.outcome.value).inc()
     metrics.RECONCILIATIONS.labels(KIND, "evaluated").inc()
-    metrics.READY.labels(namespace, name).set(1 if verdict.ready else 0)
+    metrics.READY.labels(body.metadata.namespace, body.metadata.name).set(1 if verdict.ready else 0)
+    changed = previous_ready != ("True" if verdict.ready else "False")
+    if not (announce or changed):
+        return
+    message = f"verdict {verdict.outcome.value}: {verdict.message}"
     if verdict.ready:
-        events.normal(body, "Ready", f"verdict {verdict.outcome.value}: {verdict.message}")
+        events.normal(body, "Ready", message)
     else:
-        events.warning(body, verdict.reason, f"verdict {verdict.outcome.value}: {verdict.message}")
+        events.warning(body, verdict.reason, message)
 
 
 def _reject(
