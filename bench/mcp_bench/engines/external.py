@@ -1,0 +1,274 @@
+"""What the external engines (Locust, k6) share: the run loop, the tool subprocess, the record tail.
+
+An external engine runs one level at a time as a subprocess that writes one line per request to
+a file. :class:`ExternalEngine` feeds those lines into the same :class:`LevelAccumulator` the
+built-in engine uses, so the result document (HDR histograms, error kinds, SLO verdicts) is built
+by the same code whichever tool sent the load. Subclasses only say how to start the tool for a
+level and how to parse its lines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import tempfile
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from mcp_bench.engines.base import RunObserver, fingerprint
+from mcp_bench.engines.builtin import level_metas
+from mcp_bench.plan import PlanError, RunPlan
+from mcp_bench.results.aggregate import LevelAccumulator, LevelMeta
+from mcp_bench.results.document import LevelResult, ResultDocument
+from mcp_bench.results.slo import overall
+
+TICK_S = 0.25
+TERM_GRACE_S = 5.0
+TAIL_CHARS = 2_000
+# Time a tool gets beyond the level's planned time (start-up, spawning, drain) before it is killed.
+START_ALLOWANCE_S = 60.0
+
+
+class ExternalEngineError(RuntimeError):
+    """The tool could not run a level or left no usable output; the message says why."""
+
+
+class EngineUnavailableError(ExternalEngineError):
+    """The tool is not installed where the engine looks for it."""
+
+
+def find_tool(name: str, explicit: str | None, missing_hint: str) -> str:
+    """Absolute path of ``explicit`` (a path or a name on PATH) or of ``name`` on PATH."""
+    wanted = explicit or name
+    found = shutil.which(wanted)
+    if found is None:
+        where = f"{wanted!r} is not an executable file" if explicit else f"{name} not found on PATH"
+        raise EngineUnavailableError(f"{where}; {missing_hint}")
+    return found
+
+
+@dataclass
+class ToolRun:
+    returncode: int
+    stdout_tail: str
+    stderr_tail: str
+    elapsed_s: float
+
+
+def _tail(path: Path) -> str:
+    try:
+        with path.open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - TAIL_CHARS))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+async def _stop(proc: asyncio.subprocess.Process) -> None:
+    """SIGTERM the tool's process group, then SIGKILL after a grace period."""
+    for sig, wait_s in ((signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, TERM_GRACE_S)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(proc.wait(), wait_s)
+            return
+
+
+async def run_tool(
+    cmd: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str] | None = None,
+    timeout_s: float | None = None,
+    on_tick: Callable[[], None] | None = None,
+) -> ToolRun:
+    """Run ``cmd`` with stdout/stderr in ``cwd`` (no pipe to fill), calling ``on_tick`` a few times a
+    second. Past ``timeout_s``, or when cancelled, the tool is stopped; a timeout raises."""
+    out_path, err_path = cwd / "stdout.log", cwd / "stderr.log"
+    start = time.monotonic()
+    with out_path.open("wb") as out, err_path.open("wb") as err:
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *cmd, cwd=cwd, env=None if env is None else dict(env), stdout=out, stderr=err,
+                stdin=asyncio.subprocess.DEVNULL, start_new_session=True,
+            )  # fmt: skip
+        except OSError as exc:
+            raise EngineUnavailableError(f"cannot start {cmd[0]}: {exc}") from exc
+        try:
+            while True:
+                try:
+                    await asyncio.wait_for(proc.wait(), TICK_S)
+                    break
+                except TimeoutError:
+                    pass
+                if on_tick is not None:
+                    on_tick()
+                if timeout_s is not None and time.monotonic() - start > timeout_s:
+                    await _stop(proc)
+                    raise ExternalEngineError(
+                        f"{Path(cmd[0]).name} ran past {timeout_s:.0f} s and was stopped; "
+                        f"stderr: {_tail(err_path)}"
+                    )
+        except asyncio.CancelledError:
+            await _stop(proc)
+            raise
+    return ToolRun(proc.returncode or 0, _tail(out_path), _tail(err_path), time.monotonic() - start)
+
+
+class LineTail:
+    """Reads a file another process is appending lines to; hands each complete line to ``parse``."""
+
+    def __init__(self, path: Path, parse: Callable[[str], None]) -> None:
+        self.path = path
+        self.parse = parse
+        self._pos = 0
+        self._partial = ""
+        self.lines = 0
+
+    def poll(self, final: bool = False) -> None:
+        try:
+            with self.path.open("r", encoding="utf-8", errors="replace") as f:
+                f.seek(self._pos)
+                chunk = f.read()
+                self._pos = f.tell()
+        except FileNotFoundError:
+            return
+        text = self._partial + chunk
+        *complete, self._partial = text.split("\n")
+        if final and self._partial:
+            complete.append(self._partial)
+            self._partial = ""
+        for line in complete:
+            if line:
+                self.lines += 1
+                self.parse(line)
+
+
+@dataclass
+class LevelRun:
+    """What a tool reported about one level beside the records."""
+
+    stop_reason: str
+    server: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def reject_unsupported(engine: str, plan: RunPlan, backends: Sequence[str]) -> None:
+    """Fail before any traffic for plan features an external engine does not carry out."""
+    if plan.backend not in backends:
+        raise PlanError(
+            f"backend: the {engine} engine supports {', '.join(repr(b) for b in backends)} only, "
+            f"got {plan.backend!r} (the builtin engine supports every backend)"
+        )
+    for name in ("stability", "breaker"):
+        if getattr(plan, name) is not None:
+            raise PlanError(
+                f"{name}: not applied by the {engine} engine; remove it or use the builtin engine"
+            )
+    if plan.payload.workload is not None:
+        raise PlanError(f"payload.workload: not supported by the {engine} engine (one fixed request only)")
+
+
+def clean_env(drop_prefixes: Sequence[str]) -> dict[str, str]:
+    """This process's environment without variables that would reconfigure the tool behind our back."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(tuple(drop_prefixes))}
+
+
+def level_time_limit_s(plan: RunPlan) -> float | None:
+    """How long a level may run in the tool before it is stopped (None: bounded by requests only)."""
+    stage = plan.stage
+    if stage.duration_s is None:
+        return None
+    return stage.warmup_s + stage.duration_s + drain_s(plan) + START_ALLOWANCE_S
+
+
+def drain_s(plan: RunPlan) -> float:
+    stage = plan.stage
+    return stage.drain_timeout_s if stage.drain_timeout_s is not None else plan.request_timeout_s + 1.0
+
+
+class ExternalEngine(ABC):
+    """Runs each level of a plan in an external tool and builds the result document."""
+
+    name: str = ""
+
+    @abstractmethod
+    def check_plan(self, plan: RunPlan) -> None:
+        """Raise :class:`PlanError` (or :class:`EngineUnavailableError`) before any traffic."""
+
+    @abstractmethod
+    def engine_version(self) -> str: ...
+
+    @abstractmethod
+    async def run_level(
+        self,
+        plan: RunPlan,
+        meta: LevelMeta,
+        workdir: Path,
+        acc: LevelAccumulator,
+        tick: Callable[[], None],
+    ) -> LevelRun:
+        """Run one level, feeding every request into ``acc`` (Unix ns instants); call ``tick``
+        while the tool runs so progress reaches the observers."""
+
+    async def run(self, plan: RunPlan, observers: Sequence[RunObserver] = ()) -> ResultDocument:
+        self.check_plan(plan)
+        version = self.engine_version()
+        started = datetime.now(UTC)
+        notes: list[str] = []
+        server: dict[str, str] = {}
+        levels: list[LevelResult] = []
+        for obs in observers:
+            await obs.run_started(plan)
+        with tempfile.TemporaryDirectory(prefix=f"mcp-bench-{self.name}-") as tmp:
+            for meta in level_metas(plan):
+                for obs in observers:
+                    await obs.level_started(plan, meta)
+                acc = LevelAccumulator(plan.slo, meta.mode == "open", int(plan.levels.late_after_ms * 1e6))
+                acc.offset_ns = 0  # the tools report Unix ns
+                workdir = Path(tmp) / f"level-{meta.index}"
+                workdir.mkdir()
+                run = await self.run_level(plan, meta, workdir, acc, _ticker(plan, meta, acc, observers))
+                result = acc.to_result(meta, stop_reason=run.stop_reason)
+                server = server or run.server
+                notes.extend(f"{result.level_label}: {n}" for n in run.notes)
+                for obs in observers:
+                    await obs.level_finished(plan, result)
+                levels.append(result)
+        doc = ResultDocument(
+            started_at=started,
+            ended_at=datetime.now(UTC),
+            engine=fingerprint(self.name, version, server),
+            plan=plan,
+            levels=levels,
+            slo_passed=overall(levels),
+            notes=notes,
+        )
+        for obs in observers:
+            await obs.run_finished(doc)
+        return doc
+
+
+def _ticker(
+    plan: RunPlan, meta: LevelMeta, acc: LevelAccumulator, observers: Sequence[RunObserver]
+) -> Callable[[], None]:
+    stage = plan.stage
+    total_s = stage.warmup_s + (stage.duration_s or 0.0)
+    start = time.monotonic()
+
+    def tick() -> None:
+        by_time = (time.monotonic() - start) / total_s if total_s > 0 else 0.0
+        by_count = acc.sent / stage.requests if stage.requests else 0.0
+        fraction = min(1.0, max(by_time, by_count))
+        for obs in observers:
+            obs.progress(meta, fraction, acc.completed, acc.failed)
+
+    return tick
