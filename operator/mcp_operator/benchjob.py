@@ -17,12 +17,14 @@ from .api.benchmark import MCPBenchmarkSpec
 from .api.common import API_VERSION
 
 LABEL_BENCHMARK = "mcp2026.io/benchmark"
+LABEL_BENCHMARK_UID = "mcp2026.io/benchmark-uid"
 LABEL_JOB = "mcp2026.io/job"
 LABEL_SHARD = "mcp2026.io/shard"
 LABEL_COMPONENT = "app.kubernetes.io/component"
 RESULT_KEY = "result.json"
 SHARD_ACCOUNT = "mcp-bench-shard"
 MAX_NAME = 63
+MAX_OBJECT_NAME = 253
 
 
 def spec_digest(spec: MCPBenchmarkSpec) -> str:
@@ -32,9 +34,23 @@ def spec_digest(spec: MCPBenchmarkSpec) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:8]
 
 
+def bounded_name(name: str, limit: int, suffix: str = "") -> str:
+    """``name + suffix`` within ``limit`` characters; a name that must be cut keeps a digest of
+    the whole name, so two long names that share a prefix still get different results."""
+    if len(name) + len(suffix) <= limit:
+        return name + suffix
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{name[: limit - len(suffix) - len(digest) - 1]}-{digest}{suffix}"
+
+
 def job_name(benchmark: str, spec: MCPBenchmarkSpec) -> str:
-    suffix = f"-{spec_digest(spec)}"
-    return benchmark[: MAX_NAME - len(suffix)] + suffix
+    """Job names are label values too (``job-name``), so at most 63 characters."""
+    return bounded_name(benchmark, MAX_NAME, f"-{spec_digest(spec)}")
+
+
+def benchmark_labels(benchmark: str, uid: str) -> dict[str, str]:
+    """The name for people (bounded to a label value) and the UID for selectors."""
+    return {LABEL_BENCHMARK: bounded_name(benchmark, MAX_NAME), LABEL_BENCHMARK_UID: uid}
 
 
 def shard_object_name(job: str, index: int) -> str:
@@ -42,7 +58,7 @@ def shard_object_name(job: str, index: int) -> str:
 
 
 def report_name(benchmark: str) -> str:
-    return benchmark[: MAX_NAME - len("-report")] + "-report"
+    return bounded_name(benchmark, MAX_OBJECT_NAME, "-report")
 
 
 def plan_from_spec(spec: MCPBenchmarkSpec, url: str, benchmark: str) -> RunPlan:
@@ -108,7 +124,7 @@ def shard_job(
     """An Indexed Job with one completion per shard, placed as the runner spec asks."""
     runner = spec.runner
     job = job_name(name, spec)
-    labels = {LABEL_BENCHMARK: name, LABEL_JOB: job, LABEL_COMPONENT: "bench-shard"}
+    labels = {**benchmark_labels(name, uid), LABEL_JOB: job, LABEL_COMPONENT: "bench-shard"}
     resources: dict[str, dict[str, str]] = {"requests": {"cpu": runner.cpu, "memory": runner.memory}}
     if runner.gpus:
         resources["requests"]["nvidia.com/gpu"] = str(runner.gpus)
@@ -195,7 +211,7 @@ def shard_result_object(
         "kind": "ConfigMap",
         "metadata": {
             "name": shard_object_name(job, index),
-            "labels": {LABEL_BENCHMARK: benchmark, LABEL_JOB: job, LABEL_SHARD: str(index)},
+            "labels": {**benchmark_labels(benchmark, uid), LABEL_JOB: job, LABEL_SHARD: str(index)},
             "ownerReferences": [owner_reference(benchmark, uid) | {"controller": False}],
         },
         "data": {RESULT_KEY: document_text},

@@ -12,9 +12,11 @@ from mcp_bench.plan import PlanError, RunPlan
 from mcp_operator.api import MCPBenchmarkSpec
 from mcp_operator.benchjob import (
     LABEL_BENCHMARK,
+    LABEL_BENCHMARK_UID,
     LABEL_JOB,
     LABEL_SHARD,
     MAX_NAME,
+    MAX_OBJECT_NAME,
     RESULT_KEY,
     SHARD_ACCOUNT,
     job_name,
@@ -165,15 +167,11 @@ def test_long_names_stay_within_the_label_limit(length: int) -> None:
     job = job_name(benchmark, spec)
     assert len(job) <= MAX_NAME and DNS_LABEL.match(job)
     assert job == job_name(benchmark, spec)
-    assert len(report_name(benchmark)) <= MAX_NAME
+    assert len(report_name(benchmark)) <= MAX_OBJECT_NAME
     # shard result ConfigMaps are DNS subdomains (253 characters)
     assert len(shard_object_name(job, 255)) <= 253
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the benchmark name is a label value verbatim (max 63); longer CR names make the Job invalid",
-)
 def test_label_values_are_valid_for_long_benchmark_names() -> None:
     job = _job(_spec(), name="b" * 100)
     labels = {**job["metadata"]["labels"], **job["spec"]["template"]["metadata"]["labels"]}
@@ -181,10 +179,6 @@ def test_label_values_are_valid_for_long_benchmark_names() -> None:
     assert not bad
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="truncation keeps only the first 54 characters, so long names sharing them share a Job",
-)
 def test_long_names_with_a_common_prefix_get_distinct_jobs() -> None:
     spec = _spec()
     prefix = "inference-release-candidate-benchmark-for-llama-70b-h200-"
@@ -258,7 +252,12 @@ def test_shard_result_object() -> None:
     body = shard_result_object(job="bench-abc", index=3, benchmark="bench", uid=UID, document_text="{}")
     meta = body["metadata"]
     assert body["kind"] == "ConfigMap" and meta["name"] == shard_object_name("bench-abc", 3)
-    assert meta["labels"] == {LABEL_BENCHMARK: "bench", LABEL_JOB: "bench-abc", LABEL_SHARD: "3"}
+    assert meta["labels"] == {
+        LABEL_BENCHMARK: "bench",
+        LABEL_BENCHMARK_UID: UID,
+        LABEL_JOB: "bench-abc",
+        LABEL_SHARD: "3",
+    }
     (owner,) = meta["ownerReferences"]
     # owned (garbage-collected with the CR) but not controlled: the Job is the CR's controlled child
     assert owner["uid"] == UID and owner["controller"] is False and owner["kind"] == "MCPBenchmark"

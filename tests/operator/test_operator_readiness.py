@@ -139,7 +139,7 @@ def _outcome(kind: Outcome, reason: str) -> CheckOutcome:
     ],
 )
 def test_verdict_status_shape(kind: Outcome, reason: str, ready: str, phase: str) -> None:
-    status, verdict = verdict_status([], 7, "http://svc:8000", T0, [_outcome(kind, reason)])
+    status, verdict = verdict_status({}, 7, "http://svc:8000", T0, [_outcome(kind, reason)])
     MCPReadinessStatus.model_validate(status)  # nothing the CRD would prune
     assert status["observedGeneration"] == 7 and status["phase"] == phase
     assert status["verdict"] == kind.value and status["targetUrl"] == "http://svc:8000"
@@ -184,13 +184,13 @@ def test_running_then_verdict_keeps_accepted_transition() -> None:
     accepted = condition(running["conditions"], "Accepted")
     assert accepted is not None
     accepted["lastTransitionTime"] = T0  # as if accepted earlier
-    status, _ = verdict_status(running["conditions"], 2, "http://svc", T0, [_outcome(Outcome.PASS, "Ok")])
+    status, _ = verdict_status(running, 2, "http://svc", T0, [_outcome(Outcome.PASS, "Ok")])
     after = condition(status["conditions"], "Accepted")
     assert after is not None and after["lastTransitionTime"] == T0
 
 
 def test_no_outcomes_is_not_ready() -> None:
-    status, verdict = verdict_status([], 1, "http://svc", T0, [])
+    status, verdict = verdict_status({}, 1, "http://svc", T0, [])
     assert verdict.ready is False and status["verdict"] == "Inconclusive" and status["phase"] == "Failed"
     ready = condition(status["conditions"], "Ready")
     assert ready is not None and (ready["status"], ready["reason"]) == ("False", "NoChecks")

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from pydantic import Field, JsonValue
+from typing import Literal
+
+from pydantic import Field
+
+from mcp_bench.plan import Arrival, Backend
 
 from .common import ApiModel, Condition, TargetRef, Verdict, cel, with_rules
 
 MAX_RESULT_ROWS = 32
-BACKENDS: list[JsonValue] = ["http", "openai", "openai-chat", "triton-http", "triton-grpc"]
 
 
 class BenchmarkTarget(ApiModel):
@@ -22,7 +25,7 @@ class BenchmarkTarget(ApiModel):
         max_length=2048,
     )
     service_ref: TargetRef | None = Field(default=None, description="In-cluster Service to load.")
-    backend: str = Field(default="http", description="Wire protocol.", json_schema_extra={"enum": BACKENDS})
+    backend: Backend = Field(default="http", description="Wire protocol.")
     model: str = Field(default="", description="Model name as the server knows it.", max_length=256)
     path: str = Field(default="/", description="Request path for the plain HTTP backend.", pattern=r"^/")
 
@@ -53,10 +56,9 @@ class BenchmarkLoad(ApiModel):
         max_length=16,
         json_schema_extra={"items": {"exclusiveMinimum": 0, "maximum": 1_000_000}},
     )
-    arrival: str = Field(
+    arrival: Arrival = Field(
         default="poisson",
         description="Open-loop arrival process.",
-        json_schema_extra={"enum": ["constant", "poisson", "gamma"]},
     )
     duration_seconds: float | None = Field(
         default=None, gt=0, le=86400, description="Measured time per level."
@@ -84,11 +86,9 @@ class BenchmarkSlo(ApiModel):
 
 class Toleration(ApiModel):
     key: str | None = None
-    operator: str | None = Field(default=None, json_schema_extra={"enum": ["Exists", "Equal"]})
+    operator: Literal["Exists", "Equal"] | None = None
     value: str | None = None
-    effect: str | None = Field(
-        default=None, json_schema_extra={"enum": ["NoSchedule", "PreferNoSchedule", "NoExecute"]}
-    )
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
     toleration_seconds: int | None = None
 
 

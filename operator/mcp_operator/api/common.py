@@ -7,7 +7,7 @@ turns them into openAPIV3Schema), so field descriptions here become ``kubectl ex
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
@@ -66,9 +66,7 @@ class Condition(ApiModel):
     """A Kubernetes-convention condition."""
 
     type: str = Field(description="Condition type, e.g. Ready or Accepted.")
-    status: str = Field(
-        description="True, False or Unknown.", json_schema_extra={"enum": ["True", "False", "Unknown"]}
-    )
+    status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
     reason: str = Field(description="CamelCase reason for the last transition.")
     message: str = Field(default="", description="Human readable explanation.")
     last_transition_time: str = Field(description="When status last changed (RFC 3339).")
@@ -81,6 +79,4 @@ class TargetRef(ApiModel):
     name: str = Field(description="Service name.", min_length=1, max_length=63)
     namespace: str | None = Field(default=None, description="Service namespace; defaults to the resource's.")
     port: int = Field(default=80, ge=1, le=65535, description="Service port.")
-    scheme: str = Field(
-        default="http", description="URL scheme.", json_schema_extra={"enum": ["http", "https"]}
-    )
+    scheme: Literal["http", "https"] = Field(default="http", description="URL scheme.")

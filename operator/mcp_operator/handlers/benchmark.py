@@ -21,9 +21,10 @@ from ..api.benchmark import MCPBenchmarkSpec
 from ..api.common import GROUP, VERSION
 from ..benchcollect import merged_status, read_shards
 from ..benchjob import (
-    LABEL_BENCHMARK,
+    LABEL_BENCHMARK_UID,
     LABEL_JOB,
     RESULT_KEY,
+    benchmark_labels,
     job_name,
     owner_reference,
     plan_from_spec,
@@ -113,7 +114,7 @@ async def start_benchmark(
         await kube.create_or_exists(kube.rbac().create_namespaced_role_binding, namespace, binding)
     manifest = shard_job(spec=parsed, name=name, uid=uid, plan=plan, command=settings.runner_command)
     created = await kube.create_or_exists(kube.batch().create_namespaced_job, namespace, manifest)
-    await _delete_older_jobs(namespace, name, job)
+    await _delete_older_jobs(namespace, uid, job)
     conds = set_condition(
         list(status.get("conditions") or []),
         "Accepted",
@@ -148,10 +149,10 @@ async def _apply_suspend(namespace: str, job: str, suspend: bool) -> None:
             raise
 
 
-async def _delete_older_jobs(namespace: str, benchmark: str, current: str) -> None:
+async def _delete_older_jobs(namespace: str, uid: str, current: str) -> None:
     """A new spec generation supersedes the Job of the previous one."""
     jobs = await kube.call(
-        kube.batch().list_namespaced_job, namespace, label_selector=f"{LABEL_BENCHMARK}={benchmark}"
+        kube.batch().list_namespaced_job, namespace, label_selector=f"{LABEL_BENCHMARK_UID}={uid}"
     )
     for item in jobs.items:
         if item.metadata.name != current:
@@ -244,7 +245,7 @@ async def _write_report(namespace: str, name: str, uid: str, merged: ResultDocum
         "kind": "ConfigMap",
         "metadata": {
             "name": report_name(name),
-            "labels": {LABEL_BENCHMARK: name},
+            "labels": benchmark_labels(name, uid),
             "ownerReferences": [owner_reference(name, uid)],
         },
         "data": {RESULT_KEY: dumps_document(merged)},
