@@ -71,3 +71,14 @@ def test_empty_histogram_reports_none() -> None:
 def test_decode_rejects_garbage(text: str) -> None:
     with pytest.raises(HistogramDecodeError):
         LatencyHistogram.decode(text)
+
+
+def test_mean_over_non_empty_buckets_equals_hdrh_mean() -> None:
+    import random
+
+    rng = random.Random(7)
+    for unit in ("us", "ns"):
+        hist = LatencyHistogram(unit)  # type: ignore[arg-type]
+        for _ in range(5000):
+            hist.record_ns(rng.randint(10_000, 900_000_000))
+        assert hist.mean_ms() == hist._to_ms(hist._hist.get_mean_value())
