@@ -74,8 +74,6 @@ def test_decode_rejects_garbage(text: str) -> None:
 
 
 def test_mean_over_non_empty_buckets_equals_hdrh_mean() -> None:
-    import random
-
     rng = random.Random(7)
     for unit in ("us", "ns"):
         hist = LatencyHistogram(unit)  # type: ignore[arg-type]
