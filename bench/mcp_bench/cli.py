@@ -7,6 +7,7 @@ or input file, 3 the run measured nothing (no request completed).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import re
 import sys
 from collections.abc import Sequence
@@ -16,7 +17,9 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+from mcp_bench.cli_observers import ObserverArgError, add_observer_flags, build_observers
 from mcp_bench.engines import RunObserver, UnknownBackendError, UnknownEngineError, run_plan_sync
+from mcp_bench.engines.external import ExternalEngineError
 from mcp_bench.plan import PlanError, RunPlan
 from mcp_bench.report import csv_text, print_report
 from mcp_bench.results import (
@@ -213,8 +216,26 @@ def _summary_line(doc: ResultDocument) -> str:
     return "; ".join(parts) + f" | {verdict}"
 
 
+def _execute(plan: RunPlan, observers: list[RunObserver], k6_binary: str | None) -> ResultDocument:
+    if k6_binary is None:
+        return run_plan_sync(plan, observers)
+    if plan.engine != "k6":
+        raise UsageError(f"--k6-binary is for the k6 engine; the plan's engine is {plan.engine!r}")
+    from mcp_bench.engines.k6 import K6Engine
+
+    return asyncio.run(K6Engine(binary=k6_binary).run(plan, observers))
+
+
 def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     plan = plan_from_args(args)
+    observers = build_observers(
+        plan,
+        None if args.gpu_telemetry is None else parse_duration_s(args.gpu_telemetry, "ms"),
+        args.server_metrics or (),
+        args.prometheus,
+        args.promql or (),
+        args.triton_stats or (),
+    )
     show_progress = not args.quiet and err.is_terminal
     if show_progress:
         progress = Progress(
@@ -226,9 +247,9 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
             transient=False,
         )
         with progress:
-            doc = run_plan_sync(plan, [ProgressObserver(progress)])
+            doc = _execute(plan, [*observers, ProgressObserver(progress)], args.k6_binary)
     else:
-        doc = run_plan_sync(plan)
+        doc = _execute(plan, observers, args.k6_binary)
     _write_outputs(doc, args.output, args.csv)
     if args.quiet:
         out.print(_summary_line(doc), highlight=False)
@@ -304,6 +325,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--output", "-o", help="write the result document (JSON, with CRC-32C)")
     run.add_argument("--csv", help="write one CSV row per level")
     run.add_argument("--quiet", "-q", action="store_true", help="no progress bar; one summary line")
+    run.add_argument("--k6-binary", help="k6 executable for --engine k6 (default: k6 on PATH; not shipped)")
+    add_observer_flags(run)
     run.set_defaults(func=cmd_run)
 
     merge = sub.add_parser("merge", help="merge shard results exactly (checksums verified)")
@@ -331,7 +354,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     err = Console(stderr=True)
     try:
         code: int = args.func(args, out, err)
-    except (UsageError, PlanError, MergeError, UnknownBackendError, UnknownEngineError) as exc:
+    except (
+        UsageError,
+        PlanError,
+        MergeError,
+        UnknownBackendError,
+        UnknownEngineError,
+        ObserverArgError,
+        ExternalEngineError,
+    ) as exc:
         err.print(f"mcp-bench: error: {exc}", highlight=False, markup=False)
         return EXIT_USAGE
     return code
