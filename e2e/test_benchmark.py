@@ -154,3 +154,37 @@ def test_invalid_benchmark_specs(kube: Any, refserver: str) -> None:
     assert _ready(obj)["reason"] == "ModelRequired"
     assert obj["status"]["phase"] == "Invalid"
     assert kube.run("get", "jobs", "-o", "name").stdout.strip() == ""
+
+
+def test_deleting_a_running_benchmark_cancels_its_shards(kube: Any, refserver: str) -> None:
+    bench = {
+        "apiVersion": "mcp2026.io/v1alpha1",
+        "kind": "MCPBenchmark",
+        "metadata": {"name": "cancel-me"},
+        "spec": {
+            "target": {"url": refserver, "backend": "http", "path": "/health"},
+            "load": {"concurrency": [1], "durationSeconds": 300},
+            "runner": {"nodeSelector": {"mcp2026.io/local-runner": "true"}},
+        },
+    }
+    kube.apply(yaml.safe_dump(bench))
+    assert kube.wait("mcpbenchmark/cancel-me", "jsonpath={.status.phase}=Running").returncode == 0
+    job = kube.get("mcpbenchmark", "cancel-me")["status"]["jobName"]
+    deadline = time.monotonic() + 60
+    while not _pods(kube, job) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _pods(kube, job), "the shard pod never appeared"
+    kube.run("delete", "mcpbenchmark", "cancel-me", "--wait=true", "--timeout=60s")
+    # the garbage collector notices a custom owner kind only after its next discovery sync
+    # (every 30 s), so a CRD installed moments ago can take that long
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (
+        _pods(kube, job) or kube.run("get", "job", job, check=False).returncode == 0
+    ):
+        time.sleep(0.5)
+    left = [
+        (p["metadata"].get("deletionTimestamp"), p["metadata"].get("finalizers"), p["status"].get("phase"))
+        for p in _pods(kube, job)
+    ]
+    assert left == []
+    assert kube.run("get", "job", job, check=False).returncode != 0

@@ -294,30 +294,42 @@ class LocalKubelet:
         }
 
     def _delete(self, pod: client.V1Pod, running: RunningPod | None) -> None:
-        if running is not None and not running.deleted:
+        """Stop the pod's processes (on their own thread: a grace period must not hold up the
+        watch), then remove the pod, as a kubelet does once its containers are gone."""
+        if running is None:
+            self._remove(pod)
+        elif not running.deleted:
             running.deleted = True
-            grace = pod.metadata.deletion_grace_period_seconds or 0
-            for c in running.containers:
-                _signal_group(c.proc, signal.SIGTERM)
-            deadline = time.monotonic() + max(grace, 1)
-            for c in running.containers:
-                try:
-                    c.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    _signal_group(c.proc, signal.SIGKILL)
-                    c.proc.wait()
+            threading.Thread(target=self._terminate, args=(pod, running), daemon=True).start()
+
+    def _terminate(self, pod: client.V1Pod, running: RunningPod) -> None:
+        grace = pod.metadata.deletion_grace_period_seconds or 0
+        for c in running.containers:
+            _signal_group(c.proc, signal.SIGTERM)
+        deadline = time.monotonic() + max(grace, 1)
+        for c in running.containers:
+            try:
+                c.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                _signal_group(c.proc, signal.SIGKILL)
+                c.proc.wait()
+        self._remove(pod)
+
+    def _remove(self, pod: client.V1Pod) -> None:
         with self.lock:
             self.pods.pop(pod.metadata.uid, None)
         try:
             self.core.delete_namespaced_pod(
                 pod.metadata.name,
                 pod.metadata.namespace,
-                grace_period_seconds=0,
-                body=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=pod.metadata.uid)),
+                # with a body, the API server reads every option from it, not from the query
+                body=client.V1DeleteOptions(
+                    grace_period_seconds=0, preconditions=client.V1Preconditions(uid=pod.metadata.uid)
+                ),
             )
         except ApiException as exc:
             if exc.status not in (404, 409):
-                raise
+                log.error("removing pod %s failed: %s", pod.metadata.name, exc)
 
     # -- status ----------------------------------------------------------------------------
     def _report_running(self, pod: client.V1Pod, running: RunningPod) -> None:
