@@ -3,11 +3,15 @@
 Starts a minimal keep-alive HTTP server in its own process (pinned away from the client core where
 the OS allows), then:
 
-1. mcp-bench open loop at increasing constant rates; for each, achieved rate and schedule lag P99.
+1. mcp-bench open loop, Poisson arrivals at increasing rates; for each, achieved rate and schedule lag P99.
    The capacity is the highest rate whose lag P99 stays under 1 ms with nothing dropped or failed.
 2. Locust FastHttpUser, headless, one process, no wait time, many users: the requests/s it reaches.
 
-Run: .venv/bin/python benchmarks/capacity_http.py [--rates 2000,4000,...] [--duration 5]
+Run: .venv/bin/python benchmarks/capacity_http.py --client-cpu 1 --server-cpus 0
+     [--rates 8000,12000,...] [--duration 3] [--repeat 2] [--locust-users 16,32,128]
+On a shared machine other processes add schedule lag: the script first prints the noise floor (how
+late a bare 0.5 ms sleep wakes on the client CPU), runs ``--repeat`` rounds that interleave the two
+tools so a busy spell hits both, keeps the best of the rounds, and ends with the ratio line to quote.
 Everything runs on 127.0.0.1. Numbers depend on the machine; the script prints them as measured.
 """
 
@@ -166,6 +170,31 @@ def run_locust(url: str, users: int, duration: float) -> dict[str, float | int]:
 
 CLIENT_CPU: list[int] = []
 
+NOISE_CODE = """
+import time
+over = []
+end = time.perf_counter() + DURATION
+while time.perf_counter() < end:
+    t = time.perf_counter_ns()
+    time.sleep(0.0005)
+    over.append(time.perf_counter_ns() - t - 500_000)
+over.sort()
+print(over[len(over) // 2] / 1e6, over[int(len(over) * 0.99)] / 1e6, over[-1] / 1e6, len(over))
+"""
+
+
+def noise_floor(duration: float) -> str:
+    """How late a bare 0.5 ms sleep wakes on the client CPU: the lag no load generator can beat here."""
+    code = NOISE_CODE.replace("DURATION", repr(duration))
+    out = subprocess.run(
+        [*_pin(CLIENT_CPU), sys.executable, "-c", code], capture_output=True, text=True, timeout=duration + 30
+    )
+    p50, p99, worst, n = out.stdout.split()
+    return (
+        f"noise floor (0.5 ms sleeps on the client CPU, n={n}): "
+        f"overshoot p50={float(p50):.3f} p99={float(p99):.3f} max={float(worst):.3f} ms"
+    )
+
 
 def _pin(cpus: list[int]) -> list[str]:
     return ["taskset", "-c", ",".join(map(str, cpus))] if cpus and _has_taskset() else []
@@ -178,12 +207,15 @@ def _has_taskset() -> bool:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--serve", type=int, help=argparse.SUPPRESS)
-    ap.add_argument("--rates", default="1000,2000,3000,4000,5000,6000,8000")
-    ap.add_argument("--duration", type=float, default=5.0)
+    ap.add_argument("--rates", default="8000,12000,16000,20000")
+    ap.add_argument("--duration", type=float, default=3.0)
     ap.add_argument("--cap", type=int, default=256)
-    ap.add_argument("--locust-users", default="32,128")
+    ap.add_argument("--locust-users", default="16,32,128")
     ap.add_argument("--client-cpu", type=int, default=None, help="pin the client to this CPU")
     ap.add_argument("--server-cpus", default="", help="pin the server to these CPUs, e.g. 2,3")
+    ap.add_argument(
+        "--repeat", type=int, default=2, help="rounds of every run, interleaving the tools; the best counts"
+    )
     args = ap.parse_args()
     if args.serve:
         serve(args.serve, [int(c) for c in args.server_cpus.split(",") if c])
@@ -198,27 +230,61 @@ def main() -> None:
         wait_port(port)
         url = f"http://127.0.0.1:{port}/"
         print(f"cpus={os.cpu_count()} client_cpu={args.client_cpu} server_cpus={args.server_cpus or 'any'}")
-        best = None
-        for rate in [float(r) for r in args.rates.split(",")]:
-            r = run_builtin(url, rate, args.duration, args.cap)
-            ok = (
-                r["lag_p99_ms"] is not None
-                and r["lag_p99_ms"] < 1.0
-                and r["failed"] == 0
-                and r["dropped"] == 0
-            )
-            print(
-                f"mcp-bench rate={rate:g}/s " + " ".join(f"{k}={_f(v)}" for k, v in r.items()) + f" ok={ok}"
-            )
-            if ok:
-                best = rate
-        for users in [int(u) for u in args.locust_users.split(",")]:
-            lr = run_locust(url.rstrip("/"), users, args.duration)
-            print(f"locust FastHttpUser users={users} " + " ".join(f"{k}={_f(v)}" for k, v in lr.items()))
+        print(noise_floor(args.duration), flush=True)
+        rates = [float(r) for r in args.rates.split(",")]
+        best: float | None = None
+        best_cpu: float | None = None
+        locust_best = 0.0
+        locust_cpu: float | None = None
+        # Rounds interleave the two tools, so a busy spell on a shared machine hits both alike; the
+        # best of the rounds counts (other processes only ever add lag and remove throughput).
+        for rnd in range(1, args.repeat + 1):
+            for users in [int(u) for u in args.locust_users.split(",")]:
+                lr = run_locust(url.rstrip("/"), users, args.duration)
+                print(
+                    f"round={rnd} locust FastHttpUser users={users} "
+                    + " ".join(f"{k}={_f(v)}" for k, v in lr.items()),
+                    flush=True,
+                )
+                if not lr["failures"] and float(lr["rps"]) > locust_best:
+                    locust_best, locust_cpu = float(lr["rps"]), float(lr["cpu_us_per_req"])
+            for rate in rates:
+                r = run_builtin(url, rate, args.duration, args.cap)
+                ok = (
+                    r["lag_p99_ms"] is not None
+                    and r["lag_p99_ms"] < 1.0
+                    and r["failed"] == 0
+                    and r["dropped"] == 0
+                )
+                print(
+                    f"round={rnd} mcp-bench rate={rate:g}/s "
+                    + " ".join(f"{k}={_f(v)}" for k, v in r.items())
+                    + f" ok={ok}",
+                    flush=True,
+                )
+                if ok and (best is None or rate > best):
+                    best, best_cpu = rate, float(r["cpu_us_per_req"] or 0)
         print(f"mcp-bench capacity (lag P99 < 1 ms, no drops/failures): {best} req/s")
+        print(f"locust FastHttpUser best (no failures, no rate limit): {locust_best:.0f} req/s")
+        if best_cpu and locust_cpu:
+            print(
+                f"CPU per request (whole process): mcp-bench {best_cpu:.0f} us at {best:g}/s, "
+                f"Locust {locust_cpu:.0f} us at {locust_best:.0f}/s"
+            )
+        print(ratio_line(best, locust_best))
     finally:
         srv.terminate()
         srv.wait(timeout=10)
+
+
+def ratio_line(best: float | None, locust_best: float) -> str:
+    """The one line to quote: mcp-bench's lag-bounded capacity over Locust's best throughput."""
+    if best is None or locust_best <= 0:
+        return f"RATIO unavailable (mcp-bench capacity {best}, Locust best {locust_best:.0f} req/s)"
+    return (
+        f"RATIO mcp-bench/Locust = {best:g} / {locust_best:.0f} req/s = {best / locust_best:.2f}x "
+        f"(goal >= 2x: {'met' if best >= 2 * locust_best else 'NOT met'})"
+    )
 
 
 def _f(v: object) -> str:

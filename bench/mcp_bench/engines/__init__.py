@@ -9,10 +9,13 @@ from mcp_bench.engines.base import (
     run_plan,
     run_plan_sync,
 )
+from mcp_bench.engines.external import EngineUnavailableError, ExternalEngineError
 from mcp_bench.protocols import ProtocolFactory, UnknownBackendError, protocol_factory, register_protocol
 
 __all__ = [
     "Engine",
+    "EngineUnavailableError",
+    "ExternalEngineError",
     "ProtocolFactory",
     "RunObserver",
     "UnknownBackendError",
