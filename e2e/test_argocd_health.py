@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from mcp_devcluster import build
+from mcp_devcluster import build, stack
 from mcp_devcluster.processes import free_port
 
 ARGOCD = Path(__file__).resolve().parents[1] / "manifests" / "argocd"
@@ -34,14 +34,7 @@ def _readiness(name: str, url: str, **probe: Any) -> str:
         "target": {"url": url},
         "checks": {"healthProbe": {"requests": 1000, "minSuccessRatio": 0.99, **probe}},
     }
-    return yaml.safe_dump(
-        {
-            "apiVersion": "mcp2026.io/v1alpha1",
-            "kind": "MCPReadiness",
-            "metadata": {"name": name},
-            "spec": spec,
-        }
-    )
+    return stack.custom_resource("MCPReadiness", name, spec)
 
 
 def test_readiness_health_follows_the_ready_condition(kube: Any, refserver: str) -> None:
@@ -63,26 +56,24 @@ def test_readiness_health_follows_the_ready_condition(kube: Any, refserver: str)
 
 
 def test_benchmark_health_reports_suspended_and_failed_runs(kube: Any, refserver: str) -> None:
-    bench = {
-        "apiVersion": "mcp2026.io/v1alpha1",
-        "kind": "MCPBenchmark",
-        "metadata": {"name": "paused"},
-        "spec": {
+    bench = stack.custom_resource(
+        "MCPBenchmark",
+        "paused",
+        {
             "target": {"url": refserver, "path": "/health"},
             "load": {"concurrency": [1], "requests": 5},
             "suspend": True,
         },
-    }
-    kube.apply(yaml.safe_dump(bench))
+    )
+    kube.apply(bench)
     assert kube.wait("mcpbenchmark/paused", "jsonpath={.status.phase}=Suspended").returncode == 0
     assert health("health-mcpbenchmark.lua", kube.get("mcpbenchmark", "paused"))["status"] == "Suspended"
 
-    bench["metadata"]["name"] = "broken"
-    bench["spec"] = {
+    broken_spec = {
         "target": {"url": refserver, "backend": "openai"},
         "load": {"concurrency": [1], "requests": 5},
     }
-    kube.apply(yaml.safe_dump(bench))
+    kube.apply(stack.custom_resource("MCPBenchmark", "broken", broken_spec))
     assert kube.wait("mcpbenchmark/broken", "condition=Ready=false").returncode == 0
     broken = health("health-mcpbenchmark.lua", kube.get("mcpbenchmark", "broken"))
     assert broken["status"] == "Degraded" and broken["message"].startswith("ModelRequired:")

@@ -10,12 +10,9 @@ from typing import Any
 import yaml
 
 from mcp_bench.results.document import loads_document
+from mcp_devcluster import stack
 
 SAMPLE = "mcpbenchmark-refserver.yaml"
-
-
-def _ready(obj: dict[str, Any]) -> dict[str, Any]:
-    return next(c for c in obj["status"]["conditions"] if c["type"] == "Ready")
 
 
 def _pods(kube: Any, job: str) -> list[dict[str, Any]]:
@@ -75,11 +72,10 @@ def test_gpu_shards_are_placed_on_gpu_nodes_and_missing_results_are_reported(
             }
         ),
     )
-    bench = {
-        "apiVersion": "mcp2026.io/v1alpha1",
-        "kind": "MCPBenchmark",
-        "metadata": {"name": "gpu-bench"},
-        "spec": {
+    bench = stack.custom_resource(
+        "MCPBenchmark",
+        "gpu-bench",
+        {
             "target": {"url": refserver, "backend": "http", "path": "/health"},
             "load": {"concurrency": [2], "requests": 10},
             "shards": 2,
@@ -90,11 +86,11 @@ def test_gpu_shards_are_placed_on_gpu_nodes_and_missing_results_are_reported(
                 "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
             },
         },
-    }
-    kube.apply(yaml.safe_dump(bench))
+    )
+    kube.apply(bench)
     assert kube.wait("mcpbenchmark/gpu-bench", "condition=Ready=false", timeout_s=120).returncode == 0
     obj = kube.get("mcpbenchmark", "gpu-bench")
-    assert _ready(obj)["reason"] == "ShardResultMissing"
+    assert stack.condition_of(obj)["reason"] == "ShardResultMissing"
     assert obj["status"]["shards"]["reported"] == 0
     for pod in _pods(kube, obj["status"]["jobName"]):
         assert pod["spec"]["nodeName"].startswith("kwok-gpu-")
@@ -104,18 +100,17 @@ def test_gpu_shards_are_placed_on_gpu_nodes_and_missing_results_are_reported(
 
 
 def test_suspended_benchmark_runs_when_resumed(kube: Any, refserver: str) -> None:
-    bench = {
-        "apiVersion": "mcp2026.io/v1alpha1",
-        "kind": "MCPBenchmark",
-        "metadata": {"name": "later"},
-        "spec": {
+    bench = stack.custom_resource(
+        "MCPBenchmark",
+        "later",
+        {
             "target": {"url": refserver, "backend": "http", "path": "/health"},
             "load": {"concurrency": [2], "requests": 50},
             "runner": {"nodeSelector": {"mcp2026.io/local-runner": "true"}},
             "suspend": True,
         },
-    }
-    kube.apply(yaml.safe_dump(bench))
+    )
+    kube.apply(bench)
     assert kube.wait("mcpbenchmark/later", "jsonpath={.status.phase}=Suspended", timeout_s=60).returncode == 0
     job_name = kube.get("mcpbenchmark", "later")["status"]["jobName"]
     assert kube.get("job", job_name)["spec"]["suspend"] is True
@@ -129,45 +124,38 @@ def test_suspended_benchmark_runs_when_resumed(kube: Any, refserver: str) -> Non
 
 
 def test_invalid_benchmark_specs(kube: Any, refserver: str) -> None:
-    both = {
-        "apiVersion": "mcp2026.io/v1alpha1",
-        "kind": "MCPBenchmark",
-        "metadata": {"name": "both-loads"},
-        "spec": {"target": {"url": refserver}, "load": {"concurrency": [1], "rate": [5.0], "requests": 5}},
-    }
-    rejected = kube.apply(yaml.safe_dump(both), check=False)
+    both = {"target": {"url": refserver}, "load": {"concurrency": [1], "rate": [5.0], "requests": 5}}
+    rejected = kube.apply(stack.custom_resource("MCPBenchmark", "both-loads", both), check=False)
     assert rejected.returncode != 0
     assert "spec.load" in rejected.stderr and "exactly one of concurrency" in rejected.stderr
 
-    no_model = {
-        "apiVersion": "mcp2026.io/v1alpha1",
-        "kind": "MCPBenchmark",
-        "metadata": {"name": "no-model"},
-        "spec": {
+    no_model = stack.custom_resource(
+        "MCPBenchmark",
+        "no-model",
+        {
             "target": {"url": refserver, "backend": "openai"},
             "load": {"concurrency": [1], "requests": 5},
         },
-    }
-    kube.apply(yaml.safe_dump(no_model))
+    )
+    kube.apply(no_model)
     assert kube.wait("mcpbenchmark/no-model", "condition=Ready=false", timeout_s=60).returncode == 0
     obj = kube.get("mcpbenchmark", "no-model")
-    assert _ready(obj)["reason"] == "ModelRequired"
+    assert stack.condition_of(obj)["reason"] == "ModelRequired"
     assert obj["status"]["phase"] == "Invalid"
     assert kube.run("get", "jobs", "-o", "name").stdout.strip() == ""
 
 
 def test_deleting_a_running_benchmark_cancels_its_shards(kube: Any, refserver: str) -> None:
-    bench = {
-        "apiVersion": "mcp2026.io/v1alpha1",
-        "kind": "MCPBenchmark",
-        "metadata": {"name": "cancel-me"},
-        "spec": {
+    bench = stack.custom_resource(
+        "MCPBenchmark",
+        "cancel-me",
+        {
             "target": {"url": refserver, "backend": "http", "path": "/health"},
             "load": {"concurrency": [1], "durationSeconds": 300},
             "runner": {"nodeSelector": {"mcp2026.io/local-runner": "true"}},
         },
-    }
-    kube.apply(yaml.safe_dump(bench))
+    )
+    kube.apply(bench)
     assert kube.wait("mcpbenchmark/cancel-me", "jsonpath={.status.phase}=Running").returncode == 0
     job = kube.get("mcpbenchmark", "cancel-me")["status"]["jobName"]
     deadline = time.monotonic() + 60

@@ -14,10 +14,6 @@ from mcp_devcluster.processes import free_port
 SAMPLE = "mcpreadiness-refserver.yaml"
 
 
-def _ready(obj: dict[str, Any]) -> dict[str, Any]:
-    return next(c for c in obj["status"]["conditions"] if c["type"] == "Ready")
-
-
 def _variant(text: str, name: str, **probe: Any) -> str:
     doc = yaml.safe_load(text)
     doc["metadata"]["name"] = name
@@ -34,7 +30,7 @@ def test_sample_becomes_ready_and_kubectl_wait_returns(kube: Any, refserver: str
     assert status["verdict"] == "Pass"
     assert status["score"] == 100
     assert status["observedGeneration"] == obj["metadata"]["generation"]
-    assert _ready(obj)["observedGeneration"] == obj["metadata"]["generation"]
+    assert stack.condition_of(obj)["observedGeneration"] == obj["metadata"]["generation"]
     check = status["checks"][0]
     assert check["name"] == "health-probe"
     assert check["observed"]["requests"] == "2000"
@@ -51,7 +47,7 @@ def test_unreachable_target_gives_ready_false(kube: Any, sample: Any) -> None:
     waited = kube.wait("mcpreadiness/unreachable", "condition=Ready=false", timeout_s=60)
     assert waited.returncode == 0, waited.stderr
     obj = kube.get("mcpreadiness", "unreachable")
-    assert _ready(obj)["reason"] == "TargetUnreachable"
+    assert stack.condition_of(obj)["reason"] == "TargetUnreachable"
     assert obj["status"]["verdict"] == "Error"
     assert obj["status"]["checks"][0]["observed"]["succeeded"] == "0"
 
@@ -60,7 +56,7 @@ def test_latency_threshold_breach_fails_with_measured_p99(kube: Any, refserver: 
     kube.apply(_variant(sample(SAMPLE, refserver), "too-strict", maxP99Ms=0.001, maxP50Ms=0.001))
     assert kube.wait("mcpreadiness/too-strict", "condition=Ready=false", timeout_s=60).returncode == 0
     obj = kube.get("mcpreadiness", "too-strict")
-    assert _ready(obj)["reason"] == "LatencyAboveThreshold"
+    assert stack.condition_of(obj)["reason"] == "LatencyAboveThreshold"
     assert obj["status"]["verdict"] == "Fail"
     p99_ms = float(obj["status"]["checks"][0]["observed"]["p99"].removesuffix("ms"))
     assert p99_ms > 0.001
@@ -108,7 +104,7 @@ def test_semantic_errors_become_conditions_without_a_hot_loop(kube: Any, refserv
         assert accepted["status"] == "False" and accepted["reason"] == reason
         assert obj["status"]["phase"] == "Invalid"
     impossible = kube.get("mcpreadiness", "impossible")
-    assert "10000" in _ready(impossible)["message"]
+    assert "10000" in stack.condition_of(impossible)["message"]
     version = impossible["metadata"]["resourceVersion"]
     time.sleep(4)
     assert kube.get("mcpreadiness", "impossible")["metadata"]["resourceVersion"] == version

@@ -12,6 +12,9 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from . import build
 from .processes import ManagedProcess, free_port, http_ok, stop_pid, wait_until
@@ -111,3 +114,16 @@ def stop(proc: ManagedProcess | None) -> None:
 def render_sample(text: str, target_url: str) -> str:
     """Point a sample at the running reference server instead of its documented default port."""
     return text.replace(SAMPLE_URL, target_url)
+
+
+def custom_resource(kind: str, name: str, spec: dict[str, Any]) -> str:
+    """YAML of one of our resources, for ``kubectl apply``."""
+    return yaml.safe_dump(
+        {"apiVersion": "mcp2026.io/v1alpha1", "kind": kind, "metadata": {"name": name}, "spec": spec}
+    )
+
+
+def condition_of(obj: dict[str, Any], type_: str = "Ready") -> dict[str, Any]:
+    """One condition of an object as read back from the API (KeyError-free: {} when absent)."""
+    conditions: list[dict[str, Any]] = (obj.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c.get("type") == type_), {})

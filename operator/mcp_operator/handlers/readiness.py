@@ -111,22 +111,11 @@ async def recheck_readiness(
     if not recheck_due(parsed, status, dt.datetime.now(dt.UTC)):
         return
     target = await resolve_target(parsed, meta["namespace"], kube.service_exists)
-    previous_ready = _ready_status(status)
+    outcomes = None
     if isinstance(target, SpecProblem):
         # a standing gate whose Service went away is not ready, and keeps checking for its return
-        lost = CheckOutcome("target", Outcome.ERROR, target.reason, target.message)
-        await _evaluate(
-            parsed,
-            str(status.get("targetUrl") or ""),
-            {**status, "startedAt": utc_now()},
-            generation,
-            body,
-            patch,
-            announce=False,
-            previous_ready=previous_ready,
-            outcomes=[lost],
-        )
-        return
+        outcomes = [CheckOutcome("target", Outcome.ERROR, target.reason, target.message)]
+        target = str(status.get("targetUrl") or "")
     await _evaluate(
         parsed,
         target,
@@ -135,7 +124,8 @@ async def recheck_readiness(
         body,
         patch,
         announce=False,
-        previous_ready=previous_ready,
+        previous_ready=_ready_status(status),
+        outcomes=outcomes,
     )
 
 
