@@ -176,3 +176,17 @@ def test_deleting_a_running_benchmark_cancels_its_shards(kube: Any, refserver: s
     ]
     assert left == []
     assert kube.run("get", "job", job, check=False).returncode != 0
+
+
+def test_shard_that_cannot_publish_says_why_in_the_condition(kube: Any, refserver: str) -> None:
+    # a user-chosen service account without the right to create ConfigMaps: RBAC really applies
+    spec = {
+        "target": {"url": refserver, "backend": "http", "path": "/health"},
+        "load": {"concurrency": [1], "requests": 5},
+        "runner": {"nodeSelector": {"mcp2026.io/local-runner": "true"}, "serviceAccountName": "default"},
+    }
+    kube.apply(stack.custom_resource("MCPBenchmark", "no-rights", spec))
+    assert kube.wait("mcpbenchmark/no-rights", "condition=Ready=false", timeout_s=120).returncode == 0
+    ready = stack.condition_of(kube.get("mcpbenchmark", "no-rights"))
+    assert ready["reason"] == "ShardResultMissing"
+    assert "could not publish its result: 403" in ready["message"]

@@ -89,8 +89,11 @@ def merged_status(
     readout: ShardReadout,
     conditions: list[dict[str, Any]],
     generation: int,
+    pod_failures: list[str] | None = None,
 ) -> Collected:
-    """Status once the Job is finished: verdict from the merged shards, or why there is none."""
+    """Status once the Job is finished: verdict from the merged shards, or why there is none
+    (``pod_failures``: what failed shard pods said in their termination messages)."""
+    pod_failures = pod_failures or []
     shards = {
         "expected": expected,
         "reported": len(readout.documents),
@@ -105,10 +108,11 @@ def merged_status(
         names = ", ".join(f"{k} ({v})" for k, v in sorted(readout.rejected.items()))
         problem = ("ShardResultRejected", f"{len(readout.rejected)} shard result(s) rejected: {names}")
     elif len(readout.documents) < expected:
+        why = "".join(f"; {text}" for text in pod_failures[:3])
         problem = (
             "ShardResultMissing",
             f"{len(readout.documents)} of {expected} shards published a result "
-            f"({succeeded} pods succeeded, {failed} failed)",
+            f"({succeeded} pods succeeded, {failed} failed){why}",
         )
     if readout.documents:
         try:
@@ -141,3 +145,19 @@ def merged_status(
     conds = set_condition(conds, "Ready", ready, reason, message, generation)
     status.update({"phase": phase, "verdict": verdict, "conditions": conds})
     return Collected(status, merged, ready, reason, message)
+
+
+def pod_failure_messages(pods: list[Any]) -> list[str]:
+    """``pod: message`` for every failed shard pod, from its termination message (the shard
+    writes why it failed there; the kubelet falls back to the log tail)."""
+    messages = []
+    for pod in pods:
+        if pod.status.phase != "Failed":
+            continue
+        for container in pod.status.container_statuses or []:
+            terminated = container.state.terminated if container.state else None
+            if terminated is not None and terminated.exit_code:
+                text = (terminated.message or terminated.reason or "").strip().splitlines()
+                detail = text[-1] if text else f"exit code {terminated.exit_code}"
+                messages.append(f"{pod.metadata.name}: {detail[:300]}")
+    return messages

@@ -19,7 +19,7 @@ from mcp_bench.results.document import ResultDocument, dumps_document
 from .. import events, kube, metrics
 from ..api.benchmark import MCPBenchmarkSpec
 from ..api.common import GROUP, VERSION
-from ..benchcollect import merged_status, read_shards
+from ..benchcollect import merged_status, pod_failure_messages, read_shards
 from ..benchjob import (
     LABEL_BENCHMARK_UID,
     LABEL_JOB,
@@ -218,6 +218,7 @@ async def collect_benchmark(
     readout = read_shards([(m.metadata.name, (m.data or {}).get(RESULT_KEY)) for m in maps.items])
     metrics.SHARD_RESULTS.labels("merged").inc(len(readout.documents))
     metrics.SHARD_RESULTS.labels("rejected").inc(len(readout.rejected))
+    pods = await kube.call(kube.core().list_namespaced_pod, namespace, label_selector=f"job-name={job_name_}")
     collected = merged_status(
         expected=expected,
         succeeded=succeeded,
@@ -225,6 +226,7 @@ async def collect_benchmark(
         readout=readout,
         conditions=list(status.get("conditions") or []),
         generation=generation,
+        pod_failures=pod_failure_messages(pods.items),
     )
     if collected.merged is not None:
         await _write_report(namespace, name, meta["uid"], collected.merged)
