@@ -23,11 +23,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from mcp_bench.engines.base import RunObserver, fingerprint
-from mcp_bench.engines.builtin import level_metas
+from mcp_bench.engines.runloop import drain_s, finish_run, level_accumulator, report_progress, run_levels
 from mcp_bench.plan import PlanError, RunPlan
 from mcp_bench.results.aggregate import LevelAccumulator, LevelMeta
 from mcp_bench.results.document import LevelResult, ResultDocument
-from mcp_bench.results.slo import overall
 
 TICK_S = 0.25
 TERM_GRACE_S = 5.0
@@ -190,9 +189,33 @@ def level_time_limit_s(plan: RunPlan) -> float | None:
     return stage.warmup_s + stage.duration_s + drain_s(plan) + START_ALLOWANCE_S
 
 
-def drain_s(plan: RunPlan) -> float:
-    stage = plan.stage
-    return stage.drain_timeout_s if stage.drain_timeout_s is not None else plan.request_timeout_s + 1.0
+@dataclass
+class ExternalLevel:
+    """One level as an external engine runs it: the plan and level, a fresh working folder, the
+    accumulator every request goes into (Unix ns instants), and ``tick`` for progress."""
+
+    plan: RunPlan
+    meta: LevelMeta
+    workdir: Path
+    acc: LevelAccumulator
+    tick: Callable[[], None]
+
+    async def run_tailed(
+        self, cmd: Sequence[str], *, env: Mapping[str, str], records: Path, parse: Callable[[str], None]
+    ) -> ToolRun:
+        """Run the level's tool in ``workdir`` within the level's time limit, handing each line it
+        appends to ``records`` to ``parse`` while it runs and once more after it exits."""
+        tail = LineTail(records, parse)
+
+        def on_tick() -> None:
+            tail.poll()
+            self.tick()
+
+        run = await run_tool(
+            cmd, cwd=self.workdir, env=env, timeout_s=level_time_limit_s(self.plan), on_tick=on_tick
+        )
+        tail.poll(final=True)
+        return run
 
 
 class ExternalEngine(ABC):
@@ -208,16 +231,9 @@ class ExternalEngine(ABC):
     def engine_version(self) -> str: ...
 
     @abstractmethod
-    async def run_level(
-        self,
-        plan: RunPlan,
-        meta: LevelMeta,
-        workdir: Path,
-        acc: LevelAccumulator,
-        tick: Callable[[], None],
-    ) -> LevelRun:
-        """Run one level, feeding every request into ``acc`` (Unix ns instants); call ``tick``
-        while the tool runs so progress reaches the observers."""
+    async def run_level(self, level: ExternalLevel) -> LevelRun:
+        """Run one level, feeding every request into ``level.acc``; call ``level.tick`` while the
+        tool runs (:meth:`ExternalLevel.run_tailed` does) so progress reaches the observers."""
 
     async def run(self, plan: RunPlan, observers: Sequence[RunObserver] = ()) -> ResultDocument:
         self.check_plan(plan)
@@ -225,50 +241,41 @@ class ExternalEngine(ABC):
         started = datetime.now(UTC)
         notes: list[str] = []
         server: dict[str, str] = {}
-        levels: list[LevelResult] = []
         for obs in observers:
             await obs.run_started(plan)
+
         with tempfile.TemporaryDirectory(prefix=f"mcp-bench-{self.name}-") as tmp:
-            for meta in level_metas(plan):
-                for obs in observers:
-                    await obs.level_started(plan, meta)
-                acc = LevelAccumulator(plan.slo, meta.mode == "open", int(plan.levels.late_after_ms * 1e6))
-                acc.offset_ns = 0  # the tools report Unix ns
+
+            async def one_level(meta: LevelMeta) -> LevelResult:
+                nonlocal server
+                acc = level_accumulator(plan, meta, offset_ns=0)  # the tools report Unix ns
                 workdir = Path(tmp) / f"level-{meta.index}"
                 workdir.mkdir()
-                run = await self.run_level(plan, meta, workdir, acc, _ticker(plan, meta, acc, observers))
+                run = await self.run_level(
+                    ExternalLevel(plan, meta, workdir, acc, _ticker(plan, meta, acc, observers))
+                )
                 result = acc.to_result(meta, stop_reason=run.stop_reason)
                 server = server or run.server
                 notes.extend(f"{result.level_label}: {n}" for n in run.notes)
-                for obs in observers:
-                    await obs.level_finished(plan, result)
-                levels.append(result)
-        doc = ResultDocument(
-            started_at=started,
-            ended_at=datetime.now(UTC),
+                return result
+
+            levels = await run_levels(plan, observers, one_level)
+        return await finish_run(
+            plan,
+            observers,
+            started=started,
             engine=fingerprint(self.name, version, server),
-            plan=plan,
             levels=levels,
-            slo_passed=overall(levels),
             notes=notes,
         )
-        for obs in observers:
-            await obs.run_finished(doc)
-        return doc
 
 
 def _ticker(
     plan: RunPlan, meta: LevelMeta, acc: LevelAccumulator, observers: Sequence[RunObserver]
 ) -> Callable[[], None]:
-    stage = plan.stage
-    total_s = stage.warmup_s + (stage.duration_s or 0.0)
     start = time.monotonic()
 
     def tick() -> None:
-        by_time = (time.monotonic() - start) / total_s if total_s > 0 else 0.0
-        by_count = acc.sent / stage.requests if stage.requests else 0.0
-        fraction = min(1.0, max(by_time, by_count))
-        for obs in observers:
-            obs.progress(meta, fraction, acc.completed, acc.failed)
+        report_progress(plan, meta, acc, observers, time.monotonic() - start)
 
     return tick

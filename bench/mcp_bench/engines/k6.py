@@ -16,31 +16,27 @@ import json
 import re
 import subprocess
 from array import array
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from mcp_bench.engines.base import register_engine
 from mcp_bench.engines.external import (
     ExternalEngine,
     ExternalEngineError,
+    ExternalLevel,
     LevelRun,
-    LineTail,
     clean_env,
-    drain_s,
     find_tool,
-    level_time_limit_s,
     reject_unsupported,
-    run_tool,
 )
 from mcp_bench.engines.k6_script import MEASURE_SCENARIO, SENT_METRIC, SERVER_MARK, k6_script
+from mcp_bench.engines.runloop import drain_s
 from mcp_bench.load.common import CUT_OFF
 from mcp_bench.plan import PlanError, RunPlan
 from mcp_bench.protocols.http import parse_server_header
 from mcp_bench.records import ErrorKind, RequestRecord
-from mcp_bench.results.aggregate import LevelAccumulator, LevelMeta
+from mcp_bench.results.aggregate import LevelAccumulator
 
 BACKENDS = ("http",)
 MISSING_HINT = "mcp-operator does not ship k6 (AGPL); install it yourself"
@@ -207,23 +203,11 @@ class K6Engine(ExternalEngine):
         m = _VERSION.search(out.stdout)
         return m.group(1) if m else out.stdout.strip()[:60] or "unknown"
 
-    async def run_level(
-        self,
-        plan: RunPlan,
-        meta: LevelMeta,
-        workdir: Path,
-        acc: LevelAccumulator,
-        tick: Callable[[], None],
-    ) -> LevelRun:
+    async def run_level(self, level: ExternalLevel) -> LevelRun:
+        plan, meta, workdir, acc = level.plan, level.meta, level.workdir, level.acc
         script = workdir / "level.js"
         script.write_text(k6_script(plan, meta, drain_s(plan)), encoding="utf-8")
         points = K6Points(acc)
-        tail = LineTail(workdir / "points.json", points)
-
-        def on_tick() -> None:
-            tail.poll()
-            tick()
-
         cmd = [
             self.path, "run", "--quiet", "--no-usage-report", "--no-color",
             "--out", f"json={workdir / 'points.json'}",
@@ -231,10 +215,9 @@ class K6Engine(ExternalEngine):
             "--console-output", str(workdir / "console.log"),
             str(script),
         ]  # fmt: skip
-        run = await run_tool(
-            cmd, cwd=workdir, env=clean_env(["K6_"]), timeout_s=level_time_limit_s(plan), on_tick=on_tick
+        run = await level.run_tailed(
+            cmd, env=clean_env(["K6_"]), records=workdir / "points.json", parse=points
         )
-        tail.poll(final=True)
         # k6 exits 99 when thresholds fail; the script sets none, so anything but 0 is a failure.
         if run.returncode != 0:
             raise ExternalEngineError(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -26,16 +26,13 @@ from mcp_bench.engines.external import (
     EngineUnavailableError,
     ExternalEngine,
     ExternalEngineError,
+    ExternalLevel,
     LevelRun,
-    LineTail,
     clean_env,
-    drain_s,
-    level_time_limit_s,
     reject_unsupported,
-    run_tool,
 )
+from mcp_bench.engines.runloop import drain_s, level_schedule
 from mcp_bench.load.common import CUT_OFF
-from mcp_bench.load.schedule import arrival_schedule
 from mcp_bench.plan import PlanError, RunPlan
 from mcp_bench.protocols.http import parse_server_header
 from mcp_bench.records import ErrorKind, RequestRecord
@@ -156,17 +153,7 @@ class LocustEngine(ExternalEngine):
             "meta": str(workdir / "meta.json"),
         }
         if meta.mode == "open":
-            assert meta.requested_rate is not None
-            lv = plan.levels
-            schedule = arrival_schedule(
-                meta.requested_rate,
-                lv.arrival,
-                burstiness=lv.burstiness,
-                seed=lv.seed,
-                warmup_s=stage.warmup_s,
-                duration_s=stage.duration_s,
-                requests=stage.requests,
-            )
+            schedule = level_schedule(plan, meta)
             cfg["offsets_ns"] = schedule.offsets_ns.tolist()
             cfg["warmup_count"] = schedule.warmup_count
         return cfg
@@ -194,33 +181,16 @@ class LocustEngine(ExternalEngine):
             "--loglevel", "WARNING",
         ]  # fmt: skip
 
-    async def run_level(
-        self,
-        plan: RunPlan,
-        meta: LevelMeta,
-        workdir: Path,
-        acc: LevelAccumulator,
-        tick: Callable[[], None],
-    ) -> LevelRun:
+    async def run_level(self, level: ExternalLevel) -> LevelRun:
+        plan, meta, workdir = level.plan, level.meta, level.workdir
         cfg_path = workdir / "level.json"
         cfg_path.write_text(json.dumps(self.level_config(plan, meta, workdir)), encoding="utf-8")
         env = clean_env(["LOCUST_"])
         env[CONFIG_ENV] = str(cfg_path)
-        sink = _RecordSink(acc)
-        tail = LineTail(workdir / "records.tsv", sink)
-
-        def on_tick() -> None:
-            tail.poll()
-            tick()
-
-        run = await run_tool(
-            self.locust_args(plan, meta, workdir),
-            cwd=workdir,
-            env=env,
-            timeout_s=level_time_limit_s(plan),
-            on_tick=on_tick,
+        sink = _RecordSink(level.acc)
+        run = await level.run_tailed(
+            self.locust_args(plan, meta, workdir), env=env, records=workdir / "records.tsv", parse=sink
         )
-        tail.poll(final=True)
         meta_path = workdir / "meta.json"
         if run.returncode != 0 or not meta_path.exists():
             raise ExternalEngineError(
