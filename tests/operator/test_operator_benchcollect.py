@@ -181,3 +181,34 @@ def test_unreadable_results_are_rejected_with_a_reason(text: str | None, why: st
     ready = _ready(collected)
     assert (ready["status"], ready["reason"]) == ("False", "ShardResultRejected")
     assert "results" not in collected.status and collected.merged is None
+
+
+def test_pod_failure_messages_take_the_last_line_of_failed_pods_only() -> None:
+    from kubernetes import client
+
+    from mcp_operator.benchcollect import pod_failure_messages
+
+    def pod(name: str, phase: str, code: int, message: str | None) -> client.V1Pod:
+        terminated = client.V1ContainerStateTerminated(exit_code=code, message=message, reason="Error")
+        status = client.V1ContainerStatus(
+            name="shard",
+            image="x",
+            image_id="",
+            ready=False,
+            restart_count=0,
+            state=client.V1ContainerState(terminated=terminated),
+        )
+        return client.V1Pod(
+            metadata=client.V1ObjectMeta(name=name),
+            status=client.V1PodStatus(phase=phase, container_statuses=[status]),
+        )
+
+    pods = [
+        pod("bench-0", "Failed", 4, "Traceback ...\nshard 0 could not publish its result: 403 Forbidden"),
+        pod("bench-1", "Succeeded", 0, "shard 1: result published"),
+        pod("bench-2", "Failed", 137, None),
+    ]
+    assert pod_failure_messages(pods) == [
+        "bench-0: shard 0 could not publish its result: 403 Forbidden",
+        "bench-2: Error",
+    ]
