@@ -18,6 +18,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Protocol
 
 from mcp_bench.plan import RunPlan
+from mcp_bench.registry import LazyRegistry
 from mcp_bench.results.aggregate import LevelMeta
 from mcp_bench.results.document import EngineFingerprint, LevelResult, ResultDocument
 
@@ -50,33 +51,30 @@ class Engine(Protocol):
 
 
 EngineFactory = Callable[[], Engine]
-_ENGINES: dict[str, EngineFactory] = {}
-_KNOWN_ENGINES: dict[str, str] = {
-    "builtin": "mcp_bench.engines.builtin",
-    "locust": "mcp_bench.engines.locust",
-    "k6": "mcp_bench.engines.k6",
-}
 
 
 class UnknownEngineError(LookupError):
     pass
 
 
+_ENGINES: LazyRegistry[EngineFactory] = LazyRegistry(
+    {
+        "builtin": "mcp_bench.engines.builtin",
+        "locust": "mcp_bench.engines.locust",
+        "k6": "mcp_bench.engines.k6",
+    },
+    UnknownEngineError,
+    kind="engine",
+    missing="no engine",
+)
+
+
 def register_engine(name: str, factory: EngineFactory) -> None:
-    _ENGINES[name] = factory
+    _ENGINES.register(name, factory)
 
 
 def get_engine(name: str) -> Engine:
-    if name not in _ENGINES and name in _KNOWN_ENGINES:
-        try:
-            importlib.import_module(_KNOWN_ENGINES[name])
-        except ModuleNotFoundError as exc:
-            raise UnknownEngineError(f"engine {name!r} is not available: {exc}") from exc
-    try:
-        return _ENGINES[name]()
-    except KeyError:
-        known = ", ".join(sorted(set(_ENGINES) | set(_KNOWN_ENGINES)))
-        raise UnknownEngineError(f"no engine {name!r} (known: {known})") from None
+    return _ENGINES.get(name)()
 
 
 def client_version() -> str:
