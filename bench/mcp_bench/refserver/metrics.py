@@ -21,6 +21,7 @@ from prometheus_client.registry import Collector
 from mcp_bench.refserver.config import RefServerConfig
 from mcp_bench.refserver.model import FifoGate
 from mcp_bench.refserver.stats import ServerStats
+from mcp_bench.servermetrics.names import TRITON_COUNTERS
 
 SIMULATED_GPU_UUID = "GPU-simulated-refserver-0"
 
@@ -28,18 +29,6 @@ SIMULATED_GPU_UUID = "GPU-simulated-refserver-0"
 _TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
 _TPOT_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5)
 _E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0)
-
-_TRITON_COUNTERS = (
-    "nv_inference_request_success",
-    "nv_inference_request_failure",
-    "nv_inference_count",
-    "nv_inference_exec_count",
-    "nv_inference_request_duration_us",
-    "nv_inference_queue_duration_us",
-    "nv_inference_compute_input_duration_us",
-    "nv_inference_compute_infer_duration_us",
-    "nv_inference_compute_output_duration_us",
-)
 
 
 class _TritonCollector(Collector):
@@ -76,7 +65,7 @@ class _TritonCollector(Collector):
             ),
         }
         labels = {"model": c.model, "version": c.model_version}
-        for name in _TRITON_COUNTERS:
+        for name in TRITON_COUNTERS:
             value, doc = values[name]
             m = Metric(name, doc, "counter")
             m.add_sample(name, labels, float(value))
@@ -159,7 +148,7 @@ class ServerMetrics:
     def render(self) -> bytes:
         """Prometheus text format; Triton counters keep Triton's suffix-less names."""
         text = generate_latest(self.registry).decode()
-        for name in _TRITON_COUNTERS:
+        for name in TRITON_COUNTERS:
             text = text.replace(f"# HELP {name}_total ", f"# HELP {name} ").replace(
                 f"# TYPE {name}_total counter", f"# TYPE {name} counter"
             )

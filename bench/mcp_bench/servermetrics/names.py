@@ -4,14 +4,25 @@ Counters are named as their value sample appears in the exposition (Triton: no `
 with ``_total``); histograms by their family name.
 """
 
-TRITON_METRICS: tuple[str, ...] = (
+# Triton's per-model counters, in the order Triton exposes them; the reference server serves
+# these same names, so the two sides cannot drift apart.
+TRITON_COUNTERS: tuple[str, ...] = (
     "nv_inference_request_success",
     "nv_inference_request_failure",
     "nv_inference_count",
     "nv_inference_exec_count",
     "nv_inference_request_duration_us",
     "nv_inference_queue_duration_us",
+    "nv_inference_compute_input_duration_us",
     "nv_inference_compute_infer_duration_us",
+    "nv_inference_compute_output_duration_us",
+)
+_COUNTERS_NOT_READ = ("nv_inference_compute_input_duration_us", "nv_inference_compute_output_duration_us")
+
+# What the benchmark reads from Triton: the counters but compute input/output time, GPU utilization
+# and GPU memory used.
+TRITON_METRICS: tuple[str, ...] = (
+    *(name for name in TRITON_COUNTERS if name not in _COUNTERS_NOT_READ),
     "nv_gpu_utilization",
     "nv_gpu_memory_used_bytes",
 )
