@@ -12,10 +12,13 @@ import pytest
 from mcp_bench.engines.external import (
     EngineUnavailableError,
     ExternalEngineError,
+    ExternalLevel,
     LineTail,
     find_tool,
     run_tool,
 )
+from mcp_bench.engines.runloop import level_accumulator, level_metas
+from mcp_bench.plan import RunPlan
 
 SLEEPER = [sys.executable, "-c", "import os, time; print(os.getpid(), flush=True); time.sleep(30)"]
 
@@ -57,6 +60,30 @@ async def test_run_tool_reports_exit_code_and_output(tmp_path: Path) -> None:
     assert run.returncode == 3
     assert run.stdout_tail.strip() == "out" and run.stderr_tail == "err"
     assert ticks >= 1  # called while the tool ran
+
+
+async def test_level_tool_run_tails_its_record_file_while_it_runs_and_after(tmp_path: Path) -> None:
+    plan = RunPlan.from_dict(
+        {"url": "http://127.0.0.1:9/x", "levels": {"concurrency": [1]}, "stage": {"requests": 3}}
+    )
+    meta = level_metas(plan)[0]
+    seen_at_tick: list[int] = []
+    seen: list[str] = []
+    level = ExternalLevel(
+        plan, meta, tmp_path, level_accumulator(plan, meta, 0), lambda: seen_at_tick.append(len(seen))
+    )
+    # Two lines, a pause long enough for a tick, then a last line without a newline.
+    code = (
+        "import sys, time; f = open(sys.argv[1], 'a'); f.write('a\\nb\\n'); f.flush(); time.sleep(0.8); "
+        "f.write('c'); f.close(); sys.exit(4)"
+    )
+    records = tmp_path / "records.txt"
+    run = await level.run_tailed(
+        [sys.executable, "-c", code, str(records)], env=dict(os.environ), records=records, parse=seen.append
+    )
+    assert run.returncode == 4
+    assert seen == ["a", "b", "c"]
+    assert seen_at_tick and max(seen_at_tick) >= 2  # lines reached the parser while the tool still ran
 
 
 async def test_run_tool_stops_a_tool_past_its_time(tmp_path: Path) -> None:
