@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import aiohttp
 
 from mcp_bench.protocols import register_protocol
-from mcp_bench.protocols.http_fast import FastHttpClient
+from mcp_bench.protocols.http_fast import PLAIN_BODY, FastHttpClient, HttpSettings, fail_record
 from mcp_bench.records import ErrorKind, RequestPayload, RequestRecord
 
 if TYPE_CHECKING:
@@ -46,38 +46,13 @@ def parse_server_header(value: str) -> tuple[str, str]:
     return name, version
 
 
-class HttpClient:
-    """A :class:`~mcp_bench.records.ProtocolClient` for plain HTTP requests to one URL."""
+class AiohttpSession:
+    """One shared aiohttp session with a keep-alive pool, for the clients built on aiohttp."""
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        method: str = "GET",
-        body: bytes | None = None,
-        headers: dict[str, str] | None = None,
-        timeout_s: float = 30.0,
-        max_connections: int = 100,
-    ) -> None:
-        self.url = url
-        self.method = method
-        self.body = body
-        self.headers = headers or {}
-        self.timeout_s = timeout_s
-        self.max_connections = max_connections
-        self._session: aiohttp.ClientSession | None = None
-
-    @classmethod
-    def from_plan(cls, plan: RunPlan, max_connections: int) -> HttpClient:
-        p = plan.payload
-        return cls(
-            plan.url,
-            method=p.method,
-            body=None if p.body is None else p.body.encode("utf-8"),
-            headers=dict(p.headers),
-            timeout_s=plan.request_timeout_s,
-            max_connections=max_connections,
-        )
+    timeout_s: float
+    max_connections: int
+    headers: dict[str, str]
+    _session: aiohttp.ClientSession | None = None
 
     async def open(self) -> None:
         connector = aiohttp.TCPConnector(limit=self.max_connections, limit_per_host=0, ttl_dns_cache=300)
@@ -96,33 +71,28 @@ class HttpClient:
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None:
-            raise RuntimeError("HttpClient.open() was not called")
+            raise RuntimeError(f"{type(self).__name__}.open() was not called")
         return self._session
+
+
+class HttpClient(HttpSettings, AiohttpSession):
+    """A :class:`~mcp_bench.records.ProtocolClient` for plain HTTP requests to one URL, on aiohttp."""
 
     async def send(self, payload: RequestPayload) -> RequestRecord:
         body = payload.body if payload.body is not None else self.body
         session = self.session
-        sent = perf_counter_ns()
+        rec = RequestRecord(sent_ns=perf_counter_ns(), end_ns=0)
         try:
             async with session.request(self.method, self.url, data=body) as resp:
                 await resp.read()
-                status = resp.status
+                rec.end_ns = perf_counter_ns()
+                rec.status = resp.status
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            return RequestRecord(
-                sent_ns=sent,
-                end_ns=perf_counter_ns(),
-                error=classify_error(exc),
-                error_detail=f"{type(exc).__name__}: {exc}"[:300],
-            )
-        end = perf_counter_ns()
-        if status >= 400 or status < 200:
-            detail = f"HTTP {status}"
-            return RequestRecord(
-                sent_ns=sent, end_ns=end, status=status, error=ErrorKind.HTTP_STATUS, error_detail=detail
-            )
-        return RequestRecord(sent_ns=sent, end_ns=end, status=status)
+            rec.end_ns = perf_counter_ns()
+            return fail_record(rec, (classify_error(exc), f"{type(exc).__name__}: {exc}"))
+        return fail_record(rec, PLAIN_BODY.end(rec))
 
     async def fingerprint(self) -> dict[str, str]:
         try:

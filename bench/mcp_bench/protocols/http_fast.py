@@ -17,7 +17,7 @@ import ssl
 from collections import deque
 from collections.abc import Callable
 from time import perf_counter_ns
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, Self
 from urllib.parse import urlsplit
 
 from mcp_bench.records import ErrorKind, RequestPayload, RequestRecord
@@ -26,17 +26,75 @@ if TYPE_CHECKING:
     from mcp_bench.plan import RunPlan
 
 OnDone = Callable[[RequestRecord], None]
+# Why a request failed, as (kind, detail); what a body reader returns instead of raising.
+Failure = tuple[ErrorKind, str]
 CUT_OFF = "still in flight when the level's drain time ran out"
 _MAX_CALLBACK_ERRORS = 20
+_DETAIL_MAX = 300
+_MAX_LINE = 65536
+# Chunked-body states: expecting a size line, the CRLF after a chunk's data, or trailer lines.
+_SIZE, _DATA_END, _TRAILER = 0, 1, 2
+
+
+class BodyReader(Protocol):
+    """What a client makes of a response body, fed piece by piece as its bytes come off the socket.
+
+    ``now_ns`` is the arrival instant of the read that carried the piece (stamped before any
+    parsing), so a streaming reader can time events exactly. ``rec.status`` is set before the
+    first piece. A reader that returns a :data:`Failure` ends the request and its connection.
+    """
+
+    wants_body: bool  # False: pieces are not even sliced out (plain HTTP only counts bytes)
+
+    def feed(self, rec: RequestRecord, data: bytes, now_ns: int) -> Failure | None: ...
+
+    def end(self, rec: RequestRecord) -> Failure | None:
+        """The body ended cleanly (``rec.end_ns`` holds its arrival); judge the answer."""
+        ...
+
+    def lost(self, rec: RequestRecord) -> Failure | None:
+        """The connection dropped inside the body; None when the answer was already complete."""
+        ...
+
+
+class PlainBody:
+    """Plain HTTP: the body only has to end; a status outside 200-399 is the failure."""
+
+    __slots__ = ()
+    wants_body = False
+
+    def feed(self, rec: RequestRecord, data: bytes, now_ns: int) -> Failure | None:
+        return None
+
+    def end(self, rec: RequestRecord) -> Failure | None:
+        status = rec.status or 0
+        if status >= 400 or status < 200:
+            return ErrorKind.HTTP_STATUS, f"HTTP {status}"
+        return None
+
+    def lost(self, rec: RequestRecord) -> Failure | None:
+        return ErrorKind.TRUNCATED, "connection closed before the end of the body"
+
+
+PLAIN_BODY = PlainBody()
+
+
+def fail_record(rec: RequestRecord, failure: Failure | None) -> RequestRecord:
+    """Mark ``rec`` failed (detail cut to a bounded length); ``None`` leaves it as it is."""
+    if failure is not None:
+        rec.error = failure[0]
+        rec.error_detail = failure[1][:_DETAIL_MAX]
+    return rec
 
 
 class _Request:
-    __slots__ = ("conn", "data", "on_done", "rec", "timer")
+    __slots__ = ("conn", "data", "on_done", "reader", "rec", "timer")
 
-    def __init__(self, data: bytes, rec: RequestRecord, on_done: OnDone) -> None:
+    def __init__(self, data: bytes, rec: RequestRecord, on_done: OnDone, reader: BodyReader) -> None:
         self.data = data
         self.rec = rec
         self.on_done = on_done
+        self.reader = reader
         self.conn: _Conn | None = None
         self.timer: asyncio.TimerHandle | None = None
 
@@ -47,7 +105,7 @@ class _Conn(asyncio.Protocol):
     __slots__ = (
         "body_left",
         "buf",
-        "chunk_pos",
+        "chunk_state",
         "chunked",
         "client",
         "got_bytes",
@@ -64,9 +122,9 @@ class _Conn(asyncio.Protocol):
         self.req: _Request | None = None
         self.buf = bytearray()
         self.head_done = False
-        self.body_left = 0
+        self.body_left = 0  # Content-Length: bytes still to come; chunked: of the current chunk
         self.chunked = False
-        self.chunk_pos = 0
+        self.chunk_state = _SIZE
         self.until_close = False
         self.keep_alive = True
         self.got_bytes = False
@@ -85,29 +143,34 @@ class _Conn(asyncio.Protocol):
         self.transport.write(req.data)
 
     def data_received(self, data: bytes) -> None:
-        if self.req is None:
+        now = perf_counter_ns()  # arrival, before any parsing
+        req = self.req
+        if req is None:
             # Bytes with no request outstanding: the connection is out of step; drop it.
             self._close()
             return
         self.got_bytes = True
         buf = self.buf
         buf += data
-        if not self.head_done:
+        while not self.head_done:
             end = buf.find(b"\r\n\r\n")
             if end < 0:
-                if len(buf) > 65536:
+                if len(buf) > _MAX_LINE:
                     self._fail(ErrorKind.MALFORMED, "response head over 64 KiB")
                 return
             if not self._parse_head(bytes(buf[: end + 2])):
                 return
-            del buf[: end + 4]
-            if not self.head_done:  # a 1xx interim response: parse the next head
-                self.data_received(b"")
-                return
+            del buf[: end + 4]  # a 1xx interim response leaves head_done False: parse the next head
         if self.chunked:
-            self._scan_chunks()
-        elif not self.until_close and len(buf) >= self.body_left:
-            self._finish()
+            self._dechunk(req, now)
+        elif self.until_close:
+            self._take(req, len(buf), now)
+        else:
+            take = min(len(buf), self.body_left)
+            if self._take(req, take, now):
+                self.body_left -= take
+                if self.body_left == 0:
+                    self._finish(now)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
@@ -116,11 +179,15 @@ class _Conn(asyncio.Protocol):
         if req is None:
             return
         if self.head_done and self.until_close:
-            self._finish()
+            self._finish(perf_counter_ns())
         elif not self.got_bytes:
             self._fail(ErrorKind.DISCONNECTED, "server closed the connection before answering", close=False)
         elif self.head_done:
-            self._fail(ErrorKind.TRUNCATED, "connection closed before the end of the body", close=False)
+            failure = req.reader.lost(req.rec)
+            if failure is None:
+                self._finish(perf_counter_ns())
+            else:
+                self._fail(*failure, close=False)
         else:
             self._fail(ErrorKind.DISCONNECTED, "connection closed inside the response head", close=False)
 
@@ -149,7 +216,8 @@ class _Conn(asyncio.Protocol):
                 return False
         elif b"\r\ntransfer-encoding:" in lower and b"chunked" in lower:
             self.chunked = True
-            self.chunk_pos = 0
+            self.chunk_state = _SIZE
+            self.body_left = 0
         elif status in (204, 304):
             self.body_left = 0
         else:
@@ -157,39 +225,69 @@ class _Conn(asyncio.Protocol):
             self.keep_alive = False
         return True
 
-    def _scan_chunks(self) -> None:
-        buf, pos = self.buf, self.chunk_pos
-        while True:
+    def _take(self, req: _Request, n: int, now: int) -> bool:
+        """Hand the first ``n`` buffered body bytes to the reader; False when it failed the request."""
+        buf = self.buf
+        if n and req.reader.wants_body:
+            failure = req.reader.feed(req.rec, bytes(buf[:n]), now)
+            if failure is not None:
+                self._fail(*failure)
+                return False
+        del buf[:n]
+        return True
+
+    def _dechunk(self, req: _Request, now: int) -> None:
+        """Strip the chunked framing, handing each piece of chunk data to the reader as it arrives."""
+        buf, reader, pos = self.buf, req.reader, 0
+        while pos < len(buf):
+            if self.body_left:  # inside a chunk's data
+                take = min(self.body_left, len(buf) - pos)
+                if reader.wants_body:
+                    failure = reader.feed(req.rec, bytes(buf[pos : pos + take]), now)
+                    if failure is not None:
+                        self._fail(*failure)
+                        return
+                pos += take
+                self.body_left -= take
+                continue
             eol = buf.find(b"\r\n", pos)
             if eol < 0:
+                if len(buf) - pos > _MAX_LINE:
+                    self._fail(ErrorKind.MALFORMED, "chunk framing line over 64 KiB")
+                    return
                 break
-            size_text = bytes(buf[pos:eol]).split(b";", 1)[0].strip()
-            try:
-                size = int(size_text, 16)
-            except ValueError:
-                self._fail(ErrorKind.MALFORMED, "bad chunk size")
-                return
-            if size == 0:
-                # The last chunk, then optional trailers, then an empty line.
-                if buf.find(b"\r\n\r\n", eol) >= 0:
-                    self._finish()
-                break
-            if len(buf) < eol + 2 + size + 2:
-                break
-            pos = eol + 2 + size + 2
-        self.chunk_pos = pos
+            state = self.chunk_state
+            if state == _DATA_END:
+                if eol != pos:
+                    self._fail(ErrorKind.MALFORMED, "chunk data longer than its size")
+                    return
+                self.chunk_state = _SIZE
+            elif state == _TRAILER:
+                if eol == pos:  # the empty line after the last chunk (and any trailers)
+                    buf.clear()
+                    self._finish(now)
+                    return
+            else:
+                try:
+                    size = int(bytes(buf[pos:eol]).split(b";", 1)[0].strip(), 16)
+                except ValueError:
+                    size = -1
+                if size < 0:
+                    self._fail(ErrorKind.MALFORMED, "bad chunk size")
+                    return
+                self.body_left = size
+                self.chunk_state = _DATA_END if size else _TRAILER
+            pos = eol + 2
+        del buf[:pos]
 
     # -- completion -----------------------------------------------------------------------------
-    def _finish(self) -> None:
+    def _finish(self, now: int) -> None:
         req = self.req
         assert req is not None
         self.req = None
         rec = req.rec
-        rec.end_ns = perf_counter_ns()
-        status = rec.status or 0
-        if status >= 400 or status < 200:
-            rec.error = ErrorKind.HTTP_STATUS
-            rec.error_detail = f"HTTP {status}"
+        rec.end_ns = now
+        fail_record(rec, req.reader.end(rec))
         reusable = self.keep_alive and self.transport is not None and not self.until_close
         if not reusable:
             self._close()
@@ -202,8 +300,7 @@ class _Conn(asyncio.Protocol):
             self._close()
         if req is not None:
             req.rec.end_ns = perf_counter_ns()
-            req.rec.error = kind
-            req.rec.error_detail = detail
+            fail_record(req.rec, (kind, detail))
             self.client._complete(req, None)
 
     def _close(self) -> None:
@@ -211,8 +308,8 @@ class _Conn(asyncio.Protocol):
             self.transport.abort()
 
 
-class FastHttpClient:
-    """Plain HTTP over a keep-alive pool of at most ``max_connections`` connections."""
+class HttpSettings:
+    """What an HTTP client is built from: one URL, method, body and headers, a timeout, a pool size."""
 
     def __init__(
         self,
@@ -224,33 +321,19 @@ class FastHttpClient:
         timeout_s: float = 30.0,
         max_connections: int = 100,
     ) -> None:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"not an http(s) URL: {url!r}")
         self.url = url
-        self.host = parts.hostname
-        self.port = parts.port or (443 if parts.scheme == "https" else 80)
-        self.ssl: ssl.SSLContext | None = ssl.create_default_context() if parts.scheme == "https" else None
-        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        host_header = parts.netloc.rsplit("@", 1)[-1]
         self.method = method
         self.body = body
+        self.headers = dict(headers or {})
         self.timeout_s = timeout_s
         self.max_connections = max_connections
-        extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
-        self._head = f"{method} {target} HTTP/1.1\r\nHost: {host_header}\r\n{extra}".encode("latin-1")
-        self._request = self._build(body)
-        self._idle: list[_Conn] = []
-        self._conns: set[_Conn] = set()
-        self._connecting = 0
-        self._waiting: deque[_Request] = deque()
-        self._inflight: set[_Request] = set()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
-        self.callback_errors: list[str] = []
+        self._configure()
+
+    def _configure(self) -> None:
+        """Derive what the client needs from the settings (and check them)."""
 
     @classmethod
-    def from_plan(cls, plan: RunPlan, max_connections: int) -> FastHttpClient:
+    def from_plan(cls, plan: RunPlan, max_connections: int) -> Self:
         p = plan.payload
         return cls(
             plan.url,
@@ -260,6 +343,36 @@ class FastHttpClient:
             timeout_s=plan.request_timeout_s,
             max_connections=max_connections,
         )
+
+
+class FastHttpClient(HttpSettings):
+    """HTTP/1.1 over a keep-alive pool of at most ``max_connections`` connections.
+
+    Plain HTTP as it is; other protocols on the same pool override :meth:`_prepare` (request
+    bytes, and the :class:`BodyReader` of the answer) and :meth:`fingerprint`.
+    """
+
+    def _configure(self) -> None:
+        url = self.url
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {url!r}")
+        self.host = parts.hostname
+        self.port = parts.port or (443 if parts.scheme == "https" else 80)
+        self.ssl: ssl.SSLContext | None = ssl.create_default_context() if parts.scheme == "https" else None
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        host_header = parts.netloc.rsplit("@", 1)[-1]
+        extra = "".join(f"{k}: {v}\r\n" for k, v in self.headers.items())
+        self._head = f"{self.method} {target} HTTP/1.1\r\nHost: {host_header}\r\n{extra}".encode("latin-1")
+        self._request = self._build(self.body)
+        self._idle: list[_Conn] = []
+        self._conns: set[_Conn] = set()
+        self._connecting = 0
+        self._waiting: deque[_Request] = deque()
+        self._inflight: set[_Request] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.callback_errors: list[str] = []
 
     def _build(self, body: bytes | None) -> bytes:
         if body is None:
@@ -302,22 +415,31 @@ class FastHttpClient:
     # -- callback API (used by the open-loop driver) --------------------------------------------
     def start(self, payload: RequestPayload, scheduled_ns: int | None, on_done: OnDone) -> None:
         """Send now (or as soon as a connection is free); ``on_done`` gets the finished record."""
-        data = self._request if payload.body is None else self._build(payload.body)
-        rec = RequestRecord(sent_ns=perf_counter_ns(), end_ns=0, scheduled_ns=scheduled_ns)
-        req = _Request(data, rec, on_done)
+        rec = RequestRecord(sent_ns=0, end_ns=0, scheduled_ns=scheduled_ns)
+        data, reader = self._prepare(payload, rec)
+        req = _Request(data, rec, on_done, reader)
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
-        req.timer = loop.call_at(loop.time() + self.timeout_s, self._timeout, req)
         self._inflight.add(req)
         idle = self._idle
+        # Stamped right before the write on an idle connection; a request that has to wait for
+        # one (or for a new connection) counts that wait, as with any pooled client.
+        rec.sent_ns = perf_counter_ns()
         while idle:
             conn = idle.pop()
             if conn.transport is not None and not conn.transport.is_closing():
                 conn.send(req)
-                return
-        self._waiting.append(req)
-        self._maybe_connect()
+                break
+        else:
+            self._waiting.append(req)
+            self._maybe_connect()
+        req.timer = loop.call_at(loop.time() + self.timeout_s, self._timeout, req)
+
+    def _prepare(self, payload: RequestPayload, rec: RequestRecord) -> tuple[bytes, BodyReader]:
+        """The request's bytes and the reader of its answer; protocols on this client override it."""
+        data = self._request if payload.body is None else self._build(payload.body)
+        return data, PLAIN_BODY
 
     def cut_inflight(self, detail: str = CUT_OFF) -> int:
         """Finish every outstanding request as a timeout (end of a level's drain time)."""
@@ -359,7 +481,9 @@ class FastHttpClient:
             if self._waiting:
                 req = self._waiting.popleft()
                 kind = ErrorKind.TIMEOUT if isinstance(exc, TimeoutError) else ErrorKind.CONNECT
-                self._error(req, kind, f"{type(exc).__name__}: {exc}"[:300])
+                self._error(
+                    req, kind, f"cannot connect to {self.host}:{self.port}: {type(exc).__name__}: {exc}"
+                )
             self._maybe_connect()
             return
         self._connecting -= 1
@@ -395,8 +519,7 @@ class FastHttpClient:
 
     def _error(self, req: _Request, kind: ErrorKind, detail: str) -> None:
         req.rec.end_ns = perf_counter_ns()
-        req.rec.error = kind
-        req.rec.error_detail = detail
+        fail_record(req.rec, (kind, detail))
         self._complete(req, None)
 
     def _timeout(self, req: _Request) -> None:

@@ -1,4 +1,5 @@
-"""OpenAI streaming client against the reference server: measured delays and every fault kind."""
+"""Both OpenAI streaming clients (the lean one and aiohttp) against the reference server: measured
+delays and every fault kind."""
 
 from __future__ import annotations
 
@@ -9,20 +10,33 @@ import pytest
 from mcp_bench.plan import RunPlan
 from mcp_bench.protocols import protocol_factory
 from mcp_bench.protocols.openai import OpenAIClient, SseParser, endpoint_url, server_root
+from mcp_bench.protocols.openai_fast import FastOpenAIClient
 from mcp_bench.records import ErrorKind, RequestPayload, RequestRecord
 from mcp_bench.refserver import Faults, RefServerConfig, start_refserver
 from mcp_bench.refserver.model import ServedTiming
 
 TTFT_MS, TPOT_MS, N = 25.0, 4.0, 8
+Client = type[OpenAIClient] | type[FastOpenAIClient]
+
+
+@pytest.fixture(params=[FastOpenAIClient, OpenAIClient], ids=["fast", "aiohttp"])
+def cls(request: pytest.FixtureRequest) -> Client:
+    return request.param  # type: ignore[no-any-return]
 
 
 async def run_with_truth(
-    cfg: RefServerConfig, *, chat: bool = False, count: int = 6, timeout_s: float = 10.0, max_tokens: int = N
+    cls: Client,
+    cfg: RefServerConfig,
+    *,
+    chat: bool = False,
+    count: int = 6,
+    timeout_s: float = 10.0,
+    max_tokens: int = N,
 ) -> tuple[list[RequestRecord], list[ServedTiming]]:
     """Sequential requests after one warm-up (which opens the keep-alive connection); returns the
     client's records and the server's own timings of the same requests."""
     async with await start_refserver(cfg) as srv:
-        client = OpenAIClient(srv.url, cfg.model, chat=chat, timeout_s=timeout_s)
+        client = cls(srv.url, cfg.model, chat=chat, timeout_s=timeout_s)
         await client.open()
         try:
             payload = RequestPayload(prompt="one two three", input_tokens=3, max_output_tokens=max_tokens)
@@ -33,8 +47,8 @@ async def run_with_truth(
             await client.close()
 
 
-async def run(cfg: RefServerConfig, **kwargs: object) -> list[RequestRecord]:
-    return (await run_with_truth(cfg, **kwargs))[0]  # type: ignore[arg-type]
+async def run(cls: Client, cfg: RefServerConfig, **kwargs: object) -> list[RequestRecord]:
+    return (await run_with_truth(cls, cfg, **kwargs))[0]  # type: ignore[arg-type]
 
 
 def med(values: list[float]) -> float:
@@ -43,8 +57,9 @@ def med(values: list[float]) -> float:
 
 
 @pytest.mark.parametrize("chat", [False, True])
-async def test_streaming_metrics_match_the_model(chat: bool) -> None:
-    recs, truth = await run_with_truth(RefServerConfig(ttft_ms=TTFT_MS, tpot_ms=TPOT_MS), chat=chat, count=10)
+async def test_streaming_metrics_match_the_model(cls: Client, chat: bool) -> None:
+    cfg = RefServerConfig(ttft_ms=TTFT_MS, tpot_ms=TPOT_MS)
+    recs, truth = await run_with_truth(cls, cfg, chat=chat, count=10)
     assert all(r.ok for r in recs), [r.error_detail for r in recs]
     assert len(truth) == len(recs)
     # Same clock, same process: the client cannot see a token before the server sent it ...
@@ -69,9 +84,9 @@ async def test_streaming_metrics_match_the_model(chat: bool) -> None:
         assert r.e2e_ns / 1e6 >= TTFT_MS + (N - 1) * TPOT_MS - 1.0
 
 
-async def test_chunks_with_several_tokens() -> None:
+async def test_chunks_with_several_tokens(cls: Client) -> None:
     k = 3
-    recs = await run(RefServerConfig(ttft_ms=TTFT_MS, tpot_ms=TPOT_MS, tokens_per_chunk=k), max_tokens=7)
+    recs = await run(cls, RefServerConfig(ttft_ms=TTFT_MS, tpot_ms=TPOT_MS, tokens_per_chunk=k), max_tokens=7)
     assert all(r.ok and r.output_tokens == 7 and r.tokens_from_server for r in recs)
     assert {len(r.token_times_ns) for r in recs} == {3}  # chunks of 3, 3, 1 tokens
     # The first chunk leaves when its third token is generated.
@@ -79,17 +94,17 @@ async def test_chunks_with_several_tokens() -> None:
     assert med([r.ttft_ns / 1e6 for r in recs]) == pytest.approx(first, abs=3.0)  # type: ignore[operator]
 
 
-async def test_without_usage_chunks_are_counted() -> None:
+async def test_without_usage_chunks_are_counted(cls: Client) -> None:
     recs = await run(
-        RefServerConfig(ttft_ms=2, tpot_ms=1, tokens_per_chunk=2, send_usage=False), max_tokens=6
+        cls, RefServerConfig(ttft_ms=2, tpot_ms=1, tokens_per_chunk=2, send_usage=False), max_tokens=6
     )
     assert all(r.ok for r in recs)
     assert {(r.output_tokens, r.tokens_from_server) for r in recs} == {(3, False)}  # 3 chunks, 6 tokens
 
 
-async def test_non_streaming_mode() -> None:
+async def test_non_streaming_mode(cls: Client) -> None:
     async with await start_refserver(RefServerConfig(ttft_ms=5, tpot_ms=1)) as srv:
-        client = OpenAIClient(srv.url, "refmodel", stream=False)
+        client = cls(srv.url, "refmodel", stream=False)
         await client.open()
         try:
             rec = await client.send(RequestPayload(prompt="a", max_output_tokens=4))
@@ -106,12 +121,13 @@ async def test_non_streaming_mode() -> None:
         (Faults(close_rate=1, fault_after_tokens=2), ErrorKind.DISCONNECTED),
         (Faults(malformed_rate=1, fault_after_tokens=2), ErrorKind.MALFORMED),
         (Faults(truncate_rate=1, fault_after_tokens=2), ErrorKind.TRUNCATED),
-        (Faults(stall_rate=1, stall_s=5), ErrorKind.TIMEOUT),
     ],
 )
 @pytest.mark.parametrize("chat", [False, True])
-async def test_each_fault_is_counted_under_its_kind(faults: Faults, kind: ErrorKind, chat: bool) -> None:
-    recs = await run(RefServerConfig(ttft_ms=2, tpot_ms=1, faults=faults), chat=chat, count=3, timeout_s=0.4)
+async def test_each_fault_is_counted_under_its_kind(
+    cls: Client, faults: Faults, kind: ErrorKind, chat: bool
+) -> None:
+    recs = await run(cls, RefServerConfig(ttft_ms=2, tpot_ms=1, faults=faults), chat=chat, count=3)
     assert [r.error for r in recs] == [kind] * 3, [r.error_detail for r in recs]
     for r in recs:
         assert r.error_detail and r.end_ns >= r.sent_ns
@@ -121,9 +137,18 @@ async def test_each_fault_is_counted_under_its_kind(faults: Faults, kind: ErrorK
             assert len(r.token_times_ns) == 2  # what arrived before the fault is kept
 
 
-async def test_mixed_faults_are_all_accounted_for() -> None:
+async def test_stalled_server_is_a_timeout(cls: Client) -> None:
+    cfg = RefServerConfig(ttft_ms=2, tpot_ms=1, faults=Faults(stall_rate=1, stall_s=5))
+    (rec,) = await run(cls, cfg, count=1, timeout_s=0.25)
+    assert rec.error is ErrorKind.TIMEOUT and rec.error_detail
+    assert 0.24e9 <= rec.e2e_ns < 2e9 and not rec.token_times_ns
+
+
+async def test_mixed_faults_are_all_accounted_for(cls: Client) -> None:
     faults = Faults(error_rate=0.2, close_rate=0.2, malformed_rate=0.2, truncate_rate=0.2)
-    recs = await run(RefServerConfig(ttft_ms=1, tpot_ms=0.5, faults=faults, seed=3), count=40, max_tokens=3)
+    recs = await run(
+        cls, RefServerConfig(ttft_ms=1, tpot_ms=0.5, faults=faults, seed=3), count=40, max_tokens=3
+    )
     kinds = {k: sum(r.error is k for r in recs) for k in ErrorKind}
     ok = sum(r.ok for r in recs)
     assert ok + sum(kinds.values()) == 40
@@ -132,21 +157,21 @@ async def test_mixed_faults_are_all_accounted_for() -> None:
     assert ok > 0
 
 
-async def test_refused_connection_is_a_connect_error(closed_port: int) -> None:
-    client = OpenAIClient(f"http://127.0.0.1:{closed_port}", "m")
+async def test_refused_connection_is_a_connect_error(cls: Client, closed_port: int) -> None:
+    client = cls(f"http://127.0.0.1:{closed_port}", "m")
     await client.open()
     try:
         rec = await client.send(RequestPayload(prompt="x", max_output_tokens=2))
-        assert rec.error is ErrorKind.CONNECT and "Cannot connect" in rec.error_detail
+        assert rec.error is ErrorKind.CONNECT and "cannot connect" in rec.error_detail.lower()
         assert await client.fingerprint() == {"server_name": "", "server_version": "", "server_header": ""}
     finally:
         await client.close()
 
 
-async def test_fingerprint_reports_server_name_and_version() -> None:
+async def test_fingerprint_reports_server_name_and_version(cls: Client) -> None:
     cfg = RefServerConfig(server_name="vllm-lookalike", server_version="0.9.1")
     async with await start_refserver(cfg) as srv:
-        client = OpenAIClient(srv.url + "/v1", "refmodel")
+        client = cls(srv.url + "/v1", "refmodel")
         await client.open()
         try:
             fp = await client.fingerprint()
@@ -160,7 +185,10 @@ async def test_fingerprint_reports_server_name_and_version() -> None:
 
 
 @pytest.mark.parametrize(("backend", "chat"), [("openai", False), ("openai-chat", True)])
-def test_registered_backends_build_from_a_plan(backend: str, chat: bool) -> None:
+@pytest.mark.parametrize(("http_client", "expected"), [("fast", FastOpenAIClient), ("aiohttp", OpenAIClient)])
+def test_registered_backends_build_from_a_plan(
+    backend: str, chat: bool, http_client: str, expected: Client
+) -> None:
     plan = RunPlan.model_validate(
         {
             "url": "http://127.0.0.1:9/v1",
@@ -169,12 +197,13 @@ def test_registered_backends_build_from_a_plan(backend: str, chat: bool) -> None
             "levels": {"concurrency": [2]},
             "stage": {"requests": 1},
             "payload": {"options": {"temperature": 0}},
+            "http_client": http_client,
         }
     )
     client = protocol_factory(backend)(plan, 7)
-    assert isinstance(client, OpenAIClient)
-    assert client.chat is chat and client.max_connections == 7
-    body, stream = client.body(RequestPayload(prompt="hi", max_output_tokens=3))
+    assert type(client) is expected
+    assert client.chat is chat and client.max_connections == 7 and client.timeout_s == 30
+    body, stream = client.request.encode(RequestPayload(prompt="hi", max_output_tokens=3))
     assert stream and b'"temperature":0' in body and b'"include_usage":true' in body
     assert client.url.endswith("/v1/chat/completions" if chat else "/v1/completions")
 
