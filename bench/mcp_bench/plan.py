@@ -157,7 +157,8 @@ class RunPlan(_Strict):
     stage: Stage
     request_timeout_s: float = Field(default=30.0, gt=0)
     http_client: Literal["fast", "aiohttp"] = Field(
-        default="fast", description="plain http backend: the lean keep-alive client or aiohttp"
+        default="fast",
+        description="http, openai and openai-chat backends: the lean keep-alive client or aiohttp",
     )
     slo: Slo = Field(default_factory=Slo)
     payload: Payload = Field(default_factory=Payload)
