@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Iterator
-
 import aiohttp
 import pytest
-from prometheus_client import CollectorRegistry, Counter, start_http_server
+from prometheus_client import Counter
 
 from mcp_bench.records import ErrorKind
 from mcp_bench.refserver import RefServerConfig, start_refserver
@@ -25,28 +22,9 @@ N = 6
 MAX_TOKENS = 4
 
 
-@pytest.fixture
-def exporter() -> Iterator[tuple[str, Counter]]:
-    registry = CollectorRegistry()
-    counter = Counter("jobs", "jobs done", registry=registry)
-    server, thread = start_http_server(0, addr="127.0.0.1", registry=registry)
-    try:
-        yield f"http://127.0.0.1:{server.server_port}/metrics", counter
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-async def test_exporter_counter_delta_over_http(exporter: tuple[str, Counter]) -> None:
-    url, counter = exporter
-    probe = PrometheusEndpointProbe(url, expected=("jobs_total",))
+async def test_exporter_counter_delta_over_http(jobs_exporter: tuple[int, Counter]) -> None:
+    port, counter = jobs_exporter
+    probe = PrometheusEndpointProbe(f"http://127.0.0.1:{port}/metrics", expected=("jobs_total",))
     counter.inc(2)
     before = await probe.snapshot()
     counter.inc(5)
@@ -102,15 +80,17 @@ async def test_refserver_metrics_and_stats_deltas_match_the_requests_sent() -> N
     assert stages["queue"]["total_ms"] == pytest.approx(queue_us / 1e3, abs=0.01)
 
 
-async def test_unreachable_server_is_a_connect_error_and_the_delta_unavailable() -> None:
-    probe = PrometheusEndpointProbe(f"http://127.0.0.1:{_free_port()}/metrics", timeout_s=2)
+async def test_unreachable_server_is_a_connect_error_and_the_delta_unavailable(closed_port: int) -> None:
+    probe = PrometheusEndpointProbe(f"http://127.0.0.1:{closed_port}/metrics", timeout_s=2)
     before, after = await probe.snapshot(), await probe.snapshot()
     assert before.error_kind == ErrorKind.CONNECT and before.families == {}
     out = probe.delta(before, after)
     assert out["status"] == "unavailable" and "connect" in out["reason"]
 
 
-async def test_http_error_and_malformed_bodies_are_counted_by_kind(exporter: tuple[str, Counter]) -> None:
+async def test_http_error_and_malformed_bodies_are_counted_by_kind(
+    jobs_exporter: tuple[int, Counter],
+) -> None:
     async with await start_refserver(RefServerConfig()) as srv:
         missing = await PrometheusEndpointProbe(srv.url + "/no-such-path").snapshot()
         assert missing.error_kind == ErrorKind.HTTP_STATUS and "404" in missing.error
@@ -120,5 +100,5 @@ async def test_http_error_and_malformed_bodies_are_counted_by_kind(exporter: tup
         not_text = await PrometheusEndpointProbe(srv.url + "/v2/models/refmodel/stats").snapshot()
         assert not_text.error_kind == ErrorKind.MALFORMED and not_text.families == {}
     # prometheus_client's exporter answers its text on every path: not the stats extension's JSON.
-    not_json = await TritonStatsProbe(exporter[0].removesuffix("/metrics"), "m").snapshot()
+    not_json = await TritonStatsProbe(f"http://127.0.0.1:{jobs_exporter[0]}", "m").snapshot()
     assert not_json.error_kind == ErrorKind.MALFORMED

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from prometheus_client import CollectorRegistry, Counter, start_http_server
+from prometheus_client import Counter
 
 from mcp_bench.records import ErrorKind
 from mcp_bench.servermetrics import PrometheusQueryProbe, PromQuery
@@ -24,33 +23,14 @@ pytestmark = pytest.mark.skipif(
 DEADLINE_S = 20.0
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
-def target() -> Iterator[tuple[int, Counter]]:
-    registry = CollectorRegistry()
-    counter = Counter("jobs", "jobs done", registry=registry)
-    server, thread = start_http_server(0, addr="127.0.0.1", registry=registry)
-    try:
-        yield server.server_port, counter
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
-
-
-@pytest.fixture
-def prometheus(tmp_path: Path, target: tuple[int, Counter]) -> Iterator[str]:
-    port = _free_port()
+def prometheus(tmp_path: Path, jobs_exporter: tuple[int, Counter], closed_port: int) -> Iterator[str]:
+    port = closed_port  # free: Prometheus listens here
     config = tmp_path / "prometheus.yml"
     config.write_text(
         "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
         "scrape_configs:\n  - job_name: bench\n    static_configs:\n"
-        f"      - targets: ['127.0.0.1:{target[0]}']\n"
+        f"      - targets: ['127.0.0.1:{jobs_exporter[0]}']\n"
     )
     if PROMETHEUS is None:
         pytest.skip("no prometheus binary on PATH (apt-get install prometheus)")
@@ -98,8 +78,8 @@ async def _wait_for_scrape_after(url: str, instant_s: float) -> None:
     raise AssertionError(f"Prometheus did not scrape the target within {DEADLINE_S} s")
 
 
-async def test_counter_delta_through_promql(prometheus: str, target: tuple[int, Counter]) -> None:
-    _, counter = target
+async def test_counter_delta_through_promql(prometheus: str, jobs_exporter: tuple[int, Counter]) -> None:
+    _, counter = jobs_exporter
     probe = PrometheusQueryProbe(
         prometheus,
         [
@@ -126,8 +106,8 @@ async def test_counter_delta_through_promql(prometheus: str, target: tuple[int, 
     assert out["missing"] == ["absent"]  # an empty PromQL answer is missing, not zero
 
 
-async def test_unreachable_prometheus_is_a_connect_error() -> None:
-    probe = PrometheusQueryProbe(f"http://127.0.0.1:{_free_port()}", [PromQuery("up", "up")], timeout_s=2)
+async def test_unreachable_prometheus_is_a_connect_error(closed_port: int) -> None:
+    probe = PrometheusQueryProbe(f"http://127.0.0.1:{closed_port}", [PromQuery("up", "up")], timeout_s=2)
     snap = await probe.snapshot()
     assert snap.error_kind == ErrorKind.CONNECT
     assert probe.delta(snap, snap)["status"] == "unavailable"
