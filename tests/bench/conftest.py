@@ -12,10 +12,12 @@ import socket
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from aiohttp import web
+
+from mcp_bench.results.document import LevelResult
 
 SERVER_HEADER = "loopback-test/1.2.3"
 
@@ -133,3 +135,24 @@ def closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def assert_server_counted_level() -> Callable[[LevelResult, str, str], int]:
+    """``check(level, model, model_version)``: the reference server's Triton metrics, vLLM metrics and
+    Triton statistics each counted exactly the requests the engine sent in ``level`` (a per-level
+    delta, not a running total). Returns that number of requests."""
+
+    def check(level: LevelResult, model: str, model_version: str) -> int:
+        metrics = level.server_metrics
+        assert metrics is not None
+        sent = level.completed + level.failed
+        success = metrics["triton-metrics"]["metrics"]["nv_inference_request_success"]["total_delta"]
+        assert success == sent
+        ttft = metrics["vllm-metrics"]["metrics"]["vllm:time_to_first_token_seconds"]["series"][0]
+        assert ttft["count"] == sent
+        stages = metrics[f"triton-stats:{model}"]["stages"][f"{model}/{model_version}"]
+        assert stages["success"]["count"] == sent
+        return sent
+
+    return check

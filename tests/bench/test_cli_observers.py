@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -15,6 +15,7 @@ from mcp_bench.cli_observers import ObserverArgError, build_observers, server_me
 from mcp_bench.plan import RunPlan
 from mcp_bench.refserver import RefServerConfig, RunningServer, start_refserver
 from mcp_bench.results import loads_document
+from mcp_bench.results.document import LevelResult
 from mcp_bench.servermetrics import PrometheusEndpointProbe, PrometheusQueryProbe, TritonStatsProbe
 from mcp_bench.servermetrics.observer import ServerMetricsObserver
 from mcp_bench.telemetry.observer import TelemetryObserver
@@ -100,7 +101,9 @@ def test_build_observers_checks_the_gpu_interval() -> None:
 
 
 def test_cli_run_puts_per_level_server_deltas_in_the_result(
-    refserver_thread: RunningServer, tmp_path: Path
+    refserver_thread: RunningServer,
+    tmp_path: Path,
+    assert_server_counted_level: Callable[[LevelResult, str, str], int],
 ) -> None:
     out = tmp_path / "r.json"
     argv = [
@@ -116,15 +119,8 @@ def test_cli_run_puts_per_level_server_deltas_in_the_result(
         metrics = level.server_metrics
         assert metrics is not None
         assert set(metrics) == {"triton-metrics", "vllm-metrics", f"triton-stats:{CFG.model}"}
-        sent = level.completed + level.failed
-        assert sent == 12
         # The server counted exactly this level's requests: a per-level delta, not a running total.
-        success = metrics["triton-metrics"]["metrics"]["nv_inference_request_success"]["total_delta"]
-        assert success == sent
-        ttft = metrics["vllm-metrics"]["metrics"]["vllm:time_to_first_token_seconds"]["series"][0]
-        assert ttft["count"] == sent
-        stages = metrics[f"triton-stats:{CFG.model}"]["stages"][f"{CFG.model}/{CFG.model_version}"]
-        assert stages["success"]["count"] == sent
+        assert assert_server_counted_level(level, CFG.model, CFG.model_version) == 12
         # GPU telemetry was asked for: a summary where NVML works, else unavailable with the reason.
         assert isinstance(level.telemetry, dict)
         assert level.telemetry["status"] in {"ok", "unavailable"}

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from mcp_bench.engines import run_plan
 from mcp_bench.plan import RunPlan
 from mcp_bench.refserver import RefServerConfig, start_refserver
+from mcp_bench.results.document import LevelResult
 from mcp_bench.servermetrics import ServerMetricsProbe, TritonStatsProbe, triton_probe, vllm_probe
 from mcp_bench.servermetrics.observer import ServerMetricsObserver
 from mcp_bench.telemetry.observer import TelemetryObserver
@@ -14,7 +17,9 @@ from mcp_bench.telemetry.observer import TelemetryObserver
 REQUESTS = 20
 
 
-async def test_levels_carry_server_deltas_and_telemetry() -> None:
+async def test_levels_carry_server_deltas_and_telemetry(
+    assert_server_counted_level: Callable[[LevelResult, str, str], int],
+) -> None:
     cfg = RefServerConfig.model_validate({"ttft_ms": 1, "tpot_ms": 1, "default_max_tokens": 3})
     async with await start_refserver(cfg) as srv:
         plan = RunPlan.from_dict(
@@ -38,16 +43,8 @@ async def test_levels_carry_server_deltas_and_telemetry() -> None:
     assert len(doc.levels) == 2
     for level in doc.levels:
         assert level.failed == 0
-        metrics = level.server_metrics
-        assert metrics is not None
-        sent = level.completed + level.failed
-        success = metrics["triton-metrics"]["metrics"]["nv_inference_request_success"]["total_delta"]
         # Every request the engine sent in the level was counted by the server, and no more.
-        assert success == sent
-        ttft = metrics["vllm-metrics"]["metrics"]["vllm:time_to_first_token_seconds"]["series"][0]
-        assert ttft["count"] == sent
-        stages = metrics[f"triton-stats:{cfg.model}"]["stages"][f"{cfg.model}/{cfg.model_version}"]
-        assert stages["success"]["count"] == sent
+        assert_server_counted_level(level, cfg.model, cfg.model_version)
         # Telemetry: a GPU summary where NVML works, else unavailable with the reason, never zeros.
         assert isinstance(level.telemetry, dict)
         if telemetry.sampler.series.available:
