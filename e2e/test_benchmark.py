@@ -190,3 +190,32 @@ def test_shard_that_cannot_publish_says_why_in_the_condition(kube: Any, refserve
     ready = stack.condition_of(kube.get("mcpbenchmark", "no-rights"))
     assert ready["reason"] == "ShardResultMissing"
     assert "could not publish its result: 403" in ready["message"]
+
+
+def test_a_restarted_operator_finishes_what_the_previous_one_started(
+    kube: Any, refserver: str, operator: Any, tmp_path: Any
+) -> None:
+    spec = {
+        "target": {"url": refserver, "backend": "http", "path": "/health"},
+        "load": {"concurrency": [2], "durationSeconds": 4},
+        "runner": {"nodeSelector": {"mcp2026.io/local-runner": "true"}},
+    }
+    kube.apply(stack.custom_resource("MCPBenchmark", "survivor", spec))
+
+    def state() -> str:  # what to look at when a wait below runs out
+        obj = kube.run("get", "mcpbenchmark", "survivor", "-o", "yaml", check=False).stdout
+        pods = kube.run("get", "pods", "-o", "wide", check=False).stdout
+        return f"{obj}\n{pods}\noperator log: {operator.process.log_tail(3000)}"
+
+    assert kube.wait("mcpbenchmark/survivor", "jsonpath={.status.phase}=Running").returncode == 0, state()
+    stack.stop(operator.process)  # the shards keep running without an operator
+    job = kube.get("mcpbenchmark", "survivor")["status"]["jobName"]
+    assert kube.wait(f"job/{job}", "condition=Complete", timeout_s=90).returncode == 0, state()
+    assert stack.condition_of(kube.get("mcpbenchmark", "survivor")).get("status") != "True"
+    replacement = stack.start_operator(kube.kubeconfig, tmp_path)
+    operator.process = replacement.process  # the session fixture stops whichever runs last
+    operator.metrics_url = replacement.metrics_url
+    assert kube.wait("mcpbenchmark/survivor", "condition=Ready", timeout_s=90).returncode == 0, state()
+    status = kube.get("mcpbenchmark", "survivor")["status"]
+    assert status["jobName"] == job  # resumed, not started again
+    assert status["shards"]["reported"] == 1
