@@ -15,6 +15,7 @@ contention between the two processes); the difference to the model adds the serv
 
     .venv/bin/python benchmarks/accuracy.py                       # 10 and 1000 req/s
     .venv/bin/python benchmarks/accuracy.py --rates 10,1000 --ttft-ms 20 --tpot-ms 5 --tokens 8
+    .venv/bin/python benchmarks/accuracy.py --rates 10 --http-client aiohttp   # the aiohttp client
 """
 
 from __future__ import annotations
@@ -62,11 +63,12 @@ def server_timings(url: str, reset: bool = True) -> dict[str, list[float]]:
     return data
 
 
-def plan_for(url: str, rate: float, seconds: float, tokens: int) -> RunPlan:
+def plan_for(url: str, rate: float, seconds: float, tokens: int, http_client: str) -> RunPlan:
     return RunPlan.model_validate(
         {
             "url": url,
             "backend": "openai",
+            "http_client": http_client,
             "model": "refmodel",
             "levels": {"rate": [rate], "arrival": "poisson", "seed": 1, "max_concurrency": 900},
             "stage": {"duration_s": seconds},
@@ -123,6 +125,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ttft-ms", type=float, default=20.0)
     ap.add_argument("--tpot-ms", type=float, default=5.0)
     ap.add_argument("--tokens", type=int, default=8, help="output tokens per request")
+    ap.add_argument(
+        "--http-client",
+        choices=("fast", "aiohttp"),
+        default="fast",
+        help="the OpenAI client (plan http_client)",
+    )
     args = ap.parse_args(argv)
     rates = [float(r) for r in args.rates.split(",")]
     proc, url = start_server(args)
@@ -130,13 +138,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         print(
             f"refserver at {url} (own process, select loop): ttft {args.ttft_ms} ms, tpot {args.tpot_ms} ms, "
-            f"{args.tokens} tokens; client: built-in engine, backend openai (streaming), Poisson arrivals"
+            f"{args.tokens} tokens; client: built-in engine, backend openai (streaming, {args.http_client} "
+            "client), Poisson arrivals"
         )
         for rate in rates:
             seconds = args.seconds or (20.0 if rate < 100 else 5.0)
-            run_plan_sync(plan_for(url, rate, min(1.0, seconds), args.tokens))  # warm-up, not measured
+            run_plan_sync(
+                plan_for(url, rate, min(1.0, seconds), args.tokens, args.http_client)
+            )  # warm-up, not measured
             server_timings(url, reset=True)
-            doc = run_plan_sync(plan_for(url, rate, seconds, args.tokens))
+            doc = run_plan_sync(plan_for(url, rate, seconds, args.tokens, args.http_client))
             truth: dict[str, Any] = server_timings(url, reset=True)
             ok &= report(rate, doc.levels[0], truth, args)
     finally:
