@@ -4,6 +4,7 @@ delays and every fault kind."""
 from __future__ import annotations
 
 import statistics
+from typing import Any
 
 import pytest
 
@@ -168,15 +169,10 @@ async def test_refused_connection_is_a_connect_error(cls: Client, closed_port: i
         await client.close()
 
 
-async def test_fingerprint_reports_server_name_and_version(cls: Client) -> None:
+async def test_fingerprint_reports_server_name_and_version(cls: Client, fingerprint_of: Any) -> None:
     cfg = RefServerConfig(server_name="vllm-lookalike", server_version="0.9.1")
     async with await start_refserver(cfg) as srv:
-        client = cls(srv.url + "/v1", "refmodel")
-        await client.open()
-        try:
-            fp = await client.fingerprint()
-        finally:
-            await client.close()
+        fp = await fingerprint_of(cls(srv.url + "/v1", "refmodel"))
     assert fp == {
         "server_name": "vllm-lookalike",
         "server_version": "0.9.1",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -84,14 +85,9 @@ async def test_refused_connection(use_grpc: bool, closed_port: int) -> None:
 
 
 @pytest.mark.parametrize("use_grpc", [False, True], ids=["http", "grpc"])
-async def test_fingerprint(use_grpc: bool) -> None:
+async def test_fingerprint(use_grpc: bool, fingerprint_of: Any) -> None:
     async with await start_refserver(RefServerConfig(grpc_port=0, server_version="9.8.7")) as srv:
-        client = TritonClient(target(srv, use_grpc), "refmodel", use_grpc=use_grpc)
-        await client.open()
-        try:
-            fp = await client.fingerprint()
-        finally:
-            await client.close()
+        fp = await fingerprint_of(TritonClient(target(srv, use_grpc), "refmodel", use_grpc=use_grpc))
     assert fp == {
         "server_name": "mcp-refserver",
         "server_version": "9.8.7",
