@@ -11,10 +11,11 @@ import hashlib
 import json
 from typing import Any
 
-from mcp_bench.plan import RunPlan
+from mcp_bench.plan import PlanError, RunPlan
 
 from .api.benchmark import MCPBenchmarkSpec
 from .api.common import API_VERSION
+from .targets import ServiceExists, SpecProblem, resolve_url
 
 LABEL_BENCHMARK = "mcp2026.io/benchmark"
 LABEL_BENCHMARK_UID = "mcp2026.io/benchmark-uid"
@@ -100,6 +101,21 @@ def plan_from_spec(spec: MCPBenchmarkSpec, url: str, benchmark: str) -> RunPlan:
         },
         source="spec",
     )
+
+
+async def prepare_plan(
+    spec: MCPBenchmarkSpec, namespace: str, benchmark: str, exists: ServiceExists
+) -> RunPlan | SpecProblem:
+    """The plan the shards run, or why this spec cannot run (checked before any Job exists)."""
+    url = await resolve_url(spec.target.url, spec.target.service_ref, namespace, exists)
+    if isinstance(url, SpecProblem):
+        return url
+    if spec.target.backend != "http" and not spec.target.model:
+        return SpecProblem("ModelRequired", f"backend {spec.target.backend} needs spec.target.model")
+    try:
+        return plan_from_spec(spec, url, benchmark)
+    except PlanError as exc:
+        return SpecProblem("InvalidPlan", str(exc))
 
 
 def owner_reference(name: str, uid: str, kind: str = "MCPBenchmark") -> dict[str, Any]:

@@ -7,46 +7,19 @@ through a small callable (``ServiceExists``) rather than a client object.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 from mcp_checks.health import HealthProbeSpec, required_samples, run_health_probe
 from mcp_checks.verdict import CheckOutcome, RunVerdict, decide
 
-from .api.common import TargetRef
 from .api.readiness import MAX_HISTORY, HealthProbeCheck, MCPReadinessSpec
 from .conditions import set_condition, utc_now
-
-ServiceExists = Callable[[str, str], Awaitable[bool]]
-
-
-@dataclass(frozen=True)
-class SpecProblem:
-    """A semantically wrong spec: it passed the schema but cannot be evaluated as written."""
-
-    reason: str
-    message: str
-
-
-def service_url(ref: TargetRef, namespace: str) -> str:
-    return f"{ref.scheme}://{ref.name}.{ref.namespace or namespace}.svc:{ref.port}"
-
-
-def join_url(base: str, path: str) -> str:
-    return base.rstrip("/") + path
+from .targets import ServiceExists, SpecProblem, join_url, resolve_url
 
 
 async def resolve_target(spec: MCPReadinessSpec, namespace: str, exists: ServiceExists) -> str | SpecProblem:
-    if spec.target.url:
-        return spec.target.url
-    ref = spec.target.service_ref
-    if ref is None:  # the CRD's CEL rule makes this unreachable through the API
-        return SpecProblem("TargetMissing", "set spec.target.url or spec.target.serviceRef")
-    ns = ref.namespace or namespace
-    if not await exists(ns, ref.name):
-        return SpecProblem("TargetNotFound", f"Service {ns}/{ref.name} does not exist")
-    return service_url(ref, namespace)
+    return await resolve_url(spec.target.url, spec.target.service_ref, namespace, exists)
 
 
 def semantic_problems(spec: MCPReadinessSpec) -> list[SpecProblem]:

@@ -262,3 +262,25 @@ def test_shard_result_object() -> None:
     # owned (garbage-collected with the CR) but not controlled: the Job is the CR's controlled child
     assert owner["uid"] == UID and owner["controller"] is False and owner["kind"] == "MCPBenchmark"
     assert body["data"] == {RESULT_KEY: "{}"}
+
+
+async def test_prepare_plan_checks_the_target_and_the_model_before_any_job() -> None:
+    from mcp_operator.benchjob import prepare_plan
+    from mcp_operator.targets import SpecProblem
+
+    services = {("ml", "triton")}
+
+    async def exists(namespace: str, name: str) -> bool:
+        return (namespace, name) in services
+
+    found = _spec(target={"serviceRef": {"name": "triton", "port": 8000}, "path": "/health"})
+    plan = await prepare_plan(found, "ml", "bench", exists)
+    assert not isinstance(plan, SpecProblem) and plan.url == "http://triton.ml.svc:8000/health"
+
+    missing = await prepare_plan(found, "other", "bench", exists)
+    assert missing == SpecProblem("TargetNotFound", "Service other/triton does not exist")
+
+    no_model = await prepare_plan(
+        _spec(target={"url": "http://vllm:8000", "backend": "openai"}), "ml", "b", exists
+    )
+    assert isinstance(no_model, SpecProblem) and no_model.reason == "ModelRequired"

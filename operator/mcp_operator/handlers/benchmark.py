@@ -13,7 +13,7 @@ import kopf
 from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
-from mcp_bench.plan import PlanError, format_validation_error
+from mcp_bench.plan import format_validation_error
 from mcp_bench.results.document import ResultDocument, dumps_document
 
 from .. import events, kube, metrics
@@ -27,14 +27,14 @@ from ..benchjob import (
     benchmark_labels,
     job_name,
     owner_reference,
-    plan_from_spec,
+    prepare_plan,
     report_name,
     shard_job,
     shard_rbac,
 )
 from ..conditions import set_condition, utc_now
-from ..readiness import service_url
 from ..settings import OperatorSettings
+from ..targets import SpecProblem
 
 PLURAL = "mcpbenchmarks"
 KIND = "MCPBenchmark"
@@ -80,31 +80,9 @@ async def start_benchmark(
             patch.status["phase"] = "Suspended" if parsed.suspend else "Running"
         patch.status["observedGeneration"] = generation
         return
-    ref = parsed.target.service_ref
-    if ref is not None:
-        ns = ref.namespace or namespace
-        if not await kube.service_exists(ns, ref.name):
-            _reject(
-                body, patch, status, generation, "TargetNotFound", f"Service {ns}/{ref.name} does not exist"
-            )
-            return
-        url = service_url(ref, namespace)
-    else:
-        url = parsed.target.url or ""
-    if parsed.target.backend != "http" and not parsed.target.model:
-        _reject(
-            body,
-            patch,
-            status,
-            generation,
-            "ModelRequired",
-            f"backend {parsed.target.backend} needs spec.target.model",
-        )
-        return
-    try:
-        plan = plan_from_spec(parsed, url, name)
-    except PlanError as exc:
-        _reject(body, patch, status, generation, "InvalidPlan", str(exc))
+    plan = await prepare_plan(parsed, namespace, name, kube.service_exists)
+    if isinstance(plan, SpecProblem):
+        _reject(body, patch, status, generation, plan.reason, plan.message)
         return
     settings = OperatorSettings.from_env()
     if parsed.runner.service_account_name is None:

@@ -18,7 +18,6 @@ from ..api.common import GROUP, VERSION
 from ..api.readiness import MCPReadinessSpec
 from ..conditions import condition, utc_now
 from ..readiness import (
-    SpecProblem,
     invalid_status,
     recheck_due,
     resolve_target,
@@ -27,6 +26,7 @@ from ..readiness import (
     semantic_problems,
     verdict_status,
 )
+from ..targets import SpecProblem
 
 PLURAL = "mcpreadinesses"
 KIND = "MCPReadiness"
