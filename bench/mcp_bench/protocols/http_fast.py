@@ -165,12 +165,14 @@ class _Conn(asyncio.Protocol):
             self._dechunk(req, now)
         elif self.until_close:
             self._take(req, len(buf), now)
-        else:
+        elif req.reader.wants_body:
             take = min(len(buf), self.body_left)
             if self._take(req, take, now):
                 self.body_left -= take
                 if self.body_left == 0:
                     self._finish(now)
+        elif len(buf) >= self.body_left:  # plain HTTP: only where the body ends matters
+            self._finish(now)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
