@@ -153,3 +153,38 @@ def test_standing_gate_turns_not_ready_when_the_target_goes_away(
     assert [h["verdict"] for h in status["history"]][:1] == ["Pass"]
     assert status["history"][-1]["reason"] == "TargetUnreachable"
     assert "TargetUnreachable" in {e["reason"] for e in kube.events("standing")}
+
+
+def test_pod_readiness_gate_holds_pods_until_the_gate_passes(kube: Any, sample: Any, tmp_path: Any) -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "gated", "labels": {"app": "model-server"}},
+        "spec": {
+            "nodeSelector": {"mcp2026.io/local-runner": "true"},
+            "readinessGates": [{"conditionType": "mcp2026.io/ready"}],
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "main", "image": "unused", "command": ["sleep", "300"]}],
+        },
+    }
+    kube.apply(yaml.safe_dump(pod))
+    assert kube.wait("pod/gated", "jsonpath={.status.phase}=Running", timeout_s=60).returncode == 0
+    ready = stack.condition_of(kube.get("pod", "gated"))
+    assert ready["status"] == "False" and ready["reason"] == "ReadinessGatesNotReady"
+
+    server, url = stack.start_refserver(tmp_path)
+    try:
+        doc = yaml.safe_load(_variant(sample(SAMPLE, url), "gate", requests=1000, minSuccessRatio=0.99))
+        doc["spec"]["recheckIntervalSeconds"] = 10
+        doc["spec"]["podReadinessGate"] = {"matchLabels": {"app": "model-server"}}
+        kube.apply(yaml.safe_dump(doc))
+        assert kube.wait("pod/gated", "condition=Ready", timeout_s=60).returncode == 0
+        gate = stack.condition_of(kube.get("pod", "gated"), "mcp2026.io/ready")
+        assert gate["status"] == "True" and gate["reason"] == "ChecksPassed"
+        assert kube.get("mcpreadiness", "gate")["status"]["gatedPods"] == 1
+    finally:
+        stack.stop(server)
+    assert kube.wait("pod/gated", "condition=Ready=false", timeout_s=90).returncode == 0
+    gate = stack.condition_of(kube.get("pod", "gated"), "mcp2026.io/ready")
+    assert gate["status"] == "False" and gate["reason"] == "TargetUnreachable"
+    kube.run("delete", "pod", "gated", "--wait=false")

@@ -32,6 +32,8 @@ OPERATOR_RULES: list[dict[str, Any]] = [
         "verbs": ["get", "list", "watch", "create", "patch", "delete"],
     },
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+    # pod readiness gates: the verdict as a condition of the gated pods
+    {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
     {
         "apiGroups": [""],
         "resources": ["configmaps"],

@@ -192,7 +192,10 @@ class LocalKubelet:
         if pod.metadata.deletion_timestamp is not None:
             self._delete(pod, running)
             return
-        if running is not None or pod.status.phase in ("Succeeded", "Failed"):
+        if running is not None:
+            self._sync_ready(pod)
+            return
+        if pod.status.phase in ("Succeeded", "Failed"):
             return
         try:
             self._start(pod)
@@ -332,6 +335,15 @@ class LocalKubelet:
                 log.error("removing pod %s failed: %s", pod.metadata.name, exc)
 
     # -- status ----------------------------------------------------------------------------
+    def _sync_ready(self, pod: client.V1Pod) -> None:
+        """A running pod's Ready follows its readiness gates, as the kubelet's status manager does."""
+        if not pod.spec.readiness_gates or pod.status.phase != "Running":
+            return
+        wanted = ready_condition(pod, now_iso())
+        current = next((c for c in pod.status.conditions or [] if c.type == "Ready"), None)
+        if current is None or current.status != wanted["status"]:
+            self._patch_status(pod, {"conditions": [wanted]})
+
     def _report_running(self, pod: client.V1Pod, running: RunningPod) -> None:
         stamp = now_iso()
         statuses = [
@@ -348,8 +360,9 @@ class LocalKubelet:
         ]
         conditions = [
             {"type": t, "status": "True", "lastTransitionTime": stamp}
-            for t in ("Initialized", "ContainersReady", "Ready")
+            for t in ("Initialized", "ContainersReady")
         ]
+        conditions.append(ready_condition(pod, stamp))
         self._patch_status(
             pod,
             {
@@ -485,6 +498,24 @@ class LocalKubelet:
         for pod in pods:
             for c in pod.containers:
                 _signal_group(c.proc, signal.SIGTERM)
+
+
+def ready_condition(pod: client.V1Pod, stamp: str) -> dict[str, str]:
+    """Ready for a pod whose containers run: True only when every readiness gate's condition is
+    True (the reason and message follow the kubelet's wording)."""
+    present = {c.type: c.status for c in pod.status.conditions or []}
+    for gate in pod.spec.readiness_gates or []:
+        if present.get(gate.condition_type) != "True":
+            missing = gate.condition_type not in present
+            what = "does not exist" if missing else "is not True"
+            return {
+                "type": "Ready",
+                "status": "False",
+                "reason": "ReadinessGatesNotReady",
+                "message": f'corresponding condition of pod readiness gate "{gate.condition_type}" {what}.',
+                "lastTransitionTime": stamp,
+            }
+    return {"type": "Ready", "status": "True", "lastTransitionTime": stamp}
 
 
 FIELD_PATH = re.compile(r"^metadata\.(labels|annotations)\['(.+)'\]$")

@@ -72,6 +72,22 @@ class ReadinessChecks(ApiModel):
     )
 
 
+class PodReadinessGate(ApiModel):
+    """Mirror the verdict into a condition of matching pods, so a Pod ``readinessGates`` entry
+    holds those pods out of Service endpoints (and a rollout) until the gate passes."""
+
+    match_labels: dict[str, str] = Field(
+        description="Pods in this resource's namespace with all of these labels get the condition.",
+        min_length=1,
+    )
+    condition_type: str = Field(
+        default="mcp2026.io/ready",
+        description="Condition type written on the pods; name it in the pods' spec.readinessGates.",
+        pattern=r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
+        max_length=316,
+    )
+
+
 class MCPReadinessSpec(ApiModel):
     target: ReadinessTarget = Field(description="The service under assessment.")
     checks: ReadinessChecks = Field(default_factory=ReadinessChecks, description="Assertions to run.")
@@ -82,6 +98,9 @@ class MCPReadinessSpec(ApiModel):
         le=86400,
         description="Evaluate again this long after the last verdict (a standing gate); unset evaluates "
         "once per spec generation.",
+    )
+    pod_readiness_gate: PodReadinessGate | None = Field(
+        default=None, description="Pods whose readiness follows this gate's verdict."
     )
 
 
@@ -120,6 +139,9 @@ class MCPReadinessStatus(ApiModel):
         default_factory=list, description="One row per check.", max_length=MAX_CHECK_HISTORY
     )
     evaluations: int = Field(default=0, ge=0, description="Evaluations of this resource so far.")
+    gated_pods: int | None = Field(
+        default=None, ge=0, description="Pods that carry the gate condition (spec.podReadinessGate)."
+    )
     history: list[EvaluationRecord] = Field(
         default_factory=list,
         description=f"The last {MAX_HISTORY} evaluations, newest last.",

@@ -13,9 +13,9 @@ from pydantic import ValidationError
 from mcp_bench.plan import format_validation_error
 from mcp_checks.verdict import CheckOutcome, Outcome
 
-from .. import events, kube, metrics
+from .. import events, kube, metrics, podgate
 from ..api.common import GROUP, VERSION
-from ..api.readiness import MCPReadinessSpec
+from ..api.readiness import MCPReadinessSpec, PodReadinessGate
 from ..conditions import condition, utc_now
 from ..readiness import (
     invalid_status,
@@ -129,6 +129,31 @@ async def recheck_readiness(
     )
 
 
+@kopf.timer(
+    GROUP,
+    VERSION,
+    PLURAL,
+    interval=5.0,
+    initial_delay=2.0,
+    when=lambda spec, status, **_: (
+        bool(spec.get("podReadinessGate")) and status.get("phase") in ("Succeeded", "Failed", "Invalid")
+    ),
+)
+@metrics.counted_errors("sync_pod_gate")
+async def sync_pod_gate(
+    spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta, patch: kopf.Patch, **_: Any
+) -> None:
+    """Level-triggered: pods created after the verdict (a rollout) get the gate condition too."""
+    try:
+        gate = PodReadinessGate.model_validate(spec["podReadinessGate"])
+    except ValidationError:
+        return  # the change handler has already rejected the spec
+    ready = condition(list(status.get("conditions") or []), "Ready") or {}
+    gated = await podgate.sync_pods(gate, meta["namespace"], ready)
+    if status.get("gatedPods") != gated:
+        patch.status["gatedPods"] = gated
+
+
 def _ready_status(status: Mapping[str, Any]) -> str | None:
     ready = condition(list(status.get("conditions") or []), "Ready")
     return None if ready is None else str(ready.get("status"))
@@ -155,6 +180,10 @@ async def _evaluate(
             metrics.CHECK_SECONDS.labels(outcome.name).observe(time.monotonic() - started)
     new_status, verdict = verdict_status(previous, generation, target, str(previous["startedAt"]), outcomes)
     patch.status.update(new_status)
+    gate = parsed.pod_readiness_gate
+    if gate is not None:  # at once, rather than at the next gate sync
+        ready = condition(new_status["conditions"], "Ready") or {}
+        patch.status["gatedPods"] = await podgate.sync_pods(gate, str(body.metadata.namespace), ready)
     metrics.VERDICTS.labels(KIND, verdict.outcome.value).inc()
     metrics.RECONCILIATIONS.labels(KIND, "evaluated").inc()
     metrics.READY.labels(body.metadata.namespace, body.metadata.name).set(1 if verdict.ready else 0)

@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+from kubernetes import client
+
+from mcp_operator.podgate import gate_condition, needs_update, selector
+
+
+def test_gate_condition_mirrors_ready_and_unknown_is_not_ready() -> None:
+    passed = gate_condition(
+        "mcp2026.io/ready", {"status": "True", "reason": "ChecksPassed", "message": "1/1"}
+    )
+    assert (
+        passed["type"] == "mcp2026.io/ready"
+        and passed["status"] == "True"
+        and passed["reason"] == "ChecksPassed"
+    )
+    running = gate_condition("mcp2026.io/ready", {"status": "Unknown", "reason": "Evaluating"})
+    assert running["status"] == "False"
+    never = gate_condition("x/ready", {})
+    assert never["status"] == "False" and never["reason"] == "NotEvaluated"
+
+
+def test_needs_update_only_when_status_or_reason_differ() -> None:
+    wanted = gate_condition("mcp2026.io/ready", {"status": "True", "reason": "ChecksPassed"})
+    same = client.V1PodCondition(type="mcp2026.io/ready", status="True", reason="ChecksPassed")
+    flipped = client.V1PodCondition(type="mcp2026.io/ready", status="False", reason="TargetUnreachable")
+    other = client.V1PodCondition(type="Ready", status="True")
+    assert not needs_update([other, same], wanted)
+    assert needs_update([other, flipped], wanted)
+    assert needs_update([other], wanted)
+
+
+def test_selector_is_stable() -> None:
+    assert selector({"tier": "gpu", "app": "model"}) == "app=model,tier=gpu"
