@@ -20,6 +20,8 @@ from time import perf_counter_ns
 from typing import TYPE_CHECKING, Protocol, Self
 from urllib.parse import urlsplit
 
+from mcp_bench.protocols import rx_stamps
+from mcp_bench.protocols.rx_stamps import StampedTransport
 from mcp_bench.records import ErrorKind, RequestPayload, RequestRecord
 
 if TYPE_CHECKING:
@@ -118,7 +120,7 @@ class _Conn(asyncio.Protocol):
 
     def __init__(self, client: FastHttpClient) -> None:
         self.client = client
-        self.transport: asyncio.Transport | None = None
+        self.transport: asyncio.Transport | StampedTransport | None = None
         self.req: _Request | None = None
         self.buf = bytearray()
         self.head_done = False
@@ -143,7 +145,10 @@ class _Conn(asyncio.Protocol):
         self.transport.write(req.data)
 
     def data_received(self, data: bytes) -> None:
-        now = perf_counter_ns()  # arrival, before any parsing
+        self.bytes_arrived(data, perf_counter_ns())  # arrival, before any parsing
+
+    def bytes_arrived(self, data: bytes, now: int) -> None:
+        """``data`` came off the socket at ``now`` (the kernel's receive stamp where there is one)."""
         req = self.req
         if req is None:
             # Bytes with no request outstanding: the connection is out of step; drop it.
@@ -351,8 +356,12 @@ class FastHttpClient(HttpSettings):
     """HTTP/1.1 over a keep-alive pool of at most ``max_connections`` connections.
 
     Plain HTTP as it is; other protocols on the same pool override :meth:`_prepare` (request
-    bytes, and the :class:`BodyReader` of the answer) and :meth:`fingerprint`.
+    bytes, and the :class:`BodyReader` of the answer) and :meth:`fingerprint`. With
+    ``kernel_stamps`` (plain TCP on Linux) arrivals are the kernel's receive times, see
+    :mod:`mcp_bench.protocols.rx_stamps`; plain HTTP leaves it off for the highest request rate.
     """
+
+    kernel_stamps = False
 
     def _configure(self) -> None:
         url = self.url
@@ -466,15 +475,20 @@ class FastHttpClient(HttpSettings):
             task.add_done_callback(self._tasks.discard)
 
     async def _connect(self) -> None:
-        assert self._loop is not None
+        loop = self._loop
+        assert loop is not None
         try:
-            _, conn = await self._loop.create_connection(
-                lambda: _Conn(self),
-                self.host,
-                self.port,
-                ssl=self.ssl,
-                server_hostname=self.host if self.ssl else None,
-            )
+            if self.kernel_stamps and self.ssl is None and rx_stamps.AVAILABLE:
+                conn = _Conn(self)
+                await rx_stamps.open_stamped(loop, self.host, self.port, conn)
+            else:
+                _, conn = await loop.create_connection(
+                    lambda: _Conn(self),
+                    self.host,
+                    self.port,
+                    ssl=self.ssl,
+                    server_hostname=self.host if self.ssl else None,
+                )
         except asyncio.CancelledError:
             self._connecting -= 1
             raise

@@ -20,6 +20,7 @@ class FastOpenAIClient(OpenAISettings, FastHttpClient):
     """A :class:`~mcp_bench.records.ProtocolClient` (with the callback fast path) for
     ``/v1/completions`` or ``/v1/chat/completions``."""
 
+    kernel_stamps = True  # token times are the point here: stamp arrivals in the kernel
     _last: tuple[RequestPayload, bytes, bool] | None = None
 
     def _setup(self, url: str, headers: dict[str, str], timeout_s: float, max_connections: int) -> None:

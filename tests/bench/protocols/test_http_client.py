@@ -17,7 +17,13 @@ PAYLOAD = RequestPayload()
 Client = type[HttpClient] | type[FastHttpClient]
 
 
-@pytest.fixture(params=[HttpClient, FastHttpClient], ids=["aiohttp", "fast"])
+class StampedHttpClient(FastHttpClient):
+    """The lean client on sockets read with kernel receive stamps (as the OpenAI client runs it)."""
+
+    kernel_stamps = True
+
+
+@pytest.fixture(params=[HttpClient, FastHttpClient, StampedHttpClient], ids=["aiohttp", "fast", "stamped"])
 def client_cls(request: pytest.FixtureRequest) -> Client:
     return request.param  # type: ignore[no-any-return]
 

@@ -12,9 +12,11 @@ import itertools
 import json
 import socket
 from collections.abc import AsyncIterator
+from time import perf_counter_ns
 
 import pytest
 
+from mcp_bench.protocols import rx_stamps
 from mcp_bench.protocols.openai_fast import FastOpenAIClient
 from mcp_bench.records import ErrorKind, RequestPayload, RequestRecord
 
@@ -113,6 +115,33 @@ async def test_chunked_stream_cut_inside_sizes_crlfs_and_data_lines(scripted: Sc
     request = scripted.requests[0]
     assert request.startswith(b"POST /v1/completions HTTP/1.1\r\n")
     assert json.loads(request.split(b"\r\n\r\n", 1)[1])["stream_options"] == {"include_usage": True}
+
+
+@pytest.mark.skipif(not rx_stamps.AVAILABLE, reason="kernel receive stamps need Linux")
+async def test_arrivals_are_the_kernels_receive_stamps(scripted: ScriptedServer) -> None:
+    scripted.script = [CHUNKED_HEAD + chunk(STREAM) + b"0\r\n\r\n"]
+    client = FastOpenAIClient(f"http://127.0.0.1:{scripted.port}", "m", timeout_s=5.0)
+    await client.open()
+    try:
+        before = perf_counter_ns()
+        rec = await client.send(PAYLOAD)
+        (conn,) = client._conns
+        assert isinstance(conn.transport, rx_stamps.StampedTransport) and conn.transport.kernel_reads >= 1
+    finally:
+        await client.close()
+    assert rec.ok and before <= rec.sent_ns < rec.first_token_ns <= rec.end_ns < perf_counter_ns()  # type: ignore[operator]
+
+
+async def test_request_larger_than_the_socket_buffer(scripted: ScriptedServer) -> None:
+    scripted.script = [CHUNKED_HEAD + chunk(STREAM) + b"0\r\n\r\n"]
+    client = FastOpenAIClient(f"http://127.0.0.1:{scripted.port}", "m", timeout_s=5.0)
+    await client.open()
+    try:
+        rec = await client.send(RequestPayload(prompt="x" * 8_000_000, max_output_tokens=3))
+    finally:
+        await client.close()
+    assert rec.ok, rec.error_detail
+    assert json.loads(scripted.requests[0].split(b"\r\n\r\n", 1)[1])["prompt"] == "x" * 8_000_000
 
 
 async def test_tokens_are_stamped_per_read(scripted: ScriptedServer) -> None:
