@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import ssl
 from collections import deque
 from collections.abc import Callable
@@ -362,6 +363,7 @@ class FastHttpClient(HttpSettings):
     """
 
     kernel_stamps = False
+    _stamp_keeper: socket.socket | None = None
 
     def _configure(self) -> None:
         url = self.url
@@ -393,8 +395,13 @@ class FastHttpClient(HttpSettings):
     # -- ProtocolClient -------------------------------------------------------------------------
     async def open(self) -> None:
         self._loop = asyncio.get_running_loop()
+        if self.kernel_stamps and self._stamp_keeper is None:
+            self._stamp_keeper = rx_stamps.keep_enabled()
 
     async def close(self) -> None:
+        if self._stamp_keeper is not None:
+            self._stamp_keeper.close()
+            self._stamp_keeper = None
         self.cut_inflight("client closed")
         for task in list(self._tasks):
             task.cancel()

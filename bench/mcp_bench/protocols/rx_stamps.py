@@ -5,7 +5,8 @@ wake-up latency (about 0.1 ms on an idle VM) and by whatever else the loop is bu
 milliseconds on a loaded or shared core), and that lateness lands in TTFT, ITL and e2e. Linux
 stamps received packets (``SO_TIMESTAMPNS``, CLOCK_REALTIME); a socket read with ``recvmsg`` gets
 the stamp of the last packet it returns, converted here to ``perf_counter_ns``. On loopback the
-stamp is taken as the sender's write enters the network stack.
+stamp is taken as the sender's write enters the network stack. A read without a usable stamp
+(none given, or a wall-clock step in between) falls back to the time of the read.
 
 :class:`StampedTransport` is the small part of an asyncio transport that the lean HTTP client
 uses (``write``, ``abort``, ``is_closing``) over a plain non-blocking socket watched with
@@ -121,6 +122,24 @@ class StampedTransport:
             self.loop.remove_writer(self._fd)
         self.sock.close()
         self.loop.call_soon(self.receiver.connection_lost, exc)
+
+
+def keep_enabled() -> socket.socket | None:
+    """A socket that only holds receive stamping on; close it when done.
+
+    Linux turns packet stamping on system-wide when the first socket asks, through deferred work,
+    so the first answers on a fresh connection could come unstamped (their reads then fall back
+    to the time of the read). Opening this before any connection avoids that.
+    """
+    if not AVAILABLE:
+        return None
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    except OSError:
+        sock.close()
+        return None
+    return sock
 
 
 async def open_stamped(
