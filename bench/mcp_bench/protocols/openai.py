@@ -13,6 +13,7 @@ refused/unreachable -> CONNECT and the request timeout -> TIMEOUT.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any, Self
@@ -137,11 +138,12 @@ class OpenAIClient(OpenAISettings, AiohttpSession):
             if failure is not None:
                 return failure
             if body.complete:
-                failure = body.end(rec)
-                # Read to the end of the body so the connection goes back to the pool.
-                while await content.readany():
-                    pass
-                return failure
+                # Read to the end of the body so the connection goes back to the pool; the answer
+                # is complete, so a connection lost now costs only the connection (as on the lean client).
+                with contextlib.suppress(aiohttp.ClientError):
+                    while await content.readany():
+                        pass
+                return body.end(rec)
 
     async def _get_json(self, path: str) -> tuple[Any, str]:
         """GET a JSON document; (None, "") when it is absent or not JSON."""
