@@ -351,7 +351,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Console()
     if not out.is_terminal:
         out = Console(width=200)  # pods and pipes: never wrap the table
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)  # an error line is never broken mid-message
     try:
         code: int = args.func(args, out, err)
     except (
