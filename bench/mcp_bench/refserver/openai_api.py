@@ -154,7 +154,7 @@ class OpenAIHandlers:
                 await resp.write(chunk("", None, role=True))
             k = cfg.tokens_per_chunk
             sent = 0
-            first_sent = 0
+            first_sent = last_sent = 0
             while sent < n:
                 if (
                     plan.fault in (Fault.CLOSE, Fault.MALFORMED, Fault.TRUNCATE)
@@ -166,10 +166,15 @@ class OpenAIHandlers:
                 # A chunk leaves when its last token is generated.
                 await self.model.waker.sleep_until(first_deadline + (sent + take - 1) * plan.tpot_ns)
                 sent += take
-                text = "".join(f" tok{i}" for i in range(sent - take, sent))
-                await resp.write(chunk(text, "length" if sent == n else None))
-                first_sent = first_sent or time.perf_counter_ns()
-            self._observe(arrival, svc.queue_ns, first_sent, time.perf_counter_ns(), plan.tpot_ns, n)
+                data = chunk(
+                    "".join(f" tok{i}" for i in range(sent - take, sent)), "length" if sent == n else None
+                )
+                # stamped as the bytes are handed to the transport: after the await, the event loop
+                # may have run other requests first, which would make the truth late
+                last_sent = time.perf_counter_ns()
+                first_sent = first_sent or last_sent
+                await resp.write(piece)
+            self._observe(arrival, svc.queue_ns, first_sent, last_sent, plan.tpot_ns, n)
             if include_usage:
                 data = {
                     "id": rid,
