@@ -166,7 +166,7 @@ class OpenAIHandlers:
                 # A chunk leaves when its last token is generated.
                 await self.model.waker.sleep_until(first_deadline + (sent + take - 1) * plan.tpot_ns)
                 sent += take
-                data = chunk(
+                piece = chunk(
                     "".join(f" tok{i}" for i in range(sent - take, sent)), "length" if sent == n else None
                 )
                 # stamped as the bytes are handed to the transport: after the await, the event loop
