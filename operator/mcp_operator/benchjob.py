@@ -136,6 +136,7 @@ def shard_job(
     uid: str,
     plan: RunPlan,
     command: tuple[str, ...],
+    default_image: str,
 ) -> dict[str, Any]:
     """An Indexed Job with one completion per shard, placed as the runner spec asks."""
     runner = spec.runner
@@ -159,7 +160,7 @@ def shard_job(
         "containers": [
             {
                 "name": "shard",
-                "image": runner.image,
+                "image": runner.image or default_image,
                 "command": list(command),
                 "env": env,
                 "resources": resources,

@@ -30,6 +30,7 @@ from mcp_operator.benchjob import (
 
 UID = "0f9c2a1e-5b7d-4c1e-9e51-3d8c6a7b2f10"
 COMMAND = ("mcp-operator", "shard")
+DEFAULT_IMAGE = "registry.example/mcp-operator:test"
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 
@@ -46,7 +47,7 @@ def _spec(**overrides: Any) -> MCPBenchmarkSpec:
 
 def _job(spec: MCPBenchmarkSpec, name: str = "bench") -> dict[str, Any]:
     plan = plan_from_spec(spec, "http://triton.ml.svc:8000", name)
-    return shard_job(spec=spec, name=name, uid=UID, plan=plan, command=COMMAND)
+    return shard_job(spec=spec, name=name, uid=UID, plan=plan, command=COMMAND, default_image=DEFAULT_IMAGE)
 
 
 def _container(job: dict[str, Any]) -> dict[str, Any]:
@@ -70,7 +71,7 @@ def test_job_is_indexed_with_one_completion_per_shard() -> None:
     pod = spec["template"]["spec"]
     assert pod["restartPolicy"] == "Never"
     assert _container(job)["command"] == list(COMMAND)
-    assert _container(job)["image"] == "ghcr.io/mcp2026/mcp-operator:0.1.0"
+    assert _container(job)["image"] == DEFAULT_IMAGE  # the operator's runner image when unset
 
 
 def test_gpu_requests_and_limits_only_when_asked() -> None:
@@ -121,7 +122,7 @@ def test_unset_placement_is_left_out() -> None:
 def test_env_carries_a_plan_the_shard_can_validate() -> None:
     spec = _spec(slo={"latencyP99Ms": 250})
     plan = plan_from_spec(spec, "http://triton.ml.svc:8000", "bench")
-    job = shard_job(spec=spec, name="bench", uid=UID, plan=plan, command=COMMAND)
+    job = shard_job(spec=spec, name="bench", uid=UID, plan=plan, command=COMMAND, default_image=DEFAULT_IMAGE)
     env = _env(job)
     carried = RunPlan.from_dict(json.loads(env["MCP_BENCH_PLAN"]), source="MCP_BENCH_PLAN")
     assert carried == plan
@@ -284,3 +285,8 @@ async def test_prepare_plan_checks_the_target_and_the_model_before_any_job() -> 
         _spec(target={"url": "http://vllm:8000", "backend": "openai"}), "ml", "b", exists
     )
     assert isinstance(no_model, SpecProblem) and no_model.reason == "ModelRequired"
+
+
+def test_runner_image_in_the_spec_wins_over_the_operator_default() -> None:
+    job = _job(_spec(runner={"image": "registry.example/team/bench-runner:7"}))
+    assert _container(job)["image"] == "registry.example/team/bench-runner:7"

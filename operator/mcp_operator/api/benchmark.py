@@ -95,8 +95,10 @@ class Toleration(ApiModel):
 class RunnerSpec(ApiModel):
     """Where and how the shard pods run."""
 
-    image: str = Field(
-        default="ghcr.io/mcp2026/mcp-operator:0.1.0", description="Runner image.", min_length=1
+    image: str | None = Field(
+        default=None,
+        description="Runner image; unset uses the operator's runner image (its MCP_RUNNER_IMAGE).",
+        min_length=1,
     )
     gpus: int = Field(default=0, ge=0, le=16, description="nvidia.com/gpu per shard pod.")
     cpu: str = Field(default="1", description="CPU request per shard pod.")

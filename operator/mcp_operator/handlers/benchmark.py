@@ -90,7 +90,14 @@ async def start_benchmark(
         await kube.create_or_exists(kube.core().create_namespaced_service_account, namespace, account)
         await kube.create_or_exists(kube.rbac().create_namespaced_role, namespace, role)
         await kube.create_or_exists(kube.rbac().create_namespaced_role_binding, namespace, binding)
-    manifest = shard_job(spec=parsed, name=name, uid=uid, plan=plan, command=settings.runner_command)
+    manifest = shard_job(
+        spec=parsed,
+        name=name,
+        uid=uid,
+        plan=plan,
+        command=settings.runner_command,
+        default_image=settings.runner_image,
+    )
     created = await kube.create_or_exists(kube.batch().create_namespaced_job, namespace, manifest)
     await _delete_older_jobs(namespace, uid, job)
     conds = set_condition(
