@@ -291,6 +291,14 @@ def cmd_show(args: argparse.Namespace, out: Console, err: Console) -> int:
     return exit_code(doc) if args.check else EXIT_OK
 
 
+def cmd_plot(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from mcp_bench.plot import plot_result  # matplotlib only when a chart is asked for
+
+    path = plot_result(_load(args.file), Path(args.output))
+    out.print(f"wrote {path}")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mcp-bench", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -342,6 +350,11 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--csv")
     show.add_argument("--check", action="store_true", help="exit 1 when the SLO verdict fails")
     show.set_defaults(func=cmd_show)
+
+    plot = sub.add_parser("plot", help="verify a result's checksum and chart it as a PNG")
+    plot.add_argument("file")
+    plot.add_argument("--output", "-o", required=True, help="PNG to write")
+    plot.set_defaults(func=cmd_plot)
     return parser
 
 

@@ -1,0 +1,136 @@
+"""Charts of a result document, for people who would rather look than read.
+
+One PNG with a panel per question: how latency grows with load (P50/P95/P99 per level, from the
+merged histograms; TTFT too for LLM backends), what throughput each level reached against what
+was asked, and, where telemetry was taken, GPU memory peak and SM utilisation per level. A
+panel with no data says so instead of drawing zeros.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: no display in pods and CI
+
+import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
+
+from mcp_bench.report import gpu_memory_peak_pct
+from mcp_bench.results.document import LevelResult, ResultDocument
+
+PERCENTILES = (("p50_ms", "P50"), ("p95_ms", "P95"), ("p99_ms", "P99"))
+
+
+def _latency_metric(level: LevelResult) -> str:
+    """Open loop is judged from the scheduled send time (coordinated omission), closed from the actual."""
+    table = level.latency.get("e2e_from_schedule")
+    return "e2e_from_schedule" if level.mode == "open" and table is not None and table.count else "e2e"
+
+
+def _no_data(ax: Axes, title: str, why: str) -> None:
+    ax.set_title(title)
+    ax.text(0.5, 0.5, why, ha="center", va="center", transform=ax.transAxes, color="grey")
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def _latency_panel(
+    ax: Axes,
+    labels: list[str],
+    levels: list[LevelResult],
+    metric_of: Callable[[LevelResult], str],
+    title: str,
+) -> None:
+    plotted = False
+    for key, name in PERCENTILES:
+        values = [getattr(lv.latency.get(metric_of(lv)), key, None) for lv in levels]
+        if any(v is not None for v in values):
+            ax.plot(labels, [float("nan") if v is None else v for v in values], marker="o", label=name)
+            plotted = True
+    if not plotted:
+        _no_data(ax, title, "not measured")
+        return
+    ax.set_title(title)
+    ax.set_ylabel("ms")
+    ax.grid(alpha=0.3)
+    ax.legend()
+
+
+def _throughput_panel(ax: Axes, labels: list[str], levels: list[LevelResult]) -> None:
+    achieved = [lv.throughput_rps or 0.0 for lv in levels]
+    ax.bar(labels, achieved, color="tab:blue", label="completed/s")
+    requested = [lv.requested_rate for lv in levels]
+    if any(r is not None for r in requested):
+        ax.plot(
+            labels,
+            [float("nan") if r is None else r for r in requested],
+            "k_",
+            markersize=30,
+            label="requested/s",
+        )
+    errors = [lv.failed + lv.dropped for lv in levels]
+    for x, (value, failed) in enumerate(zip(achieved, errors, strict=True)):
+        if failed:
+            ax.annotate(f"{failed} failed/dropped", (x, value), ha="center", va="bottom", color="tab:red")
+    ax.set_title("throughput")
+    ax.set_ylabel("requests/s")
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend()
+
+
+def _gpu_panel(ax: Axes, labels: list[str], levels: list[LevelResult]) -> None:
+    memory = [gpu_memory_peak_pct(lv.telemetry) for lv in levels]
+    utilisation = [_sm_util_mean(lv.telemetry) for lv in levels]
+    if all(v is None for v in memory + utilisation):
+        reason = next((lv.telemetry for lv in levels if isinstance(lv.telemetry, str)), "no telemetry")
+        _no_data(ax, "GPU", f"GPU telemetry {reason}")
+        return
+    ax.plot(labels, [float("nan") if v is None else v for v in memory], marker="s", label="memory peak %")
+    ax.plot(
+        labels,
+        [float("nan") if v is None else v for v in utilisation],
+        marker="^",
+        label="SM utilisation mean %",
+    )
+    ax.set_ylim(0, 105)
+    ax.set_title("GPU")
+    ax.set_ylabel("%")
+    ax.grid(alpha=0.3)
+    ax.legend()
+
+
+def _sm_util_mean(telemetry: dict[str, Any] | str | None) -> float | None:
+    """Mean SM utilisation over the GPUs of a level summary, or None where there is none."""
+    if not isinstance(telemetry, dict) or telemetry.get("status", "ok") != "ok":
+        return None
+    means = [
+        float(gpu["fields"]["sm_util_pct"]["mean"])
+        for gpu in telemetry.get("gpus", [])
+        if isinstance(gpu, dict)
+        and isinstance((gpu.get("fields") or {}).get("sm_util_pct"), dict)
+        and gpu["fields"]["sm_util_pct"].get("mean") is not None
+    ]
+    return sum(means) / len(means) if means else None
+
+
+def plot_result(doc: ResultDocument, path: Path) -> Path:
+    """Write the chart of ``doc`` to ``path`` (PNG) and return the path."""
+    if not doc.levels:
+        raise ValueError("the result has no levels to plot")
+    levels = doc.levels
+    labels = [lv.level_label for lv in levels]
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8))
+    _latency_panel(axes[0][0], labels, levels, _latency_metric, "end-to-end latency")
+    _latency_panel(axes[0][1], labels, levels, lambda _: "ttft", "time to first token")
+    _throughput_panel(axes[1][0], labels, levels)
+    _gpu_panel(axes[1][1], labels, levels)
+    server = " ".join(part for part in (doc.engine.server_name, doc.engine.server_version) if part)
+    fig.suptitle(f"{doc.plan.backend} {doc.plan.url}" + (f" ({server})" if server else ""))
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

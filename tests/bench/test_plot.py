@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mcp_bench.cli import main
+from mcp_bench.engines import run_plan_sync
+from mcp_bench.plan import RunPlan
+from mcp_bench.plot import plot_result
+from mcp_bench.results.document import dumps_document
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _doc(url: str):  # type: ignore[no-untyped-def]
+    plan = RunPlan.from_dict(
+        {"url": url + "/sleep/2", "levels": {"concurrency": [1, 4]}, "stage": {"requests": 40}}
+    )
+    return run_plan_sync(plan)
+
+
+def test_plot_of_a_real_run_is_a_png(loopback_http, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    doc = _doc(loopback_http.url)
+    assert doc.levels[0].telemetry == "unavailable"  # the GPU panel must say so, not draw zeros
+    path = plot_result(doc, tmp_path / "r.png")
+    data = path.read_bytes()
+    assert data.startswith(PNG) and len(data) > 10_000
+
+
+def test_plot_refuses_a_result_without_levels(loopback_http, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    doc = _doc(loopback_http.url)
+    doc.levels = []
+    with pytest.raises(ValueError, match="no levels"):
+        plot_result(doc, tmp_path / "r.png")
+
+
+def test_cli_plot_verifies_the_checksum_first(loopback_http, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    good = tmp_path / "good.json"
+    good.write_text(dumps_document(_doc(loopback_http.url)))
+    assert main(["plot", str(good), "-o", str(tmp_path / "good.png")]) == 0
+    assert (tmp_path / "good.png").read_bytes().startswith(PNG)
+    data = json.loads(good.read_text())
+    data["levels"][0]["completed"] += 1
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    assert main(["plot", str(bad), "-o", str(tmp_path / "bad.png")]) == 2
+    assert not (tmp_path / "bad.png").exists()
