@@ -219,3 +219,29 @@ def test_a_restarted_operator_finishes_what_the_previous_one_started(
     status = kube.get("mcpbenchmark", "survivor")["status"]
     assert status["jobName"] == job  # resumed, not started again
     assert status["shards"]["reported"] == 1
+
+
+def test_locust_engine_runs_in_the_shard_pods_and_k6_limits_are_checked_up_front(
+    kube: Any, refserver: str
+) -> None:
+    local = {"nodeSelector": {"mcp2026.io/local-runner": "true"}}
+    spec = {
+        "target": {"url": refserver, "backend": "http", "path": "/health"},
+        "load": {"concurrency": [2], "durationSeconds": 2, "engine": "locust"},
+        "runner": local,
+    }
+    kube.apply(stack.custom_resource("MCPBenchmark", "by-locust", spec))
+    k6_openai = {
+        "target": {"url": refserver, "backend": "openai", "model": "refmodel"},
+        "load": {"concurrency": [2], "requests": 10, "engine": "k6"},
+        "runner": local,
+    }
+    kube.apply(stack.custom_resource("MCPBenchmark", "k6-openai", k6_openai))
+    assert kube.wait("mcpbenchmark/k6-openai", "condition=Ready=false", timeout_s=60).returncode == 0
+    rejected = stack.condition_of(kube.get("mcpbenchmark", "k6-openai"))
+    assert rejected["reason"] == "UnsupportedByEngine" and "backend" in rejected["message"]
+
+    assert kube.wait("mcpbenchmark/by-locust", "condition=Ready", timeout_s=120).returncode == 0
+    status = kube.get("mcpbenchmark", "by-locust")["status"]
+    assert status["engine"]["engine"] == "locust"
+    assert status["results"][0]["requests"] > 0 and status["results"][0]["errors"] == 0

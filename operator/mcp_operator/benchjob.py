@@ -11,6 +11,7 @@ import hashlib
 import json
 from typing import Any
 
+from mcp_bench.engines import plan_feature_problem
 from mcp_bench.plan import PlanError, RunPlan
 
 from .api.benchmark import MCPBenchmarkSpec
@@ -65,7 +66,7 @@ def report_name(benchmark: str) -> str:
 def plan_from_spec(spec: MCPBenchmarkSpec, url: str, benchmark: str) -> RunPlan:
     """The plan each shard runs: the spec's load per shard, against the resolved URL."""
     load = spec.load
-    levels: dict[str, Any] = {"arrival": load.arrival}
+    levels: dict[str, Any] = {"arrival": load.arrival, "overload": load.overload}
     if load.concurrency is not None:
         levels["concurrency"] = load.concurrency
     else:
@@ -91,6 +92,7 @@ def plan_from_spec(spec: MCPBenchmarkSpec, url: str, benchmark: str) -> RunPlan:
     return RunPlan.from_dict(
         {
             "url": target,
+            "engine": load.engine,
             "backend": spec.target.backend,
             "model": spec.target.model,
             "levels": levels,
@@ -113,9 +115,13 @@ async def prepare_plan(
     if spec.target.backend != "http" and not spec.target.model:
         return SpecProblem("ModelRequired", f"backend {spec.target.backend} needs spec.target.model")
     try:
-        return plan_from_spec(spec, url, benchmark)
+        plan = plan_from_spec(spec, url, benchmark)
     except PlanError as exc:
         return SpecProblem("InvalidPlan", str(exc))
+    problem = plan_feature_problem(plan)  # the engine's own limits; its tool is the runner image's business
+    if problem is not None:
+        return SpecProblem("UnsupportedByEngine", f"spec.load.engine {spec.load.engine}: {problem}")
+    return plan
 
 
 def owner_reference(name: str, uid: str, kind: str = "MCPBenchmark") -> dict[str, Any]:

@@ -290,3 +290,25 @@ async def test_prepare_plan_checks_the_target_and_the_model_before_any_job() -> 
 def test_runner_image_in_the_spec_wins_over_the_operator_default() -> None:
     job = _job(_spec(runner={"image": "registry.example/team/bench-runner:7"}))
     assert _container(job)["image"] == "registry.example/team/bench-runner:7"
+
+
+async def test_prepare_plan_checks_the_engine_limits_without_its_tool() -> None:
+    from mcp_operator.benchjob import prepare_plan
+    from mcp_operator.targets import SpecProblem
+
+    async def exists(namespace: str, name: str) -> bool:
+        return True
+
+    # k6 drives plain HTTP only, and is not installed here: the feature check must not need it
+    k6_openai = _spec(
+        target={"url": "http://vllm:8000", "backend": "openai", "model": "m"},
+        load={"concurrency": [4], "requests": 10, "engine": "k6"},
+    )
+    problem = await prepare_plan(k6_openai, "ml", "b", exists)
+    assert isinstance(problem, SpecProblem) and problem.reason == "UnsupportedByEngine"
+    assert "backend" in problem.message
+    k6_http = _spec(
+        load={"rate": [50.0], "requests": 10, "engine": "k6", "arrival": "constant", "overload": "drop"}
+    )
+    plan = await prepare_plan(k6_http, "ml", "b", exists)
+    assert not isinstance(plan, SpecProblem) and plan.engine == "k6" and plan.levels.overload == "drop"

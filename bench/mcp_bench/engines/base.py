@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Protocol
 
-from mcp_bench.plan import RunPlan
+from mcp_bench.plan import PlanError, RunPlan
 from mcp_bench.registry import LazyRegistry
 from mcp_bench.results.aggregate import LevelMeta
 from mcp_bench.results.document import EngineFingerprint, LevelResult, ResultDocument
@@ -75,6 +75,20 @@ def register_engine(name: str, factory: EngineFactory) -> None:
 
 def get_engine(name: str) -> Engine:
     return _ENGINES.get(name)()
+
+
+def plan_feature_problem(plan: RunPlan) -> str | None:
+    """Why the plan's engine cannot carry the plan out, without needing the engine's tool here
+    (external engines name the field); None when it can."""
+    engine = get_engine(plan.engine)
+    check = getattr(engine, "check_features", None)
+    if check is None:
+        return None
+    try:
+        check(plan)
+    except PlanError as exc:
+        return str(exc)
+    return None
 
 
 def client_version() -> str:

@@ -224,8 +224,18 @@ class ExternalEngine(ABC):
     name: str = ""
 
     @abstractmethod
+    def check_features(self, plan: RunPlan) -> None:
+        """Raise :class:`PlanError` for what the tool cannot carry out; no tool is needed for this,
+        so an operator can check a spec before it starts any pod."""
+
+    @abstractmethod
+    def check_tool(self) -> None:
+        """Raise :class:`EngineUnavailableError` when the tool is not installed here."""
+
     def check_plan(self, plan: RunPlan) -> None:
-        """Raise :class:`PlanError` (or :class:`EngineUnavailableError`) before any traffic."""
+        """Everything that must hold before any traffic."""
+        self.check_features(plan)
+        self.check_tool()
 
     @abstractmethod
     def engine_version(self) -> str: ...

@@ -177,7 +177,7 @@ class K6Engine(ExternalEngine):
             self._path = find_tool("k6", self.binary, MISSING_HINT)
         return self._path
 
-    def check_plan(self, plan: RunPlan) -> None:
+    def check_features(self, plan: RunPlan) -> None:
         reject_unsupported(self.name, plan, BACKENDS)
         lv = plan.levels
         if lv.open_loop:
@@ -191,6 +191,8 @@ class K6Engine(ExternalEngine):
                     "levels.overload: k6 drops arrivals that find no free VU (dropped_iterations); "
                     f"set 'drop' (got {lv.overload!r})"
                 )
+
+    def check_tool(self) -> None:
         _ = self.path  # no k6: fail here, before any traffic
 
     def engine_version(self) -> str:

@@ -117,13 +117,15 @@ class LocustEngine(ExternalEngine):
         self.command = list(command) if command else [sys.executable, "-m", "locust"]
         self.last_stats: list[LocustStats] = []
 
-    def check_plan(self, plan: RunPlan) -> None:
+    def check_features(self, plan: RunPlan) -> None:
         reject_unsupported(self.name, plan, BACKENDS)
         if plan.levels.open_loop and plan.levels.overload != "late":
             raise PlanError(
                 "levels.overload: the locust engine sends arrivals with no free user late ('late'); "
                 f"{plan.levels.overload!r} is not supported"
             )
+
+    def check_tool(self) -> None:
         if self.command[1:3] == ["-m", "locust"] and importlib.util.find_spec("locust") is None:
             raise EngineUnavailableError("locust is not installed: pip install 'locust>=2.20,<3'")
 

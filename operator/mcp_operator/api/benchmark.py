@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from mcp_bench.plan import Arrival, Backend
+from mcp_bench.plan import Arrival, Backend, Overload
 
 from .common import ApiModel, Condition, TargetRef, Verdict, cel, with_rules
 
@@ -68,6 +68,16 @@ class BenchmarkLoad(ApiModel):
     )
     warmup_seconds: float = Field(default=0, ge=0, le=3600, description="Unmeasured warm-up per level.")
     request_timeout_seconds: float = Field(default=30, gt=0, le=3600, description="Per-request timeout.")
+    overload: Overload = Field(
+        default="late",
+        description="Open loop, when no connection is free: send the arrival late (counted late) or drop it "
+        "(counted dropped); never skipped silently.",
+    )
+    engine: Literal["builtin", "locust", "k6"] = Field(
+        default="builtin",
+        description="Load generator in the shard pods: the built-in engine, Locust (plain HTTP), or k6 "
+        "(plain HTTP; the runner image must bring its own k6, which this project does not ship).",
+    )
 
 
 class BenchmarkSlo(ApiModel):

@@ -297,3 +297,18 @@ async def test_real_k6_run_against_the_reference_server() -> None:
         (level,) = doc.levels
         assert 15 <= level.sent <= 25 and level.failed == 0
         assert any(OPEN_LOOP_NOTE in n for n in doc.notes)
+
+
+def test_feature_check_needs_no_k6_binary() -> None:
+    from mcp_bench.engines import plan_feature_problem
+    from mcp_bench.plan import RunPlan
+
+    plan = RunPlan.from_dict(
+        {"url": "http://127.0.0.1:1/", "engine": "k6", "levels": {"rate": [10.0]}, "stage": {"requests": 5}}
+    )
+    problem = plan_feature_problem(plan)  # poisson arrivals: k6 runs constant arrival rates only
+    assert problem is not None and problem.startswith("levels.arrival")
+    ok = plan.model_copy(
+        update={"levels": plan.levels.model_copy(update={"arrival": "constant", "overload": "drop"})}
+    )
+    assert plan_feature_problem(ok) is None
