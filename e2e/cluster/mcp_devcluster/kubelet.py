@@ -12,12 +12,10 @@ the path is in ``MCP_TERMINATION_MESSAGE_PATH``; ``FallbackToLogsOnError`` uses 
 from __future__ import annotations
 
 import argparse
-import base64
 import contextlib
 import datetime as dt
 import logging
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -32,28 +30,17 @@ from kubernetes.client.exceptions import ApiException
 
 from .certs import kubeconfig_dict, write_kubeconfig
 from .nodes import api_client
+from .podenv import ContainerSpecError, PodEnvironment, expand_refs
 
 log = logging.getLogger("mcp_devcluster.kubelet")
 
 MESSAGE_LIMIT = 4096
 FALLBACK_LINES = 80
 HEARTBEAT_S = 10.0
-VAR_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 
 
 def now_iso() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def expand_refs(text: str, env: dict[str, str]) -> str:
-    """Kubernetes' ``$(VAR)`` expansion: known names expand, unknown ones stay as written,
-    and ``$$`` is an escaped ``$`` (so ``$$(VAR)`` is the literal ``$(VAR)``)."""
-
-    def replace(match: re.Match[str]) -> str:
-        name = match.group(1)
-        return "$" if name is None else env.get(name, match.group(0))
-
-    return VAR_REF.sub(replace, text)
 
 
 @dataclass
@@ -75,10 +62,6 @@ class RunningPod:
     deleted: bool = False
 
 
-class ContainerSpecError(ValueError):
-    """A pod this node cannot run (no command); the pod fails with this message."""
-
-
 class LocalKubelet:
     def __init__(self, kubeconfig: Path, node: str, work_dir: Path) -> None:
         self.kubeconfig = kubeconfig
@@ -86,6 +69,7 @@ class LocalKubelet:
         self.work_dir = work_dir
         self.api = api_client(kubeconfig)
         self.core = client.CoreV1Api(self.api)
+        self.environment = PodEnvironment(self.core)
         self.pods: dict[str, RunningPod] = {}
         self.lock = threading.Lock()
         self.stopping = threading.Event()
@@ -216,7 +200,7 @@ class LocalKubelet:
                 raise ContainerSpecError(
                     f"container {spec.name!r} has no command: the local runner cannot use image entrypoints"
                 )
-            env = self._container_env(pod, spec)
+            env = self.environment.container_env(pod, spec)
             env["KUBECONFIG"] = str(kubeconfig)
             message_path = pod_dir / f"{spec.name}.termination-log"
             message_path.write_text("")
@@ -442,55 +426,6 @@ class LocalKubelet:
         )
         return path
 
-    def _container_env(self, pod: client.V1Pod, spec: client.V1Container) -> dict[str, str]:
-        env: dict[str, str] = {}
-        ns = pod.metadata.namespace
-        for source in spec.env_from or []:
-            prefix = source.prefix or ""
-            if source.config_map_ref is not None:
-                data = self._config_map(ns, source.config_map_ref.name, source.config_map_ref.optional)
-                env.update({prefix + k: v for k, v in data.items()})
-            if source.secret_ref is not None:
-                data = self._secret(ns, source.secret_ref.name, source.secret_ref.optional)
-                env.update({prefix + k: v for k, v in data.items()})
-        for var in spec.env or []:
-            if var.value_from is None:
-                env[var.name] = expand_refs(var.value or "", env)
-                continue
-            value = self._value_from(pod, var.value_from)
-            if value is not None:
-                env[var.name] = value
-        return env
-
-    def _value_from(self, pod: client.V1Pod, source: client.V1EnvVarSource) -> str | None:
-        ns = pod.metadata.namespace
-        if source.field_ref is not None:
-            return field_value(pod, source.field_ref.field_path)
-        if source.config_map_key_ref is not None:
-            ref = source.config_map_key_ref
-            return self._config_map(ns, ref.name, ref.optional).get(ref.key)
-        if source.secret_key_ref is not None:
-            ref = source.secret_key_ref
-            return self._secret(ns, ref.name, ref.optional).get(ref.key)
-        return None
-
-    def _config_map(self, ns: str, name: str, optional: bool | None) -> dict[str, str]:
-        try:
-            return dict(self.core.read_namespaced_config_map(name, ns).data or {})
-        except ApiException as exc:
-            if exc.status == 404 and optional:
-                return {}
-            raise ContainerSpecError(f"configmap {ns}/{name}: {exc.reason}") from exc
-
-    def _secret(self, ns: str, name: str, optional: bool | None) -> dict[str, str]:
-        try:
-            data = self.core.read_namespaced_secret(name, ns).data or {}
-        except ApiException as exc:
-            if exc.status == 404 and optional:
-                return {}
-            raise ContainerSpecError(f"secret {ns}/{name}: {exc.reason}") from exc
-        return {k: base64.b64decode(v).decode() for k, v in data.items()}
-
     def shutdown(self) -> None:
         self.stopping.set()
         with self.lock:
@@ -516,27 +451,6 @@ def ready_condition(pod: client.V1Pod, stamp: str) -> dict[str, str]:
                 "lastTransitionTime": stamp,
             }
     return {"type": "Ready", "status": "True", "lastTransitionTime": stamp}
-
-
-FIELD_PATH = re.compile(r"^metadata\.(labels|annotations)\['(.+)'\]$")
-
-
-def field_value(pod: client.V1Pod, path: str) -> str | None:
-    """The downward-API fields a container's env may reference."""
-    match = FIELD_PATH.match(path)
-    if match:
-        mapping = getattr(pod.metadata, match.group(1)) or {}
-        return mapping.get(match.group(2))
-    simple = {
-        "metadata.name": pod.metadata.name,
-        "metadata.namespace": pod.metadata.namespace,
-        "metadata.uid": pod.metadata.uid,
-        "spec.nodeName": pod.spec.node_name,
-        "spec.serviceAccountName": pod.spec.service_account_name,
-        "status.podIP": "127.0.0.1",
-        "status.hostIP": "127.0.0.1",
-    }
-    return simple.get(path)
 
 
 def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:

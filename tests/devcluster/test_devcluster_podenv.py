@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
-from mcp_devcluster.kubelet import expand_refs, field_value
+from mcp_devcluster.podenv import expand_refs, field_value
 
 ENV = {"A": "alpha", "B": "beta", "EMPTY": "", "DOTTED.NAME": "d", "PATH_LIKE": "/x/$(A)"}
 
