@@ -146,8 +146,7 @@ class DevCluster:
             self._stop_recorded()
         shutil.rmtree(self.state_dir, ignore_errors=True)
         self.state_dir.mkdir(parents=True)
-        binaries = build.ensure_all(["kubernetes", "etcd", "kwok"])
-        del binaries
+        build.ensure_all(["kubernetes", "etcd", "kwok"])
         try:
             return self._start_all()
         except BaseException:
@@ -263,9 +262,6 @@ class DevCluster:
         for pid in reversed(list(state.pids.values())):
             stop_pid(pid)
         (self.state_dir / "state.json").unlink(missing_ok=True)
-
-    def env(self) -> dict[str, str]:
-        return {"KUBECONFIG": str(self.kubeconfig)}
 
     # -- process arguments -----------------------------------------------------------------
     def _spawn(self, name: str, argv: list[str]) -> ManagedProcess:

@@ -4,7 +4,7 @@ This package must not import kopf: the CRD generator and the CLI use it without 
 """
 
 from .benchmark import MCPBenchmarkSpec, MCPBenchmarkStatus
-from .common import API_VERSION, GROUP, VERSION, Condition, Phase, Verdict
+from .common import API_VERSION, GROUP, VERSION, Condition, Verdict
 from .readiness import MCPReadinessSpec, MCPReadinessStatus
 
 __all__ = [
@@ -16,6 +16,5 @@ __all__ = [
     "MCPBenchmarkStatus",
     "MCPReadinessSpec",
     "MCPReadinessStatus",
-    "Phase",
     "Verdict",
 ]

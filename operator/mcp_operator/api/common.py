@@ -53,15 +53,6 @@ class Verdict(StrEnum):
     ERROR = "Error"
 
 
-class Phase(StrEnum):
-    PENDING = "Pending"
-    RUNNING = "Running"
-    SUCCEEDED = "Succeeded"
-    FAILED = "Failed"
-    INVALID = "Invalid"
-    SUSPENDED = "Suspended"
-
-
 class Condition(ApiModel):
     """A Kubernetes-convention condition."""
 

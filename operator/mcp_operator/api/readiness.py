@@ -151,7 +151,7 @@ class MCPReadinessStatus(ApiModel):
 
 
 class MCPReadiness(ApiModel):
-    """Used for validation of whole objects in tests and in the CLI."""
+    """A whole MCPReadiness as a manifest holds it, for checking manifest files offline."""
 
     api_version: str = Field(alias="apiVersion")
     kind: str
