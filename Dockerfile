@@ -6,7 +6,6 @@ COPY pyproject.toml README.md ./
 COPY operator operator
 COPY bench bench
 COPY checks checks
-COPY e2e/cluster e2e/cluster
 RUN pip install --no-cache-dir . && rm -rf /src
 USER 65532:65532
 ENTRYPOINT ["mcp-operator"]

@@ -7,10 +7,10 @@ APT_PACKAGES := prometheus
 
 .PHONY: demo test lint unit e2e toolchain system-packages clean
 
-$(BIN)/.installed: pyproject.toml
+$(BIN)/.installed: pyproject.toml e2e/cluster/pyproject.toml
 	python3 -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test]' -e ./e2e/cluster
 	touch $@
 
 system-packages:
@@ -19,10 +19,10 @@ system-packages:
 	done
 
 toolchain: $(BIN)/.installed system-packages
-	$(BIN)/mcp-operator dev-cluster build
+	$(BIN)/mcp-devcluster build
 
 demo: toolchain
-	$(BIN)/mcp-operator demo
+	$(BIN)/mcp-devcluster demo
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .

@@ -292,8 +292,13 @@ def cmd_show(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def cmd_plot(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from mcp_bench.plot import plot_result  # matplotlib only when a chart is asked for
-
+    try:
+        from mcp_bench.plot import plot_result  # matplotlib only when a chart is asked for
+    except ModuleNotFoundError as missing:
+        if missing.name != "matplotlib" and not (missing.name or "").startswith("matplotlib."):
+            raise
+        err.print("mcp-bench plot needs matplotlib: pip install 'mcp-operator[plot]'", markup=False)
+        return EXIT_USAGE
     path = plot_result(_load(args.file), Path(args.output))
     out.print(f"wrote {path}")
     return EXIT_OK

@@ -1,5 +1,5 @@
-"""The ``mcp-operator`` command: run the operator, generate CRDs, run a shard, manage the
-local control plane, and run the demo."""
+"""The ``mcp-operator`` command: run the operator, generate CRDs, run a shard. (The local
+control plane and the demo belong to the test harness: ``mcp-devcluster``.)"""
 
 from __future__ import annotations
 
@@ -45,18 +45,6 @@ def _cmd_shard(_args: argparse.Namespace) -> int:
     return run_shard()
 
 
-def _cmd_dev_cluster(args: argparse.Namespace) -> int:
-    from mcp_devcluster.cli import dev_cluster
-
-    return dev_cluster(args.action, args.state_dir)
-
-
-def _cmd_demo(args: argparse.Namespace) -> int:
-    from .demo import run_demo
-
-    return run_demo(samples=args.samples, keep=args.keep, timeout_s=args.timeout)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mcp-operator", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -79,18 +67,6 @@ def build_parser() -> argparse.ArgumentParser:
     shard = sub.add_parser("shard", help="benchmark shard entrypoint (inside a Job pod)")
     shard.set_defaults(func=_cmd_shard)
 
-    dev = sub.add_parser("dev-cluster", help="build, start or stop the local control plane")
-    dev.add_argument("action", choices=["build", "up", "down", "env", "status"])
-    dev.add_argument("--state-dir", type=Path, default=None)
-    dev.set_defaults(func=_cmd_dev_cluster)
-
-    demo = sub.add_parser(
-        "demo", help="control plane (if none is configured), operator, samples, verdict table"
-    )
-    demo.add_argument("--samples", type=Path, default=Path("manifests/samples"))
-    demo.add_argument("--keep", action="store_true", help="leave the local control plane running")
-    demo.add_argument("--timeout", type=float, default=300.0)
-    demo.set_defaults(func=_cmd_demo)
     return parser
 
 

@@ -13,12 +13,12 @@ import pytest
 from mcp_bench.cli import main
 from mcp_bench.cli_observers import ObserverArgError, build_observers, server_metrics_probes
 from mcp_bench.plan import RunPlan
-from mcp_bench.refserver import RefServerConfig, RunningServer, start_refserver
 from mcp_bench.results import loads_document
 from mcp_bench.results.document import LevelResult
 from mcp_bench.servermetrics import PrometheusEndpointProbe, PrometheusQueryProbe, TritonStatsProbe
 from mcp_bench.servermetrics.observer import ServerMetricsObserver
 from mcp_bench.telemetry.observer import TelemetryObserver
+from mcp_refserver import RefServerConfig, RunningServer, start_refserver
 
 CFG = RefServerConfig.model_validate({"ttft_ms": 1, "tpot_ms": 1, "default_max_tokens": 3})
 

@@ -47,3 +47,21 @@ def test_cli_plot_verifies_the_checksum_first(loopback_http, tmp_path: Path) -> 
     bad.write_text(json.dumps(data))
     assert main(["plot", str(bad), "-o", str(tmp_path / "bad.png")]) == 2
     assert not (tmp_path / "bad.png").exists()
+
+
+def test_cli_plot_without_matplotlib_says_how_to_get_it(
+    loopback_http,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """matplotlib is an extra (`mcp-operator[plot]`): without it the command explains, exit 2."""
+    import sys
+
+    good = tmp_path / "good.json"
+    good.write_text(dumps_document(_doc(loopback_http.url)))
+    monkeypatch.delitem(sys.modules, "mcp_bench.plot", raising=False)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import fails as if not installed
+    assert main(["plot", str(good), "-o", str(tmp_path / "g.png")]) == 2
+    assert "pip install 'mcp-operator[plot]'" in capsys.readouterr().err
+    assert not (tmp_path / "g.png").exists()

@@ -27,7 +27,7 @@ def kubernetes_go_mod() -> str:
         pytest.skip("go is not installed")
     path = cache / "cache" / "download" / "k8s.io" / "kubernetes" / "@v" / f"{build.KUBERNETES_VERSION}.mod"
     if not path.is_file():
-        pytest.skip(f"{path} is not in the module cache (run `mcp-operator dev-cluster build` once)")
+        pytest.skip(f"{path} is not in the module cache (run `mcp-devcluster build` once)")
     return path.read_text()
 
 

@@ -182,9 +182,7 @@ def real_binaries() -> Iterator[dict[str, Path]]:
     }
     missing = [str(p) for p in wanted.values() if not p.is_file()]
     if missing:
-        pytest.skip(
-            f"control-plane binaries not built ({', '.join(missing)}); run `mcp-operator dev-cluster build`"
-        )
+        pytest.skip(f"control-plane binaries not built ({', '.join(missing)}); run `mcp-devcluster build`")
     yield wanted
 
 

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from mcp_bench.refserver import RunningServer, start_refserver
+from mcp_refserver import RunningServer, start_refserver
 
 
 @pytest.fixture

@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 from mcp_bench.engines import run_plan
-from mcp_bench.refserver import RunningServer
 from mcp_bench.results.document import dumps_document, loads_document
 from mcp_operator.api import MCPBenchmarkSpec, MCPBenchmarkStatus
 from mcp_operator.benchcollect import Collected, merged_status, read_shards
 from mcp_operator.benchjob import plan_from_spec
 from mcp_operator.conditions import condition
+from mcp_refserver import RunningServer
 
 REQUESTS = 20
 

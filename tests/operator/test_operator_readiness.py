@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 
-from mcp_bench.refserver import RunningServer
 from mcp_checks.health import required_samples
 from mcp_checks.verdict import CheckOutcome, Outcome
 from mcp_operator.api import MCPReadinessSpec, MCPReadinessStatus
@@ -22,6 +21,7 @@ from mcp_operator.readiness import (
     semantic_problems,
     verdict_status,
 )
+from mcp_refserver import RunningServer
 
 T0 = "2026-01-01T00:00:00Z"
 

@@ -1,7 +1,9 @@
-"""``mcp-operator dev-cluster build|up|down|env|status``: the local control plane by hand."""
+"""``mcp-devcluster``: the test harness's command. ``build|up|down|env|status`` manage the local
+control plane by hand; ``demo`` runs the README's main job (``make demo``)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -38,3 +40,46 @@ def dev_cluster(action: str, state_dir: Path | None) -> int:
             )
         )
     return 0
+
+
+def _cmd_dev_cluster(args: argparse.Namespace) -> int:
+    return dev_cluster(args.action, args.state_dir)
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return run_demo(samples=args.samples, keep=args.keep, timeout_s=args.timeout)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mcp-devcluster", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for action, text in (
+        ("build", "build the control-plane binaries into the cache (once per version)"),
+        ("up", "start the local control plane and print its KUBECONFIG"),
+        ("down", "stop the local control plane"),
+        ("env", "print the KUBECONFIG of the running control plane"),
+        ("status", "print the running control plane's server, pids and start-up times"),
+    ):
+        cmd = sub.add_parser(action, help=text)
+        cmd.add_argument("--state-dir", type=Path, default=None)
+        cmd.set_defaults(func=_cmd_dev_cluster, action=action)
+    demo = sub.add_parser(
+        "demo", help="control plane (if none is configured), operator, samples, verdict table"
+    )
+    demo.add_argument("--samples", type=Path, default=Path("manifests/samples"))
+    demo.add_argument("--keep", action="store_true", help="leave the local control plane running")
+    demo.add_argument("--timeout", type=float, default=300.0)
+    demo.set_defaults(func=_cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

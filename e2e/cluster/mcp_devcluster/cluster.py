@@ -4,7 +4,7 @@ really run.
 
 ``DevCluster.up()`` starts everything in order and waits for each piece to be ready;
 ``down()`` stops them in reverse order. The state directory records PIDs and ports, so a
-cluster started by one process (``mcp-operator dev-cluster up``) can be stopped by another.
+cluster started by one process (``mcp-devcluster up``) can be stopped by another.
 """
 
 from __future__ import annotations

@@ -60,9 +60,7 @@ def apply_crds(kubeconfig: Path, crd_dir: Path) -> None:
 def start_refserver(log_dir: Path, *extra: str) -> tuple[ManagedProcess, str]:
     """The reference server on a free loopback port; returns the process and its base URL."""
     log = log_dir / f"refserver-{time.monotonic_ns()}.log"
-    proc = ManagedProcess(
-        "refserver", [sys.executable, "-m", "mcp_bench.refserver", "--port", "0", *extra], log
-    )
+    proc = ManagedProcess("refserver", [sys.executable, "-m", "mcp_refserver", "--port", "0", *extra], log)
     proc.start()
     found: list[int] = []
 

@@ -27,8 +27,8 @@ from mcp_bench.engines.k6_script import MEASURE_SCENARIO, SENT_METRIC, WARMUP_SC
 from mcp_bench.load.common import CUT_OFF
 from mcp_bench.plan import PlanError, RunPlan, Slo
 from mcp_bench.records import ErrorKind
-from mcp_bench.refserver import start_refserver
 from mcp_bench.results.aggregate import LevelAccumulator, LevelMeta
+from mcp_refserver import start_refserver
 
 NO_K6 = "k6 not found on PATH; mcp-operator does not ship k6 (AGPL); install it yourself"
 CLOSED = LevelMeta(index=0, mode="closed", concurrency=4)

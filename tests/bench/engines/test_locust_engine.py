@@ -14,8 +14,8 @@ from mcp_bench.load.common import CUT_OFF
 from mcp_bench.load.schedule import arrival_schedule
 from mcp_bench.plan import PlanError, RunPlan
 from mcp_bench.records import ErrorKind
-from mcp_bench.refserver import start_refserver
 from mcp_bench.results import dumps_document, loads_document
+from mcp_refserver import start_refserver
 
 DELAY_MS = 3
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from mcp_bench.records import ProtocolClient
-from mcp_bench.refserver.loop import precise_event_loop
+from mcp_refserver.loop import precise_event_loop
 
 Fingerprint = Callable[[ProtocolClient], Awaitable[dict[str, str]]]
 

@@ -13,8 +13,8 @@ from mcp_bench.protocols import protocol_factory
 from mcp_bench.protocols.openai import OpenAIClient, SseParser, endpoint_url, server_root
 from mcp_bench.protocols.openai_fast import FastOpenAIClient
 from mcp_bench.records import ErrorKind, RequestPayload, RequestRecord
-from mcp_bench.refserver import Faults, RefServerConfig, start_refserver
-from mcp_bench.refserver.model import ServedTiming
+from mcp_refserver import Faults, RefServerConfig, start_refserver
+from mcp_refserver.model import ServedTiming
 
 TTFT_MS, TPOT_MS, N = 25.0, 4.0, 8
 Client = type[OpenAIClient] | type[FastOpenAIClient]

@@ -12,7 +12,7 @@ from mcp_bench.plan import RunPlan
 from mcp_bench.protocols import protocol_factory
 from mcp_bench.protocols.triton import InputSpec, TritonClient, TritonOptions, make_array, strip_scheme
 from mcp_bench.records import ErrorKind, RequestPayload, RequestRecord
-from mcp_bench.refserver import Faults, RefServerConfig, RunningServer, start_refserver
+from mcp_refserver import Faults, RefServerConfig, RunningServer, start_refserver
 
 INFER_MS = 4.0
 

@@ -7,7 +7,6 @@ import pytest
 from prometheus_client import Counter
 
 from mcp_bench.records import ErrorKind
-from mcp_bench.refserver import RefServerConfig, start_refserver
 from mcp_bench.servermetrics import (
     PrometheusEndpointProbe,
     ServerMetricsProbe,
@@ -17,6 +16,7 @@ from mcp_bench.servermetrics import (
     triton_probe,
     vllm_probe,
 )
+from mcp_refserver import RefServerConfig, start_refserver
 
 N = 6
 MAX_TOKENS = 4

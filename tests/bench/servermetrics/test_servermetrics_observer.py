@@ -8,11 +8,11 @@ import pytest
 
 from mcp_bench.engines import run_plan
 from mcp_bench.plan import RunPlan
-from mcp_bench.refserver import RefServerConfig, start_refserver
 from mcp_bench.results.document import LevelResult
 from mcp_bench.servermetrics import ServerMetricsProbe, TritonStatsProbe, triton_probe, vllm_probe
 from mcp_bench.servermetrics.observer import ServerMetricsObserver
 from mcp_bench.telemetry.observer import TelemetryObserver
+from mcp_refserver import RefServerConfig, start_refserver
 
 REQUESTS = 20
 

@@ -2,10 +2,10 @@
 ``kubectl apply`` to the Ready condition of the samples.
 
 Cold build times are the ones the build recorded in each component's stamp (a cold build is
-``mcp-operator dev-cluster build`` with an empty cache, or ``--force``). Warm start and
+``mcp-devcluster build`` with an empty cache, or ``--force``). Warm start and
 apply-to-Ready are measured here, several times, and printed as median / min / max.
 
-    .venv/bin/python benchmarks/controlplane.py --starts 3 --applies 5
+    .venv/bin/python measurements/controlplane.py --starts 3 --applies 5
 """
 
 from __future__ import annotations

@@ -8,9 +8,9 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from mcp_bench.refserver import RefServerConfig, start_refserver
-from mcp_bench.refserver.model import Fault, FifoGate, ServerModel
 from mcp_bench.workload import FixedDist
+from mcp_refserver import RefServerConfig, start_refserver
+from mcp_refserver.model import Fault, FifoGate, ServerModel
 
 
 async def test_gate_is_fifo_and_survives_cancelled_waiters() -> None:

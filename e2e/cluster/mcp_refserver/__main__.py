@@ -1,4 +1,4 @@
-"""``python -m mcp_bench.refserver``: run the reference server until SIGINT/SIGTERM.
+"""``python -m mcp_refserver``: run the reference server until SIGINT/SIGTERM.
 
 Prints the bound HTTP port alone on stdout's first line (so ``--port 0`` is usable from
 scripts), and the bound gRPC port on the second line when ``--grpc-port`` is given.
@@ -13,14 +13,14 @@ import sys
 
 from pydantic import ValidationError
 
-from mcp_bench.refserver.app import start_refserver
-from mcp_bench.refserver.config import Faults, RefServerConfig
-from mcp_bench.refserver.loop import precise_event_loop
+from mcp_refserver.app import start_refserver
+from mcp_refserver.config import Faults, RefServerConfig
+from mcp_refserver.loop import precise_event_loop
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m mcp_bench.refserver",
+        prog="python -m mcp_refserver",
         description="Reference inference server with a known latency model "
         "(OpenAI streaming, V2 HTTP/gRPC, /metrics).",
         epilog="Delays take '50', 'uniform:20:80', 'normal:50:5[:min[:max]]' or 'exponential:mean[:offset]'.",

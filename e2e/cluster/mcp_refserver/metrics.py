@@ -18,10 +18,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from mcp_bench.refserver.config import RefServerConfig
-from mcp_bench.refserver.model import FifoGate
-from mcp_bench.refserver.stats import ServerStats
 from mcp_bench.servermetrics.names import TRITON_COUNTERS
+from mcp_refserver.config import RefServerConfig
+from mcp_refserver.model import FifoGate
+from mcp_refserver.stats import ServerStats
 
 SIMULATED_GPU_UUID = "GPU-simulated-refserver-0"
 

@@ -9,12 +9,12 @@ from types import TracebackType
 import grpc
 from aiohttp import web
 
-from mcp_bench.refserver.config import RefServerConfig
-from mcp_bench.refserver.metrics import ServerMetrics
-from mcp_bench.refserver.model import ServerModel
-from mcp_bench.refserver.openai_api import OpenAIHandlers
-from mcp_bench.refserver.v2_grpc import start_grpc
-from mcp_bench.refserver.v2_http import V2HttpHandlers
+from mcp_refserver.config import RefServerConfig
+from mcp_refserver.metrics import ServerMetrics
+from mcp_refserver.model import ServerModel
+from mcp_refserver.openai_api import OpenAIHandlers
+from mcp_refserver.v2_grpc import start_grpc
+from mcp_refserver.v2_http import V2HttpHandlers
 
 MAX_DELAY_MS = 60_000.0
 

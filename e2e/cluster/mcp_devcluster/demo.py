@@ -1,4 +1,4 @@
-"""``mcp-operator demo``: the main job on an embedded default.
+"""``mcp-devcluster demo`` (``make demo``): the main job on an embedded default.
 
 Uses the configured cluster when there is one that answers; otherwise builds (first time)
 and starts the local control plane. Then it installs the CRDs, starts the reference server
@@ -20,8 +20,8 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from mcp_devcluster import stack
-from mcp_devcluster.cluster import DevCluster
+from . import stack
+from .cluster import DevCluster
 
 console = Console(stderr=True)
 
@@ -109,7 +109,7 @@ def run_demo(samples: Path, keep: bool, timeout_s: float) -> int:
             console.print(f"control plane ready in {state.startup_seconds['total']:.1f}s ({kubeconfig})")
         else:
             console.print(f"using the configured cluster ({kubeconfig})")
-        crd_dir = Path(__file__).resolve().parents[2] / "crds"
+        crd_dir = Path(__file__).resolve().parents[3] / "crds"  # the repository's, when run from it
         stack.apply_crds(kubeconfig, crd_dir if crd_dir.is_dir() else Path("crds"))
         refserver, url = stack.start_refserver(work, "--ttft-ms", "5", "--tpot-ms", "1")
         operator = stack.start_operator(kubeconfig, work)

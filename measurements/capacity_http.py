@@ -7,7 +7,7 @@ the OS allows), then:
    The capacity is the highest rate whose lag P99 stays under 1 ms with nothing dropped or failed.
 2. Locust FastHttpUser, headless, one process, no wait time, many users: the requests/s it reaches.
 
-Run: .venv/bin/python benchmarks/capacity_http.py --client-cpu 1 --server-cpus 0
+Run: .venv/bin/python measurements/capacity_http.py --client-cpu 1 --server-cpus 0
      [--rates 8000,12000,...] [--duration 3] [--repeat 2] [--locust-users 16,32,128]
 On a shared machine other processes add schedule lag: the script first prints the noise floor (how
 late a bare 0.5 ms sleep wakes on the client CPU), runs ``--repeat`` rounds that interleave the two

@@ -12,9 +12,9 @@ from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc as pb_grpc
 from tritonclient.utils import np_to_triton_dtype
 
-from mcp_bench.refserver.model import ServerModel
-from mcp_bench.refserver.v2_http import EXTENSIONS
-from mcp_bench.refserver.v2_tensors import InjectedError, TensorError, model_metadata, run_infer, to_array
+from mcp_refserver.model import ServerModel
+from mcp_refserver.v2_http import EXTENSIONS
+from mcp_refserver.v2_tensors import InjectedError, TensorError, model_metadata, run_infer, to_array
 
 _CONTENT_FIELD = {
     "FP32": "fp32_contents",

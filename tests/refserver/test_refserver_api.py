@@ -14,9 +14,9 @@ import tritonclient.http.aio as thttp
 from prometheus_client.parser import text_string_to_metric_families
 from tritonclient.utils import InferenceServerException
 
-from mcp_bench.refserver import Faults, RefServerConfig, start_refserver
+from mcp_refserver import Faults, RefServerConfig, start_refserver
 
-REFSERVER = [sys.executable, "-m", "mcp_bench.refserver"]
+REFSERVER = [sys.executable, "-m", "mcp_refserver"]
 FAST = RefServerConfig(ttft_ms=1, tpot_ms=1, infer_ms=1, grpc_port=0)
 
 

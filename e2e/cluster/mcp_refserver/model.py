@@ -15,8 +15,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from enum import StrEnum
 
-from mcp_bench.refserver.config import RefServerConfig
-from mcp_bench.refserver.stats import ServerStats
+from mcp_refserver.config import RefServerConfig
+from mcp_refserver.stats import ServerStats
 
 
 class Fault(StrEnum):

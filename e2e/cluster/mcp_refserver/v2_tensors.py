@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from tritonclient.utils import np_to_triton_dtype, triton_to_np_dtype
 
-from mcp_bench.refserver.model import Fault, ServerModel, sleep_until
+from mcp_refserver.model import Fault, ServerModel, sleep_until
 
 INPUT = "INPUT0"
 ECHO = "OUTPUT0"

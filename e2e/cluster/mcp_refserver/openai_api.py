@@ -15,8 +15,8 @@ from typing import Any
 
 from aiohttp import web
 
-from mcp_bench.refserver.metrics import ServerMetrics
-from mcp_bench.refserver.model import Fault, ServedTiming, ServerModel, sleep_until
+from mcp_refserver.metrics import ServerMetrics
+from mcp_refserver.model import Fault, ServedTiming, ServerModel, sleep_until
 
 
 def _error(status: int, message: str, kind: str = "invalid_request_error") -> web.Response:

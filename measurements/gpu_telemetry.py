@@ -2,7 +2,7 @@
 """Validate the NVML sampler on a real GPU: readings follow load, agree with nvidia-smi, cost little.
 
 For each sampling interval (default 5 ms and 100 ms) it starts ``GpuSampler``, runs
-``benchmarks/gpu_load.py`` (idle, matrix-multiply loop, idle) in a separate process, and stops the
+``measurements/gpu_load.py`` (idle, matrix-multiply loop, idle) in a separate process, and stops the
 sampler. ``nvidia-smi --query-gpu=... -lms 100`` runs beside it the whole time. Reported per
 interval: idle vs. load means (SM utilisation, power, memory, SM clock), mean absolute difference
 from nvidia-smi (nearest sample in time), the sampler's CPU use (% of one core) and its interval
@@ -12,7 +12,7 @@ PNG plot when matplotlib is there) to ``--out``.
 Needs only the standard library, ``pynvml`` and (for the load) PyTorch: the sampler is loaded from
 ``bench/`` directly, so none of the project's other dependencies need to be installed.
 
-    python3 benchmarks/gpu_telemetry.py --out /tmp/gpu-telemetry
+    python3 measurements/gpu_telemetry.py --out /tmp/gpu-telemetry
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Accuracy: does mcp-bench report the latencies a server really had?
 
-Starts the reference server (``python -m mcp_bench.refserver``) in its own process with a known
+Starts the reference server (``python -m mcp_refserver``) in its own process with a known
 latency model, drives it with the built-in engine and the OpenAI streaming backend in open loop
 (Poisson arrivals) at each requested rate, and prints the reported P50 / P99 of TTFT, TPOT and
 end-to-end latency next to two truths:
@@ -13,9 +13,9 @@ The target is |reported - truth| <= max(1 ms, 2 % of truth). The difference to t
 figure is the client's own measurement error (loopback, both sides' Python, and any CPU
 contention between the two processes); the difference to the model adds the server's error.
 
-    .venv/bin/python benchmarks/accuracy.py                       # 10 and 1000 req/s
-    .venv/bin/python benchmarks/accuracy.py --rates 10,1000 --ttft-ms 20 --tpot-ms 5 --tokens 8
-    .venv/bin/python benchmarks/accuracy.py --rates 10 --http-client aiohttp   # the aiohttp client
+    .venv/bin/python measurements/accuracy.py                       # 10 and 1000 req/s
+    .venv/bin/python measurements/accuracy.py --rates 10,1000 --ttft-ms 20 --tpot-ms 5 --tokens 8
+    .venv/bin/python measurements/accuracy.py --rates 10 --http-client aiohttp   # the aiohttp client
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen[str], str]:
     cmd = [
         sys.executable,
         "-m",
-        "mcp_bench.refserver",
+        "mcp_refserver",
         "--port",
         "0",
         "--ttft-ms",

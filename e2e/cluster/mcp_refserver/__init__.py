@@ -1,7 +1,7 @@
 """Reference inference server: OpenAI streaming, KServe V2 (HTTP and gRPC) and /metrics with a
 known latency model; the ground truth for the benchmark engine's accuracy tests."""
 
-from mcp_bench.refserver.app import RunningServer, build_app, start_refserver
-from mcp_bench.refserver.config import Faults, RefServerConfig
+from mcp_refserver.app import RunningServer, build_app, start_refserver
+from mcp_refserver.config import Faults, RefServerConfig
 
 __all__ = ["Faults", "RefServerConfig", "RunningServer", "build_app", "start_refserver"]

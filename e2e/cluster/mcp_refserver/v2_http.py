@@ -6,8 +6,8 @@ import time
 
 from aiohttp import web
 
-from mcp_bench.refserver.model import ServerModel
-from mcp_bench.refserver.v2_tensors import (
+from mcp_refserver.model import ServerModel
+from mcp_refserver.v2_tensors import (
     InjectedError,
     TensorError,
     encode_http_response,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from mcp_bench.refserver.config import RefServerConfig
-from mcp_bench.refserver.metrics import ServerMetrics
-from mcp_bench.refserver.model import FifoGate
-from mcp_bench.refserver.stats import ServerStats
 from mcp_bench.servermetrics.names import TRITON_COUNTERS, TRITON_METRICS
+from mcp_refserver.config import RefServerConfig
+from mcp_refserver.metrics import ServerMetrics
+from mcp_refserver.model import FifoGate
+from mcp_refserver.stats import ServerStats
 
 
 def test_triton_counters_are_rendered_without_a_total_suffix() -> None:

@@ -5,7 +5,7 @@ Prints one JSON object per line: ``ready``, then each phase with its ``time.perf
 bounds (CLOCK_MONOTONIC on Linux, so another process on the same machine can line them up with its
 own samples), then ``load_stats``. Needs only PyTorch with CUDA.
 
-    python3 benchmarks/gpu_load.py --idle-before 3 --load 8 --idle-after 3
+    python3 measurements/gpu_load.py --idle-before 3 --load 8 --idle-after 3
 """
 
 from __future__ import annotations
