@@ -13,14 +13,14 @@ import sys
 from dataclasses import asdict
 
 from .health import HealthProbeSpec, run_health_probe
-from .verdict import CheckOutcome, Outcome, decide
+from .verdict import CheckOutcome, Verdict, decide
 
 EXIT_CODES = {
-    Outcome.PASS: 0,
-    Outcome.WARN: 0,
-    Outcome.FAIL: 1,
-    Outcome.INCONCLUSIVE: 3,
-    Outcome.ERROR: 3,
+    Verdict.PASS: 0,
+    Verdict.WARN: 0,
+    Verdict.FAIL: 1,
+    Verdict.INCONCLUSIVE: 3,
+    Verdict.ERROR: 3,
 }
 
 

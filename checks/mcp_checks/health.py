@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from .verdict import CheckOutcome, Outcome
+from .verdict import CheckOutcome, Verdict
 
 CHECK_NAME = "health-probe"
 
@@ -137,21 +137,21 @@ def evaluate(spec: HealthProbeSpec, samples: ProbeSamples) -> CheckOutcome:
     if samples.failures:
         observed["failures"] = ", ".join(f"{k}={v}" for k, v in sorted(samples.failures.items()))
 
-    def outcome(kind: Outcome, reason: str, message: str) -> CheckOutcome:
+    def outcome(kind: Verdict, reason: str, message: str) -> CheckOutcome:
         return CheckOutcome(CHECK_NAME, kind, reason, message, observed, thresholds)
 
     if samples.total == 0:
-        return outcome(Outcome.INCONCLUSIVE, "NoSamples", "the probe round sent no requests")
+        return outcome(Verdict.INCONCLUSIVE, "NoSamples", "the probe round sent no requests")
     if not samples.latencies_ms:
         connectish = {"connect", "timeout", "disconnected", "client_error"}
         if set(samples.failures) <= connectish:
             return outcome(
-                Outcome.ERROR,
+                Verdict.ERROR,
                 "TargetUnreachable",
                 f"none of {samples.total} probes of {spec.url} got an answer ({observed['failures']})",
             )
         return outcome(
-            Outcome.FAIL,
+            Verdict.FAIL,
             "HealthBelowThreshold",
             f"none of {samples.total} probes succeeded ({observed['failures']})",
         )
@@ -160,7 +160,7 @@ def evaluate(spec: HealthProbeSpec, samples: ProbeSamples) -> CheckOutcome:
     observed.update({"p50": _fmt_ms(p50), "p90": _fmt_ms(percentile(ordered, 90)), "p99": _fmt_ms(p99)})
     if samples.success_ratio < spec.min_success_ratio:
         return outcome(
-            Outcome.FAIL,
+            Verdict.FAIL,
             "HealthBelowThreshold",
             f"success ratio {samples.success_ratio:.4%} is below {spec.min_success_ratio:.4%}",
         )
@@ -172,16 +172,16 @@ def evaluate(spec: HealthProbeSpec, samples: ProbeSamples) -> CheckOutcome:
     if spec.max_round_ms is not None and samples.round_ms > spec.max_round_ms:
         breaches.append(f"round {_fmt_ms(samples.round_ms)} > {_fmt_ms(spec.max_round_ms)}")
     if breaches:
-        return outcome(Outcome.FAIL, "LatencyAboveThreshold", "; ".join(breaches))
+        return outcome(Verdict.FAIL, "LatencyAboveThreshold", "; ".join(breaches))
     if samples.total < required_samples(spec.min_success_ratio):
         return outcome(
-            Outcome.INCONCLUSIVE,
+            Verdict.INCONCLUSIVE,
             "InsufficientSamples",
             f"{samples.total} probes cannot verify a success ratio of {spec.min_success_ratio}; "
             f"at least {required_samples(spec.min_success_ratio)} are needed",
         )
     return outcome(
-        Outcome.PASS,
+        Verdict.PASS,
         "HealthProbePassed",
         f"{len(samples.latencies_ms)}/{samples.total} probes succeeded, P99 {_fmt_ms(p99)}",
     )

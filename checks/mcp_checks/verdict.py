@@ -11,7 +11,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 
-class Outcome(StrEnum):
+class Verdict(StrEnum):
+    """Outcome of one check or of a whole run, ordered from best to worst (the one verdict type:
+    the operator's API models and status use it too)."""
+
     PASS = "Pass"
     WARN = "Warn"
     INCONCLUSIVE = "Inconclusive"
@@ -20,16 +23,17 @@ class Outcome(StrEnum):
 
 
 SEVERITY = {
-    Outcome.PASS: 0,
-    Outcome.WARN: 1,
-    Outcome.INCONCLUSIVE: 2,
-    Outcome.FAIL: 3,
-    Outcome.ERROR: 4,
+    Verdict.PASS: 0,
+    Verdict.WARN: 1,
+    Verdict.INCONCLUSIVE: 2,
+    Verdict.FAIL: 3,
+    Verdict.ERROR: 4,
 }
-READY_OUTCOMES = frozenset({Outcome.PASS, Outcome.WARN})
+READY_OUTCOMES = frozenset({Verdict.PASS, Verdict.WARN})
 
 
 def utc_now() -> str:
+    """Now as RFC 3339 in UTC, to the second: the form of every timestamp in status and conditions."""
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -38,7 +42,7 @@ class CheckOutcome:
     """One check's result, with the figures and thresholds that explain it."""
 
     name: str
-    outcome: Outcome
+    outcome: Verdict
     reason: str
     message: str
     observed: dict[str, str] = field(default_factory=dict)
@@ -48,14 +52,14 @@ class CheckOutcome:
 
 @dataclass(frozen=True)
 class RunVerdict:
-    outcome: Outcome
+    outcome: Verdict
     score: int
     ready: bool
     reason: str
     message: str
 
 
-def worst(outcomes: list[Outcome]) -> Outcome:
+def worst(outcomes: list[Verdict]) -> Verdict:
     return max(outcomes, key=SEVERITY.__getitem__)
 
 
@@ -63,15 +67,15 @@ def decide(checks: list[CheckOutcome]) -> RunVerdict:
     """The run's verdict is its worst check; the score is the share of checks that passed."""
     if not checks:
         return RunVerdict(
-            Outcome.INCONCLUSIVE, 0, False, "NoChecks", "no checks ran, so nothing was verified"
+            Verdict.INCONCLUSIVE, 0, False, "NoChecks", "no checks ran, so nothing was verified"
         )
     outcome = worst([c.outcome for c in checks])
-    passed = sum(1 for c in checks if c.outcome == Outcome.PASS)
+    passed = sum(1 for c in checks if c.outcome == Verdict.PASS)
     score = round(100 * passed / len(checks))
     ready = outcome in READY_OUTCOMES
     culprits = [c for c in checks if SEVERITY[c.outcome] == SEVERITY[outcome]]
     if ready:
-        reason = "ChecksPassed" if outcome == Outcome.PASS else "ChecksPassedWithWarnings"
+        reason = "ChecksPassed" if outcome == Verdict.PASS else "ChecksPassedWithWarnings"
         message = f"{passed}/{len(checks)} checks passed"
     else:
         reason = culprits[0].reason

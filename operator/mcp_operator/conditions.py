@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
+from mcp_checks.verdict import utc_now
 
-def utc_now() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+__all__ = ["condition", "set_condition", "utc_now"]
 
 
 def set_condition(

@@ -29,7 +29,7 @@ from mcp_checks.health import (
     required_samples,
     run_health_probe,
 )
-from mcp_checks.verdict import Outcome
+from mcp_checks.verdict import Verdict
 
 
 @dataclass
@@ -91,7 +91,7 @@ def _spec(url: str, **kw: Any) -> HealthProbeSpec:
 
 async def test_all_healthy_passes_with_the_exact_sample_count(probe_target: ProbeTarget) -> None:
     outcome = await run_health_probe(_spec(probe_target.url + "/ok"))
-    assert (outcome.outcome, outcome.reason) == (Outcome.PASS, "HealthProbePassed")
+    assert (outcome.outcome, outcome.reason) == (Verdict.PASS, "HealthProbePassed")
     assert probe_target.hits["ok"] == 200  # every probe sent once, none lost, none extra
     assert outcome.observed["requests"] == outcome.observed["succeeded"] == "200"
     assert outcome.observed["successRatio"] == "1.000000"
@@ -105,7 +105,7 @@ async def test_a_share_of_503_fails_health(probe_target: ProbeTarget) -> None:
     outcome = await run_health_probe(
         _spec(probe_target.url + "/flaky/10", requests=100, min_success_ratio=0.99)
     )
-    assert (outcome.outcome, outcome.reason) == (Outcome.FAIL, "HealthBelowThreshold")
+    assert (outcome.outcome, outcome.reason) == (Verdict.FAIL, "HealthBelowThreshold")
     assert outcome.observed["failures"] == "http_503=10"
     assert outcome.observed["successRatio"] == "0.900000"
     assert "90.0000%" in outcome.message and "99.0000%" in outcome.message
@@ -116,7 +116,7 @@ async def test_slow_answers_fail_the_p99_threshold(probe_target: ProbeTarget) ->
         probe_target.url + "/sleep/50", requests=20, concurrency=10, min_success_ratio=0.95, max_p99_ms=10
     )
     outcome = await run_health_probe(spec)
-    assert (outcome.outcome, outcome.reason) == (Outcome.FAIL, "LatencyAboveThreshold")
+    assert (outcome.outcome, outcome.reason) == (Verdict.FAIL, "LatencyAboveThreshold")
     p99 = float(outcome.observed["p99"].removesuffix("ms"))
     assert p99 >= 50.0
     assert "P99" in outcome.message and "> 10.00ms" in outcome.message
@@ -141,7 +141,7 @@ async def test_p50_and_round_thresholds(probe_target: ProbeTarget) -> None:
 
 async def test_closed_port_is_an_error_not_a_failure(closed_port: int) -> None:
     outcome = await run_health_probe(_spec(f"http://127.0.0.1:{closed_port}/health", requests=20))
-    assert (outcome.outcome, outcome.reason) == (Outcome.ERROR, "TargetUnreachable")
+    assert (outcome.outcome, outcome.reason) == (Verdict.ERROR, "TargetUnreachable")
     assert outcome.observed["failures"] == "connect=20"
     assert outcome.observed["succeeded"] == "0"
 
@@ -151,7 +151,7 @@ async def test_timeouts_are_counted_as_timeouts(probe_target: ProbeTarget) -> No
         probe_target.url + "/sleep/2000", requests=4, concurrency=4, timeout_s=0.05, min_success_ratio=0.5
     )
     outcome = await run_health_probe(spec)
-    assert (outcome.outcome, outcome.reason) == (Outcome.ERROR, "TargetUnreachable")
+    assert (outcome.outcome, outcome.reason) == (Verdict.ERROR, "TargetUnreachable")
     assert outcome.observed["failures"] == "timeout=4"
 
 
@@ -159,7 +159,7 @@ async def test_only_errors_from_a_live_server_fail(probe_target: ProbeTarget) ->
     outcome = await run_health_probe(
         _spec(probe_target.url + "/status/500", requests=20, min_success_ratio=0.9)
     )
-    assert (outcome.outcome, outcome.reason) == (Outcome.FAIL, "HealthBelowThreshold")
+    assert (outcome.outcome, outcome.reason) == (Verdict.FAIL, "HealthBelowThreshold")
     assert outcome.observed["failures"] == "http_500=20"
 
 
@@ -168,13 +168,13 @@ async def test_expected_status_decides_success(probe_target: ProbeTarget) -> Non
         probe_target.url + "/status/204", requests=20, min_success_ratio=0.9, expected_status=(200, 204)
     )
     outcome = await run_health_probe(spec)
-    assert outcome.outcome == Outcome.PASS
+    assert outcome.outcome == Verdict.PASS
 
 
 async def test_too_few_samples_is_inconclusive(probe_target: ProbeTarget) -> None:
     spec = _spec(probe_target.url + "/ok", requests=50, min_success_ratio=0.9999)
     outcome = await run_health_probe(spec)
-    assert (outcome.outcome, outcome.reason) == (Outcome.INCONCLUSIVE, "InsufficientSamples")
+    assert (outcome.outcome, outcome.reason) == (Verdict.INCONCLUSIVE, "InsufficientSamples")
     assert "at least 10000" in outcome.message
     assert outcome.observed["succeeded"] == "50"  # all passed, and still not a pass
 
@@ -189,7 +189,7 @@ async def test_probe_samples_account_for_every_request(probe_target: ProbeTarget
 
 def test_no_samples_is_never_a_pass() -> None:
     outcome = evaluate(HealthProbeSpec(url="http://127.0.0.1:1/"), ProbeSamples())
-    assert (outcome.outcome, outcome.reason) == (Outcome.INCONCLUSIVE, "NoSamples")
+    assert (outcome.outcome, outcome.reason) == (Verdict.INCONCLUSIVE, "NoSamples")
     assert ProbeSamples().success_ratio == 0.0
 
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from mcp_checks.health import required_samples
-from mcp_checks.verdict import CheckOutcome, Outcome
+from mcp_checks.verdict import CheckOutcome, Verdict
 from mcp_operator.api import MCPReadinessSpec, MCPReadinessStatus
 from mcp_operator.conditions import condition
 from mcp_operator.readiness import (
@@ -120,11 +120,11 @@ def test_health_probe_spec_mapping() -> None:
 async def test_run_checks_against_a_real_server(refserver: RunningServer) -> None:
     (outcome,) = await run_checks(_spec(concurrency=4), refserver.url)
     assert outcome.name == "health-probe"
-    assert (outcome.outcome, outcome.reason) == (Outcome.PASS, "HealthProbePassed")
+    assert (outcome.outcome, outcome.reason) == (Verdict.PASS, "HealthProbePassed")
     assert outcome.observed["requests"] == "100" and outcome.observed["succeeded"] == "100"
 
 
-def _outcome(kind: Outcome, reason: str) -> CheckOutcome:
+def _outcome(kind: Verdict, reason: str) -> CheckOutcome:
     return CheckOutcome(
         "health-probe", kind, reason, f"{reason} seen", {"p99": "1.00ms"}, {"maxP99": "500.00ms"}
     )
@@ -133,18 +133,18 @@ def _outcome(kind: Outcome, reason: str) -> CheckOutcome:
 @pytest.mark.parametrize(
     ("kind", "reason", "ready", "phase"),
     [
-        (Outcome.PASS, "HealthProbePassed", "True", "Succeeded"),
-        (Outcome.FAIL, "HealthBelowThreshold", "False", "Failed"),
-        (Outcome.ERROR, "TargetUnreachable", "False", "Failed"),
+        (Verdict.PASS, "HealthProbePassed", "True", "Succeeded"),
+        (Verdict.FAIL, "HealthBelowThreshold", "False", "Failed"),
+        (Verdict.ERROR, "TargetUnreachable", "False", "Failed"),
     ],
 )
-def test_verdict_status_shape(kind: Outcome, reason: str, ready: str, phase: str) -> None:
+def test_verdict_status_shape(kind: Verdict, reason: str, ready: str, phase: str) -> None:
     status, verdict = verdict_status({}, 7, "http://svc:8000", T0, [_outcome(kind, reason)])
     MCPReadinessStatus.model_validate(status)  # nothing the CRD would prune
     assert status["observedGeneration"] == 7 and status["phase"] == phase
     assert status["verdict"] == kind.value and status["targetUrl"] == "http://svc:8000"
     assert status["startedAt"] == T0 and status["completedAt"] >= T0
-    assert status["score"] == (100 if kind == Outcome.PASS else 0) == verdict.score
+    assert status["score"] == (100 if kind == Verdict.PASS else 0) == verdict.score
     (row,) = status["checks"]
     assert row["name"] == "health-probe" and row["verdict"] == kind.value and row["reason"] == reason
     assert row["observed"] == {"p99": "1.00ms"} and row["thresholds"] == {"maxP99": "500.00ms"}
@@ -155,7 +155,7 @@ def test_verdict_status_shape(kind: Outcome, reason: str, ready: str, phase: str
     )
     assert accepted is not None and accepted["status"] == "True" and accepted["observedGeneration"] == 7
     assert ready_cond is not None and ready_cond["status"] == ready and ready_cond["observedGeneration"] == 7
-    expected_reason = "ChecksPassed" if kind == Outcome.PASS else reason
+    expected_reason = "ChecksPassed" if kind == Verdict.PASS else reason
     assert ready_cond["reason"] == expected_reason == verdict.reason
 
 
@@ -184,7 +184,7 @@ def test_running_then_verdict_keeps_accepted_transition() -> None:
     accepted = condition(running["conditions"], "Accepted")
     assert accepted is not None
     accepted["lastTransitionTime"] = T0  # as if accepted earlier
-    status, _ = verdict_status(running, 2, "http://svc", T0, [_outcome(Outcome.PASS, "Ok")])
+    status, _ = verdict_status(running, 2, "http://svc", T0, [_outcome(Verdict.PASS, "Ok")])
     after = condition(status["conditions"], "Accepted")
     assert after is not None and after["lastTransitionTime"] == T0
 

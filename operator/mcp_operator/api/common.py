@@ -6,15 +6,28 @@ turns them into openAPIV3Schema), so field descriptions here become ``kubectl ex
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
 
+from mcp_checks.verdict import Verdict
+
 GROUP = "mcp2026.io"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
+
+__all__ = [
+    "API_VERSION",
+    "GROUP",
+    "VERSION",
+    "ApiModel",
+    "Condition",
+    "TargetRef",
+    "Verdict",
+    "cel",
+    "with_rules",
+]
 
 
 class ApiModel(BaseModel):
@@ -41,16 +54,6 @@ def cel(rule: str, message: str, field_path: str | None = None) -> dict[str, Jso
     if field_path:
         entry["fieldPath"] = field_path
     return entry
-
-
-class Verdict(StrEnum):
-    """Outcome of one check or of a whole run, ordered from best to worst."""
-
-    PASS = "Pass"
-    WARN = "Warn"
-    INCONCLUSIVE = "Inconclusive"
-    FAIL = "Fail"
-    ERROR = "Error"
 
 
 class Condition(ApiModel):

@@ -11,7 +11,7 @@ import kopf
 from pydantic import ValidationError
 
 from mcp_bench.plan import format_validation_error
-from mcp_checks.verdict import CheckOutcome, Outcome
+from mcp_checks.verdict import CheckOutcome, Verdict
 
 from .. import events, kube, metrics, podgate
 from ..api.common import GROUP, VERSION
@@ -114,7 +114,7 @@ async def recheck_readiness(
     outcomes = None
     if isinstance(target, SpecProblem):
         # a standing gate whose Service went away is not ready, and keeps checking for its return
-        outcomes = [CheckOutcome("target", Outcome.ERROR, target.reason, target.message)]
+        outcomes = [CheckOutcome("target", Verdict.ERROR, target.reason, target.message)]
         target = str(status.get("targetUrl") or "")
     await _evaluate(
         parsed,
