@@ -37,9 +37,23 @@ def utc_now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+@dataclass(frozen=True)
+class Finding:
+    """One observation behind a check's verdict: a proxy out of sync, a pod on an old config
+    hash, a series that drifts. ``subject`` says what it is about, ``source`` where it was read."""
+
+    subject: str
+    outcome: Verdict
+    reason: str
+    observed: str
+    threshold: str = ""
+    source: str = ""
+
+
 @dataclass
 class CheckOutcome:
-    """One check's result, with the figures and thresholds that explain it."""
+    """One check's result, with the figures and thresholds that explain it, the source it read
+    (a URL with credentials redacted, or an API object), and its findings, worst first."""
 
     name: str
     outcome: Verdict
@@ -48,6 +62,8 @@ class CheckOutcome:
     observed: dict[str, str] = field(default_factory=dict)
     thresholds: dict[str, str] = field(default_factory=dict)
     measured_at: str = field(default_factory=utc_now)
+    source: str = ""
+    findings: list[Finding] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
