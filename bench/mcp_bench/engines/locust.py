@@ -34,7 +34,7 @@ from mcp_bench.engines.external import (
 from mcp_bench.engines.runloop import drain_s, level_schedule
 from mcp_bench.load.common import CUT_OFF
 from mcp_bench.plan import PlanError, RunPlan
-from mcp_bench.protocols.http import parse_server_header
+from mcp_bench.protocols.http_common import parse_server_header
 from mcp_bench.records import ErrorKind, RequestRecord
 from mcp_bench.results.aggregate import LevelAccumulator, LevelMeta
 

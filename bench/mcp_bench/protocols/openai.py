@@ -3,188 +3,30 @@
 Two clients read the same wire format through one :class:`~mcp_bench.protocols.openai_stream.OpenAIBody`
 (what a record holds is documented there): the lean keep-alive client of
 :mod:`mcp_bench.protocols.openai_fast` (the default: it stamps tokens when their bytes come off the
-socket) and :class:`OpenAIClient` on aiohttp (``http_client: aiohttp`` in the plan), which stamps
-them when aiohttp hands the bytes over, a loop turn or so later.
-
-Failures are records, never exceptions: see :mod:`~mcp_bench.protocols.openai_stream`; here also
-refused/unreachable -> CONNECT and the request timeout -> TIMEOUT.
+socket) and the one on aiohttp of :mod:`mcp_bench.protocols.openai_aiohttp` (``http_client:
+aiohttp`` in the plan), which stamps them when aiohttp hands the bytes over, a loop turn or so later.
+Why only a factory here: this module picks one of them for a plan and registers the backends
+when the engine imports it.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import json
-from time import perf_counter_ns
-from typing import TYPE_CHECKING, Any, Self
-
-import aiohttp
+from typing import TYPE_CHECKING
 
 from mcp_bench.protocols import register_protocol
-from mcp_bench.protocols.http import AiohttpSession, classify_error, parse_server_header
-from mcp_bench.protocols.http_fast import Failure, fail_record
-from mcp_bench.protocols.openai_stream import (
-    OpenAIBody,
-    OpenAIRequest,
-    SseParser,
-    endpoint_url,
-    server_root,
-    status_failure,
-)
-from mcp_bench.records import ErrorKind, RequestPayload, RequestRecord
+from mcp_bench.protocols.openai_aiohttp import OpenAIClient
+from mcp_bench.protocols.openai_fast import FastOpenAIClient
 
 if TYPE_CHECKING:
     from mcp_bench.plan import RunPlan
-    from mcp_bench.protocols.openai_fast import FastOpenAIClient
 
-__all__ = ["OpenAIClient", "SseParser", "endpoint_url", "openai_factory", "server_root"]
-
-
-def _classify(exc: BaseException) -> ErrorKind:
-    # A chunked body cut off by the peer is the server closing mid-stream, not a clean truncation.
-    if isinstance(exc, aiohttp.ClientPayloadError):
-        return ErrorKind.DISCONNECTED
-    return classify_error(exc)
-
-
-class OpenAISettings:
-    """What an OpenAI client is built from (both the lean one and the aiohttp one)."""
-
-    def __init__(
-        self,
-        url: str,
-        model: str,
-        *,
-        chat: bool = False,
-        stream: bool = True,
-        timeout_s: float = 30.0,
-        max_connections: int = 100,
-        options: dict[str, Any] | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        self.root = server_root(url)
-        self.request = OpenAIRequest(model, chat, stream, dict(options or {}))
-        self._setup(
-            endpoint_url(url, chat),
-            {"Content-Type": "application/json", **(headers or {})},
-            timeout_s,
-            max_connections,
-        )
-
-    def _setup(self, url: str, headers: dict[str, str], timeout_s: float, max_connections: int) -> None:
-        self.url = url
-        self.headers = headers
-        self.timeout_s = timeout_s
-        self.max_connections = max_connections
-
-    @property
-    def model(self) -> str:
-        return self.request.model
-
-    @property
-    def chat(self) -> bool:
-        return self.request.chat
-
-    @classmethod
-    def from_plan(cls, plan: RunPlan, max_connections: int) -> Self:
-        p = plan.payload
-        return cls(
-            plan.url,
-            plan.model,
-            chat=plan.backend == "openai-chat",
-            stream=p.stream,
-            timeout_s=plan.request_timeout_s,
-            max_connections=max_connections,
-            options=dict(p.options),
-            headers=dict(p.headers),
-        )
-
-
-class OpenAIClient(OpenAISettings, AiohttpSession):
-    """A :class:`~mcp_bench.records.ProtocolClient` for ``/v1/completions`` or ``/v1/chat/completions``
-    on aiohttp."""
-
-    async def send(self, payload: RequestPayload) -> RequestRecord:
-        data, stream = self.request.encode(payload)
-        session = self.session
-        body = OpenAIBody(stream)
-        rec = RequestRecord(sent_ns=0, end_ns=0, input_tokens=payload.input_tokens)
-        rec.sent_ns = perf_counter_ns()
-        try:
-            async with session.post(self.url, data=data) as resp:
-                rec.status = resp.status
-                failure = await self._read(resp, rec, body)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            rec.end_ns = perf_counter_ns()
-            failure = _classify(exc), f"{type(exc).__name__}: {exc}"
-        return fail_record(rec, failure)
-
-    @staticmethod
-    async def _read(resp: aiohttp.ClientResponse, rec: RequestRecord, body: OpenAIBody) -> Failure | None:
-        content = resp.content
-        if not 200 <= resp.status < 300:
-            raw = await content.read(2048)
-            rec.end_ns = perf_counter_ns()
-            return status_failure(resp.status, raw)
-        while True:
-            raw = await content.readany()
-            now = perf_counter_ns()
-            rec.end_ns = now
-            if not raw:
-                return body.end(rec)
-            failure = body.feed(rec, raw, now)
-            if failure is not None:
-                return failure
-            if body.complete:
-                # Read to the end of the body so the connection goes back to the pool; the answer
-                # is complete, so a connection lost now costs only the connection (as on the lean client).
-                with contextlib.suppress(aiohttp.ClientError):
-                    while await content.readany():
-                        pass
-                return body.end(rec)
-
-    async def _get_json(self, path: str) -> tuple[Any, str]:
-        """GET a JSON document; (None, "") when it is absent or not JSON."""
-        try:
-            async with self.session.get(self.root + path) as resp:
-                server = resp.headers.get("Server", "")
-                if resp.status != 200:
-                    return None, server
-                return json.loads(await resp.read()), server
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            return None, ""
-
-    async def fingerprint(self) -> dict[str, str]:
-        """Name and version as the server reports them: ``/version`` (vLLM, refserver), then the
-        ``owned_by`` of ``/v1/models``, then the ``Server`` header; empty strings when unknown."""
-        name = version = ""
-        doc, header = await self._get_json("/version")
-        if isinstance(doc, dict):
-            version = str(doc.get("version") or "")
-            name = str(doc.get("name") or "")
-        models, header2 = await self._get_json("/v1/models")
-        header = header or header2
-        if not name and isinstance(models, dict) and isinstance(models.get("data"), list) and models["data"]:
-            first = models["data"][0]
-            if isinstance(first, dict):
-                name = str(first.get("owned_by") or "")
-        if header and (not name or not version):
-            h_name, h_version = parse_server_header(header)
-            if not name:
-                name, version = h_name, version or h_version
-        return {"server_name": name, "server_version": version, "server_header": header}
+__all__ = ["FastOpenAIClient", "OpenAIClient", "openai_factory"]
 
 
 def openai_factory(plan: RunPlan, max_connections: int) -> OpenAIClient | FastOpenAIClient:
     """The plan's choice of OpenAI client (the lean one by default, as for plain HTTP)."""
     if plan.http_client == "aiohttp":
         return OpenAIClient.from_plan(plan, max_connections)
-    from mcp_bench.protocols.openai_fast import FastOpenAIClient
-
     return FastOpenAIClient.from_plan(plan, max_connections)
 
 

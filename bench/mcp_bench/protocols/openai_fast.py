@@ -12,8 +12,10 @@ task per request (completion is a callback). The wire format and the record's me
 
 from __future__ import annotations
 
-from mcp_bench.protocols.http_fast import BodyReader, FastHttpClient, HttpSettings
-from mcp_bench.protocols.openai import OpenAIClient, OpenAISettings
+from mcp_bench.protocols.http_common import BodyReader, HttpSettings
+from mcp_bench.protocols.http_fast import FastHttpClient
+from mcp_bench.protocols.openai_aiohttp import OpenAIClient
+from mcp_bench.protocols.openai_settings import OpenAISettings
 from mcp_bench.protocols.openai_stream import OpenAIBody
 from mcp_bench.records import RequestPayload, RequestRecord
 

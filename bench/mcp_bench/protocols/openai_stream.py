@@ -25,7 +25,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcp_bench.protocols.http_fast import Failure
+from mcp_bench.protocols.http_common import Failure
 from mcp_bench.records import ErrorKind, RequestPayload, RequestRecord
 
 _ERROR_BODY_MAX = 2048  # bytes of a non-2xx body kept for the error detail
@@ -146,7 +146,7 @@ def status_failure(status: int, body: bytes) -> Failure:
 class OpenAIBody:
     """Reads one completions answer (an SSE stream, or one JSON body) into its record.
 
-    A :class:`~mcp_bench.protocols.http_fast.BodyReader`; ``now_ns`` is the instant the bytes
+    A :class:`~mcp_bench.protocols.http_common.BodyReader`; ``now_ns`` is the instant the bytes
     arrived, so token times do not include the JSON decoding of earlier events.
     """
 

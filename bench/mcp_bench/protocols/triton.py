@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tritonclient.utils import InferenceServerException, triton_to_np_dtype
 
 from mcp_bench.protocols import register_protocol
-from mcp_bench.protocols.http import classify_error
+from mcp_bench.protocols.http_aiohttp import classify_error
 from mcp_bench.records import ErrorKind, RequestPayload, RequestRecord
 
 if TYPE_CHECKING:

@@ -9,7 +9,8 @@ import pytest
 from mcp_bench.load.common import CallbackClient
 from mcp_bench.plan import RunPlan
 from mcp_bench.protocols import UnknownBackendError, protocol_factory
-from mcp_bench.protocols.http import HttpClient, classify_error, parse_server_header
+from mcp_bench.protocols.http_aiohttp import HttpClient, classify_error
+from mcp_bench.protocols.http_common import parse_server_header
 from mcp_bench.protocols.http_fast import FastHttpClient
 from mcp_bench.records import ErrorKind, RequestPayload, RequestRecord
 

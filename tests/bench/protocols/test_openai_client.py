@@ -10,8 +10,9 @@ import pytest
 
 from mcp_bench.plan import RunPlan
 from mcp_bench.protocols import protocol_factory
-from mcp_bench.protocols.openai import OpenAIClient, SseParser, endpoint_url, server_root
+from mcp_bench.protocols.openai_aiohttp import OpenAIClient
 from mcp_bench.protocols.openai_fast import FastOpenAIClient
+from mcp_bench.protocols.openai_stream import SseParser, endpoint_url, server_root
 from mcp_bench.records import ErrorKind, RequestPayload, RequestRecord
 from mcp_refserver import Faults, RefServerConfig, start_refserver
 from mcp_refserver.model import ServedTiming
