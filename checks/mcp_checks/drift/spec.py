@@ -1,0 +1,56 @@
+"""What the recording-rule drift check compares, and against which threshold."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+DEFAULT_THRESHOLD = 0.003  # 0.3%, the MCP 2026 reference figure
+
+
+@dataclass(frozen=True)
+class RecordingRule:
+    """A recording rule by its record name; ``expr`` (and the ``labels`` the rule adds) when
+    given, else read from Prometheus's ``/api/v1/rules``."""
+
+    record: str
+    expr: str | None = None
+    labels: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class MetricDriftSpec:
+    """``at`` is the evaluation time (Unix seconds, default now); with ``window_s`` and
+    ``points`` > 1 the comparison repeats at evenly spaced instants over the window before
+    ``at``, and each series keeps its worst drift. Drift >= ``threshold`` fails; drift >=
+    ``warn_threshold`` (below ``threshold``) warns."""
+
+    prometheus_url: str
+    rules: tuple[RecordingRule, ...]
+    threshold: float = DEFAULT_THRESHOLD
+    warn_threshold: float | None = None
+    at: float | None = None
+    window_s: float = 0.0
+    points: int = 1
+    timeout_s: float = 10.0
+    headers: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.rules:
+            raise ValueError("name at least one recording rule")
+        if len({r.record for r in self.rules}) != len(self.rules):
+            raise ValueError("recording rules must be unique")
+        if not self.threshold > 0:
+            raise ValueError("threshold must be > 0")
+        if self.warn_threshold is not None and not 0 < self.warn_threshold < self.threshold:
+            raise ValueError("warn_threshold must be > 0 and below threshold")
+        if self.points < 1 or self.window_s < 0 or (self.points > 1 and self.window_s == 0):
+            raise ValueError("points >= 1, and a window > 0 when points > 1")
+        if self.timeout_s <= 0:
+            raise ValueError("timeout_s must be > 0")
+
+    def instants(self, now: float) -> list[float]:
+        end = self.at if self.at is not None else now
+        if self.points == 1:
+            return [end]
+        step = self.window_s / (self.points - 1)
+        return [end - self.window_s + i * step for i in range(self.points)]
