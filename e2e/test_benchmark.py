@@ -31,7 +31,7 @@ def test_sample_benchmark_merges_shards_that_really_ran(kube: Any, refserver: st
     assert status["shards"] == {"expected": 2, "reported": 2, "rejected": 0, "succeeded": 2, "failed": 0}
     assert [row["level"] for row in status["results"]] == ["c=8", "c=32"]  # 2 shards x (4, 16)
     assert all(row["requests"] > 0 and row["errors"] == 0 for row in status["results"])
-    assert status["engine"]["server_name"] == "mcp-refserver"
+    assert status["engine"]["serverName"] == "mcp-refserver"
 
     job = kube.get("job", status["jobName"])
     assert job["spec"]["completionMode"] == "Indexed" and job["spec"]["completions"] == 2

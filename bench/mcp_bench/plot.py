@@ -19,8 +19,8 @@ matplotlib.use("Agg")  # files only: no display in pods and CI
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 
-from mcp_bench.report import gpu_memory_peak_pct
 from mcp_bench.results.document import LevelResult, ResultDocument
+from mcp_bench.results.summary import gpu_memory_peak_pct
 
 PERCENTILES = (("p50_ms", "P50"), ("p95_ms", "P95"), ("p99_ms", "P99"))
 

@@ -16,26 +16,9 @@ from rich.table import Table
 
 from mcp_bench.results.document import METRICS, LevelResult, ResultDocument
 from mcp_bench.results.slo import latency_metric
+from mcp_bench.results.summary import gpu_memory_peak_pct, slo_mark, summarize
 
 UNAVAILABLE = "unavailable"
-
-
-def gpu_memory_peak_pct(telemetry: dict[str, Any] | str | None) -> float | None:
-    """Highest ``memory_used_peak_pct`` over GPUs (and shards) in a telemetry summary, if any."""
-    if not isinstance(telemetry, dict):
-        return None
-    if "shards" in telemetry and isinstance(telemetry["shards"], list):
-        values = [gpu_memory_peak_pct(s) for s in telemetry["shards"]]
-        real = [v for v in values if v is not None]
-        return max(real) if real else None
-    if telemetry.get("status", "ok") != "ok":
-        return None
-    peaks: list[float] = []
-    for gpu in telemetry.get("gpus", []):
-        value = gpu.get("memory_used_peak_pct") if isinstance(gpu, dict) else None
-        if isinstance(value, int | float):
-            peaks.append(float(value))
-    return max(peaks) if peaks else None
 
 
 def _fmt(value: float | None, digits: int = 2) -> str:
@@ -43,26 +26,23 @@ def _fmt(value: float | None, digits: int = 2) -> str:
 
 
 def _verdict(passed: bool | None) -> str:
-    return "-" if passed is None else ("PASS" if passed else "FAIL")
+    return slo_mark(passed) or "-"
 
 
 def summary_row(doc: ResultDocument, level: LevelResult) -> dict[str, str]:
-    """One table row; latency is the metric the SLO judges (from the schedule in open loop)."""
-    metric = latency_metric(doc.plan.slo, level.mode == "open")
-    lat = level.latency.get(metric)
-    lag = level.latency.get("schedule_lag")
-    gpu = gpu_memory_peak_pct(level.telemetry)
+    """One table row, formatted from the level's one summary (the operator's status uses it too)."""
+    s = summarize(doc, level)
     return {
-        "level": level.level_label,
-        "mean_ms": _fmt(lat.mean_ms if lat else None),
-        "p95_ms": _fmt(lat.p95_ms if lat else None),
-        "p99_ms": _fmt(lat.p99_ms if lat else None),
-        "throughput_rps": _fmt(level.throughput_rps, 1),
-        "gpu_mem_peak_pct": UNAVAILABLE if gpu is None else f"{gpu:.1f}",
-        "ok": str(level.completed),
-        "errors": str(level.failed + level.dropped),
-        "lag_p99_ms": _fmt(lag.p99_ms if lag and lag.count else None, 3),
-        "slo": _verdict(level.slo.passed),
+        "level": s.level,
+        "mean_ms": _fmt(s.mean_ms),
+        "p95_ms": _fmt(s.p95_ms),
+        "p99_ms": _fmt(s.p99_ms),
+        "throughput_rps": _fmt(s.throughput_rps, 1),
+        "gpu_mem_peak_pct": UNAVAILABLE if s.gpu_memory_peak_pct is None else f"{s.gpu_memory_peak_pct:.1f}",
+        "ok": str(s.completed),
+        "errors": str(s.errors),
+        "lag_p99_ms": _fmt(s.schedule_lag_p99_ms, 3),
+        "slo": s.slo or "-",
     }
 
 

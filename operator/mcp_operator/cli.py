@@ -39,7 +39,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_shard(_args: argparse.Namespace) -> int:
-    from .shard import run_shard
+    from .benchmark.shard import run_shard
 
     logging.basicConfig(level=logging.WARNING)
     return run_shard()

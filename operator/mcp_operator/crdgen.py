@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from .api import GROUP, VERSION
+from .api import GROUP, VERSION, benchmark, readiness
 from .api.benchmark import MCPBenchmarkSpec, MCPBenchmarkStatus
 from .api.readiness import MCPReadinessSpec, MCPReadinessStatus
 from .rbac import OPERATOR_RULES, cluster_role
@@ -119,8 +119,8 @@ AGE = _column("Age", ".metadata.creationTimestamp", "date")
 
 DEFINITIONS = [
     CrdDefinition(
-        kind="MCPReadiness",
-        plural="mcpreadinesses",
+        kind=readiness.KIND,
+        plural=readiness.PLURAL,
         singular="mcpreadiness",
         short_names=["mcpr"],
         spec_model=MCPReadinessSpec,
@@ -129,15 +129,15 @@ DEFINITIONS = [
         columns=[
             _column("Ready", '.status.conditions[?(@.type=="Ready")].status', description="Ready condition"),
             _column("Verdict", ".status.verdict", description="Worst check verdict"),
-            _column("Score", ".status.score", "integer", description="Share of checks passed"),
+            _column("Score %", ".status.score", "integer", description="Share of checks passed (%)"),
             _column("Reason", '.status.conditions[?(@.type=="Ready")].reason', priority=1),
             _column("Target", ".status.targetUrl", priority=1),
             AGE,
         ],
     ),
     CrdDefinition(
-        kind="MCPBenchmark",
-        plural="mcpbenchmarks",
+        kind=benchmark.KIND,
+        plural=benchmark.PLURAL,
         singular="mcpbenchmark",
         short_names=["mcpb"],
         spec_model=MCPBenchmarkSpec,
@@ -146,8 +146,8 @@ DEFINITIONS = [
         columns=[
             _column("Phase", ".status.phase"),
             _column("Verdict", ".status.verdict"),
-            _column("P99", ".status.p99Ms", description="P99 latency (ms) of the last level"),
-            _column("Throughput", ".status.throughputRps", description="Requests/s of the last level"),
+            _column("P99 ms", ".status.p99Ms", description="P99 latency (ms) of the last level"),
+            _column("Throughput rps", ".status.throughputRps", description="Requests/s of the last level"),
             _column("Shards", ".status.shards.reported", "integer", description="Shard results merged"),
             _column("Job", ".status.jobName", priority=1),
             AGE,

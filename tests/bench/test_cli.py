@@ -51,7 +51,7 @@ def test_run_writes_json_and_csv_and_passes(loopback_http, tmp_path: Path, capsy
     assert rows[0]["gpu_mem_peak_pct"] == "unavailable"
     assert float(rows[0]["e2e_p50_ms"]) >= 5.0
     printed = capsys.readouterr().out
-    assert "GPU mem peak %" in printed and "unavailable" in printed and "PASS" in printed
+    assert "GPU mem peak %" in printed and "unavailable" in printed and "Pass" in printed
 
 
 def test_missed_slo_exits_1(loopback_http, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

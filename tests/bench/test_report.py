@@ -8,10 +8,11 @@ from rich.console import Console
 
 from mcp_bench.plan import RunPlan
 from mcp_bench.records import RequestRecord
-from mcp_bench.report import csv_text, gpu_memory_peak_pct, print_report
+from mcp_bench.report import csv_text, print_report
 from mcp_bench.results import EngineFingerprint, ResultDocument
 from mcp_bench.results.aggregate import LevelAccumulator, LevelMeta
 from mcp_bench.results.slo import overall
+from mcp_bench.results.summary import gpu_memory_peak_pct
 
 PLAN = RunPlan.from_dict(
     {
@@ -59,13 +60,13 @@ def test_table_has_reference_columns() -> None:
     for col in ("Level", "Mean ms", "P95 ms", "Throughput/s", "GPU mem peak %"):
         assert col in text
     assert "61.5" in text and "unavailable" in text
-    assert "c=256: SLO latency_p95_ms missed" in text and "overall SLO: FAIL" in text
+    assert "c=256: SLO latency_p95_ms missed" in text and "overall SLO: Fail" in text
 
 
 def test_csv_rows() -> None:
     rows = list(csv.DictReader(io.StringIO(csv_text(_doc()))))
     assert [r["level"] for r in rows] == ["c=64", "c=256"]
-    assert [r["slo"] for r in rows] == ["PASS", "FAIL"]
+    assert [r["slo"] for r in rows] == ["Pass", "Fail"]
     assert rows[0]["gpu_mem_peak_pct"] == "61.5" and rows[1]["gpu_mem_peak_pct"] == "unavailable"
     assert abs(float(rows[1]["e2e_mean_ms"]) - 15.0) < 0.05
     assert rows[0]["ttft_p50_ms"] == ""  # no data is empty, never 0

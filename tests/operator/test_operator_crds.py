@@ -102,9 +102,13 @@ def test_every_object_declares_its_fields(kind: str, part: str) -> None:
         and not node.get("x-kubernetes-preserve-unknown-fields")
     ]
     assert not bare, f"objects that would be pruned to nothing: {bare}"
-    top = schema["properties"]
-    undocumented = [name for name, prop in top.items() if not prop.get("description")]
-    assert not undocumented, f"{kind}.{part} fields without description: {undocumented}"
+    undocumented = [
+        f"{path}.{name}"
+        for path, node in _walk(schema, part)
+        for name, prop in node.get("properties", {}).items()
+        if not prop.get("description")
+    ]
+    assert not undocumented, f"{kind} fields without description (kubectl explain): {undocumented}"
 
 
 def _validations(node: dict[str, Any]) -> list[str]:
@@ -149,8 +153,8 @@ def test_names_subresource_and_scope(kind: str, short: str, plural: str) -> None
 @pytest.mark.parametrize(
     ("kind", "columns"),
     [
-        ("MCPReadiness", ["Ready", "Verdict", "Score", "Age"]),
-        ("MCPBenchmark", ["Phase", "Verdict", "P99", "Throughput", "Shards", "Age"]),
+        ("MCPReadiness", ["Ready", "Verdict", "Score %", "Age"]),
+        ("MCPBenchmark", ["Phase", "Verdict", "P99 ms", "Throughput rps", "Shards", "Age"]),
     ],
 )
 def test_printer_columns_point_at_declared_status_fields(kind: str, columns: list[str]) -> None:

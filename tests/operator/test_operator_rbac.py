@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from mcp_operator.api import GROUP
-from mcp_operator.benchjob import shard_rbac
+from mcp_operator.benchmark.job import shard_rbac
 from mcp_operator.rbac import OPERATOR_RULES, cluster_role
 
 

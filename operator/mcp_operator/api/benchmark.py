@@ -10,6 +10,8 @@ from mcp_bench.plan import Arrival, Backend, Overload
 
 from .common import ApiModel, Condition, TargetRef, Verdict, cel, with_rules
 
+KIND = "MCPBenchmark"
+PLURAL = "mcpbenchmarks"
 MAX_RESULT_ROWS = 32
 
 
@@ -95,11 +97,19 @@ class BenchmarkSlo(ApiModel):
 
 
 class Toleration(ApiModel):
-    key: str | None = None
-    operator: Literal["Exists", "Equal"] | None = None
-    value: str | None = None
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
-    toleration_seconds: int | None = None
+    """A pod toleration, as Kubernetes defines it (e.g. for the nvidia.com/gpu taint)."""
+
+    key: str | None = Field(default=None, description="Taint key to tolerate; empty with Exists: all.")
+    operator: Literal["Exists", "Equal"] | None = Field(
+        default=None, description="Exists, or Equal to compare the value (default Equal)."
+    )
+    value: str | None = Field(default=None, description="Taint value, with operator Equal.")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
+        default=None, description="Taint effect to tolerate; empty: all effects."
+    )
+    toleration_seconds: int | None = Field(
+        default=None, description="With NoExecute: how long the pod stays once the taint appears."
+    )
 
 
 class RunnerSpec(ApiModel):
@@ -138,9 +148,21 @@ class MCPBenchmarkSpec(ApiModel):
 class LevelRow(ApiModel):
     """One row of the merged result table."""
 
-    level: str = Field(description="Concurrency or rate of this level.")
+    level: str = Field(
+        description="Concurrency or rate of this level, cluster-wide: summed over all shards "
+        "(spec.load.concurrency and spec.load.rate are per shard)."
+    )
     requests: int = Field(ge=0, description="Completed requests over all shards.")
-    errors: int = Field(ge=0, description="Failed requests over all shards.")
+    errors: int = Field(
+        ge=0,
+        description="Requests offered and not completed over all shards: failed plus dropped, the count "
+        "the error-rate SLO judges (mcp-bench shows the same figure).",
+    )
+    latency: str = Field(
+        default="e2e",
+        description="Which latency the figures are: e2e_from_schedule (from the scheduled send, open loop) "
+        "or e2e (from the actual send).",
+    )
     throughput_rps: str = Field(description="Completed requests per second.")
     mean_ms: str = Field(description="Mean end-to-end latency.")
     p50_ms: str = Field(description="Median end-to-end latency.")
@@ -173,7 +195,11 @@ class MCPBenchmarkStatus(ApiModel):
     completed_at: str | None = Field(default=None, description="When the results were merged.")
     p99_ms: str | None = Field(default=None, description="P99 latency of the last level (printer column).")
     throughput_rps: str | None = Field(default=None, description="Throughput of the last level.")
-    engine: dict[str, str] = Field(default_factory=dict, description="Server and client fingerprint.")
+    engine: dict[str, str] = Field(
+        default_factory=dict,
+        description="Server and client fingerprint: serverName, serverVersion, clientName, "
+        "engineVersion, ...",
+    )
     shards: ShardSummary | None = Field(default=None, description="Shard accounting.")
     results: list[LevelRow] = Field(
         default_factory=list, description="Merged per-level figures.", max_length=MAX_RESULT_ROWS

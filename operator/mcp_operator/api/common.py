@@ -40,6 +40,11 @@ class ApiModel(BaseModel):
     def to_wire(self) -> dict[str, Any]:
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")
 
+    def to_patch(self) -> dict[str, Any]:
+        """Only the fields that were set: a status patch built through the model (so every field
+        is one the CRD declares) that leaves the others as they are."""
+        return self.model_dump(by_alias=True, exclude_unset=True, mode="json")
+
 
 def with_rules(*rules: dict[str, JsonValue]) -> ConfigDict:
     """The base model config plus CEL rules that the CRD carries on this object."""

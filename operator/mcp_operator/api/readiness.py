@@ -6,8 +6,11 @@ from pydantic import Field
 
 from .common import ApiModel, Condition, TargetRef, Verdict, cel, with_rules
 
+KIND = "MCPReadiness"
+PLURAL = "mcpreadinesses"
 MAX_CHECK_HISTORY = 20
 MAX_HISTORY = 10
+MAX_FINDINGS = 20
 
 
 class ReadinessTarget(ApiModel):
@@ -113,6 +116,17 @@ class EvaluationRecord(ApiModel):
     reason: str = Field(description="Reason of its Ready condition.")
 
 
+class Finding(ApiModel):
+    """One observation behind a check's verdict: a proxy out of sync, a pod on an old hash."""
+
+    subject: str = Field(description="What the finding is about.")
+    verdict: Verdict = Field(description="What it means for the check.")
+    reason: str = Field(description="CamelCase reason.")
+    observed: str = Field(description="The value observed.")
+    threshold: str = Field(default="", description="The value required.")
+    source: str = Field(default="", description="Where it was read.")
+
+
 class CheckResult(ApiModel):
     """One row of the verdict table."""
 
@@ -125,6 +139,16 @@ class CheckResult(ApiModel):
     )
     thresholds: dict[str, str] = Field(default_factory=dict, description="Thresholds applied.")
     measured_at: str = Field(description="When the check finished (RFC 3339).")
+    source: str | None = Field(
+        default=None,
+        description="Where the check read its data (a URL with credentials redacted, an object).",
+    )
+    findings: list[Finding] = Field(
+        default_factory=list,
+        description=f"The observations behind the verdict, worst first (at most {MAX_FINDINGS}).",
+        max_length=MAX_FINDINGS,
+    )
+    findings_total: int | None = Field(default=None, ge=0, description="Findings before the list was cut.")
 
 
 class MCPReadinessStatus(ApiModel):

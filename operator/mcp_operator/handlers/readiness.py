@@ -13,23 +13,15 @@ from pydantic import ValidationError
 from mcp_bench.plan import format_validation_error
 from mcp_checks.verdict import CheckOutcome, Verdict
 
-from .. import events, kube, metrics, podgate
+from .. import events, kube, metrics
 from ..api.common import GROUP, VERSION
-from ..api.readiness import MCPReadinessSpec, PodReadinessGate
+from ..api.readiness import KIND, PLURAL, MCPReadinessSpec, PodReadinessGate
 from ..conditions import condition, utc_now
-from ..readiness import (
-    invalid_status,
-    recheck_due,
-    resolve_target,
-    run_checks,
-    running_status,
-    semantic_problems,
-    verdict_status,
-)
+from ..readiness import podgate
+from ..readiness.evaluate import recheck_due, resolve_target, run_checks, semantic_problems
+from ..readiness.status import rejected_status, running_status, verdict_status
 from ..targets import SpecProblem
-
-PLURAL = "mcpreadinesses"
-KIND = "MCPReadiness"
+from .common import reject
 
 
 def _already_evaluated(status: kopf.Status, generation: int) -> bool:
@@ -80,7 +72,7 @@ async def evaluate_readiness(
         _reject(body, patch, conditions, generation, problems)
         return
     assert isinstance(target, str)
-    progress = running_status(conditions, generation, target)
+    progress = running_status(conditions, generation, target, utc_now())
     await kube.patch_status(PLURAL, namespace, name, progress)
     await _evaluate(parsed, target, {**status, **progress}, generation, body, patch, announce=True)
 
@@ -149,7 +141,7 @@ async def sync_pod_gate(
     except ValidationError:
         return  # the change handler has already rejected the spec
     ready = condition(list(status.get("conditions") or []), "Ready") or {}
-    gated = await podgate.sync_pods(gate, meta["namespace"], ready)
+    gated = await podgate.sync_pods(gate, meta["namespace"], ready, utc_now())
     if status.get("gatedPods") != gated:
         patch.status["gatedPods"] = gated
 
@@ -178,12 +170,16 @@ async def _evaluate(
         outcomes = await run_checks(parsed, target)
         for outcome in outcomes:
             metrics.CHECK_SECONDS.labels(outcome.name).observe(time.monotonic() - started)
-    new_status, verdict = verdict_status(previous, generation, target, str(previous["startedAt"]), outcomes)
+    new_status, verdict = verdict_status(
+        previous, generation, target, str(previous["startedAt"]), outcomes, utc_now()
+    )
     patch.status.update(new_status)
     gate = parsed.pod_readiness_gate
     if gate is not None:  # at once, rather than at the next gate sync
         ready = condition(new_status["conditions"], "Ready") or {}
-        patch.status["gatedPods"] = await podgate.sync_pods(gate, str(body.metadata.namespace), ready)
+        patch.status["gatedPods"] = await podgate.sync_pods(
+            gate, str(body.metadata.namespace), ready, utc_now()
+        )
     metrics.VERDICTS.labels(KIND, verdict.outcome.value).inc()
     metrics.RECONCILIATIONS.labels(KIND, "evaluated").inc()
     metrics.READY.labels(body.metadata.namespace, body.metadata.name).set(1 if verdict.ready else 0)
@@ -204,7 +200,4 @@ def _reject(
     generation: int,
     problems: list[SpecProblem],
 ) -> None:
-    """Record why the spec cannot run and stop: no exception, so kopf does not retry it."""
-    patch.status.update(invalid_status(conditions, generation, problems))
-    metrics.RECONCILIATIONS.labels(KIND, "invalid").inc()
-    events.warning(body, problems[0].reason, "; ".join(p.message for p in problems))
+    reject(body, patch, KIND, rejected_status(conditions, generation, problems, utc_now()), problems)

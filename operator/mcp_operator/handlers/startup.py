@@ -26,6 +26,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.networking.request_timeout = 30
     settings.networking.connect_timeout = 10
     settings.posting.level = logging.WARNING
+    settings.posting.reporting_component = "mcp-operator"  # events name us, not the framework
     settings.execution.max_workers = 8
     metrics.serve(OperatorSettings.from_env().metrics_port)
 

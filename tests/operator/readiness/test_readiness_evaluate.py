@@ -10,17 +10,14 @@ from mcp_checks.health import required_samples
 from mcp_checks.verdict import CheckOutcome, Verdict
 from mcp_operator.api import MCPReadinessSpec, MCPReadinessStatus
 from mcp_operator.conditions import condition
-from mcp_operator.readiness import (
-    SpecProblem,
+from mcp_operator.readiness.evaluate import (
     health_probe_spec,
-    invalid_status,
-    join_url,
     resolve_target,
     run_checks,
-    running_status,
     semantic_problems,
-    verdict_status,
 )
+from mcp_operator.readiness.status import rejected_status, running_status, verdict_status
+from mcp_operator.targets import SpecProblem, join_url
 from mcp_refserver import RunningServer
 
 T0 = "2026-01-01T00:00:00Z"
@@ -139,7 +136,7 @@ def _outcome(kind: Verdict, reason: str) -> CheckOutcome:
     ],
 )
 def test_verdict_status_shape(kind: Verdict, reason: str, ready: str, phase: str) -> None:
-    status, verdict = verdict_status({}, 7, "http://svc:8000", T0, [_outcome(kind, reason)])
+    status, verdict = verdict_status({}, 7, "http://svc:8000", T0, [_outcome(kind, reason)], T0)
     MCPReadinessStatus.model_validate(status)  # nothing the CRD would prune
     assert status["observedGeneration"] == 7 and status["phase"] == phase
     assert status["verdict"] == kind.value and status["targetUrl"] == "http://svc:8000"
@@ -161,7 +158,7 @@ def test_verdict_status_shape(kind: Verdict, reason: str, ready: str, phase: str
 
 def test_invalid_status_shape() -> None:
     problems = [SpecProblem("ImpossibleThreshold", "too few probes"), SpecProblem("NoChecks", "nothing")]
-    status = invalid_status([], 3, problems)
+    status = rejected_status([], 3, problems, T0)
     MCPReadinessStatus.model_validate(status)
     assert status["phase"] == "Invalid" and status["verdict"] == "Error" and status["score"] == 0
     assert status["observedGeneration"] == 3 and status["checks"] == []
@@ -177,20 +174,20 @@ def test_invalid_status_shape() -> None:
 
 
 def test_running_then_verdict_keeps_accepted_transition() -> None:
-    running = running_status([], 2, "http://svc")
+    running = running_status([], 2, "http://svc", T0)
     MCPReadinessStatus.model_validate(running)
     ready = condition(running["conditions"], "Ready")
     assert ready is not None and (ready["status"], ready["reason"]) == ("Unknown", "Evaluating")
     accepted = condition(running["conditions"], "Accepted")
     assert accepted is not None
     accepted["lastTransitionTime"] = T0  # as if accepted earlier
-    status, _ = verdict_status(running, 2, "http://svc", T0, [_outcome(Verdict.PASS, "Ok")])
+    status, _ = verdict_status(running, 2, "http://svc", T0, [_outcome(Verdict.PASS, "Ok")], T0)
     after = condition(status["conditions"], "Accepted")
     assert after is not None and after["lastTransitionTime"] == T0
 
 
 def test_no_outcomes_is_not_ready() -> None:
-    status, verdict = verdict_status({}, 1, "http://svc", T0, [])
+    status, verdict = verdict_status({}, 1, "http://svc", T0, [], T0)
     assert verdict.ready is False and status["verdict"] == "Inconclusive" and status["phase"] == "Failed"
     ready = condition(status["conditions"], "Ready")
     assert ready is not None and (ready["status"], ready["reason"]) == ("False", "NoChecks")

@@ -10,23 +10,21 @@ import pytest
 
 from mcp_bench.plan import PlanError, RunPlan
 from mcp_operator.api import MCPBenchmarkSpec
-from mcp_operator.benchjob import (
+from mcp_operator.benchmark.contract import (
     LABEL_BENCHMARK,
     LABEL_BENCHMARK_UID,
     LABEL_JOB,
     LABEL_SHARD,
-    MAX_NAME,
-    MAX_OBJECT_NAME,
     RESULT_KEY,
     SHARD_ACCOUNT,
-    job_name,
-    plan_from_spec,
     report_name,
-    shard_job,
     shard_object_name,
-    shard_rbac,
     shard_result_object,
 )
+from mcp_operator.benchmark.job import job_name, shard_job, shard_rbac
+from mcp_operator.benchmark.plan import plan_from_spec
+from mcp_operator.children import MAX_LABEL_VALUE as MAX_NAME
+from mcp_operator.children import MAX_OBJECT_NAME
 
 UID = "0f9c2a1e-5b7d-4c1e-9e51-3d8c6a7b2f10"
 COMMAND = ("mcp-operator", "shard")
@@ -129,7 +127,7 @@ def test_env_carries_a_plan_the_shard_can_validate() -> None:
     assert carried.slo.latency_p99_ms == 250
     assert env["MCP_BENCHMARK_NAME"] == "bench" and env["MCP_BENCHMARK_UID"] == UID
     assert env["MCP_JOB_NAME"] == job["metadata"]["name"]
-    assert env["MCP_SHARDS"] == "4"
+    assert "MCP_SHARDS" not in env  # written and never read: gone
     assert env["MCP_NAMESPACE"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
 
 
@@ -266,7 +264,7 @@ def test_shard_result_object() -> None:
 
 
 async def test_prepare_plan_checks_the_target_and_the_model_before_any_job() -> None:
-    from mcp_operator.benchjob import prepare_plan
+    from mcp_operator.benchmark.plan import prepare_plan
     from mcp_operator.targets import SpecProblem
 
     services = {("ml", "triton")}
@@ -293,7 +291,7 @@ def test_runner_image_in_the_spec_wins_over_the_operator_default() -> None:
 
 
 async def test_prepare_plan_checks_the_engine_limits_without_its_tool() -> None:
-    from mcp_operator.benchjob import prepare_plan
+    from mcp_operator.benchmark.plan import prepare_plan
     from mcp_operator.targets import SpecProblem
 
     async def exists(namespace: str, name: str) -> bool:

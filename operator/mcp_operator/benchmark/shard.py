@@ -20,8 +20,17 @@ from mcp_bench.plan import PlanError, RunPlan
 from mcp_bench.results.document import dumps_document
 from mcp_bench.telemetry.observer import TelemetryObserver
 
-from . import kube
-from .benchjob import shard_object_name, shard_result_object
+from .. import kube
+from .contract import (
+    ENV_BENCHMARK_NAME,
+    ENV_BENCHMARK_UID,
+    ENV_COMPLETION_INDEX,
+    ENV_JOB_NAME,
+    ENV_NAMESPACE,
+    ENV_PLAN,
+    shard_object_name,
+    shard_result_object,
+)
 
 EXIT_PLAN = 2
 EXIT_PUBLISH = 4
@@ -44,10 +53,10 @@ def _env(name: str) -> str:
 
 def run_shard() -> int:
     try:
-        plan = RunPlan.from_dict(json.loads(_env("MCP_BENCH_PLAN")), source="MCP_BENCH_PLAN")
-        benchmark, uid, job = _env("MCP_BENCHMARK_NAME"), _env("MCP_BENCHMARK_UID"), _env("MCP_JOB_NAME")
-        namespace = _env("MCP_NAMESPACE")
-        index = int(os.environ.get("JOB_COMPLETION_INDEX", "0"))
+        plan = RunPlan.from_dict(json.loads(_env(ENV_PLAN)), source=ENV_PLAN)
+        benchmark, uid, job = _env(ENV_BENCHMARK_NAME), _env(ENV_BENCHMARK_UID), _env(ENV_JOB_NAME)
+        namespace = _env(ENV_NAMESPACE)
+        index = int(os.environ.get(ENV_COMPLETION_INDEX, "0"))
     except (PlanError, ValueError) as exc:
         termination_message(f"shard cannot start: {exc}")
         return EXIT_PLAN

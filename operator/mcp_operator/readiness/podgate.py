@@ -8,19 +8,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from . import kube
-from .api.readiness import PodReadinessGate
-from .conditions import utc_now
+from .. import kube
+from ..api.readiness import PodReadinessGate
 
 
-def gate_condition(condition_type: str, ready: Mapping[str, Any]) -> dict[str, str]:
+def gate_condition(condition_type: str, ready: Mapping[str, Any], now: str) -> dict[str, str]:
     """The pod condition for a Ready condition of the MCPReadiness (Unknown stays False)."""
     return {
         "type": condition_type,
         "status": "True" if ready.get("status") == "True" else "False",
         "reason": str(ready.get("reason") or "NotEvaluated"),
         "message": str(ready.get("message") or "")[:1024],
-        "lastTransitionTime": utc_now(),
+        "lastTransitionTime": now,
     }
 
 
@@ -33,10 +32,10 @@ def selector(match_labels: Mapping[str, str]) -> str:
     return ",".join(f"{key}={value}" for key, value in sorted(match_labels.items()))
 
 
-async def sync_pods(gate: PodReadinessGate, namespace: str, ready: Mapping[str, Any]) -> int:
+async def sync_pods(gate: PodReadinessGate, namespace: str, ready: Mapping[str, Any], now: str) -> int:
     """Write the gate condition on every matching pod that does not carry it yet; returns how
     many pods the gate covers."""
-    wanted = gate_condition(gate.condition_type, ready)
+    wanted = gate_condition(gate.condition_type, ready, now)
     pods = await kube.call(
         kube.core().list_namespaced_pod, namespace, label_selector=selector(gate.match_labels)
     )

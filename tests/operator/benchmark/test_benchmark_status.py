@@ -15,8 +15,9 @@ import pytest
 from mcp_bench.engines import run_plan
 from mcp_bench.results.document import dumps_document, loads_document
 from mcp_operator.api import MCPBenchmarkSpec, MCPBenchmarkStatus
-from mcp_operator.benchcollect import Collected, merged_status, read_shards
-from mcp_operator.benchjob import plan_from_spec
+from mcp_operator.benchmark.collect import read_shards
+from mcp_operator.benchmark.plan import plan_from_spec
+from mcp_operator.benchmark.status import Collected, merged_status
 from mcp_operator.conditions import condition
 from mcp_refserver import RunningServer
 
@@ -43,6 +44,9 @@ async def _shard_texts(server: RunningServer, spec: MCPBenchmarkSpec, shards: in
     return [dumps_document(doc) for doc in docs]
 
 
+T0 = "2026-01-01T00:00:00Z"
+
+
 def _collect(texts: list[tuple[str, str | None]], expected: int = 2) -> Collected:
     readout = read_shards(texts)
     return merged_status(
@@ -52,6 +56,7 @@ def _collect(texts: list[tuple[str, str | None]], expected: int = 2) -> Collecte
         readout=readout,
         conditions=[],
         generation=3,
+        now=T0,
     )
 
 
@@ -94,7 +99,7 @@ async def test_two_good_shards_merge(refserver: RunningServer) -> None:
     assert status["throughputRps"] == row["throughputRps"]
     assert float(row["throughputRps"]) > 0
     assert row["gpuMemoryPeakPercent"] == "unavailable"  # no telemetry ran: never a zero
-    assert status["engine"]["server_name"] == "mcp-refserver"
+    assert status["engine"]["serverName"] == "mcp-refserver"
     complete = condition(status["conditions"], "Complete")
     assert complete is not None and complete["status"] == "True"
 
@@ -186,7 +191,7 @@ def test_unreadable_results_are_rejected_with_a_reason(text: str | None, why: st
 def test_pod_failure_messages_take_the_last_line_of_failed_pods_only() -> None:
     from kubernetes import client
 
-    from mcp_operator.benchcollect import pod_failure_messages
+    from mcp_operator.benchmark.collect import pod_failure_messages
 
     def pod(name: str, phase: str, code: int, message: str | None) -> client.V1Pod:
         terminated = client.V1ContainerStateTerminated(exit_code=code, message=message, reason="Error")
@@ -212,3 +217,42 @@ def test_pod_failure_messages_take_the_last_line_of_failed_pods_only() -> None:
         "bench-0: shard 0 could not publish its result: 403 Forbidden",
         "bench-2: Error",
     ]
+
+
+async def test_status_row_and_cli_table_agree_on_errors_with_dropped_arrivals(
+    refserver: RunningServer,
+) -> None:
+    """Dropped arrivals are errors in the status row exactly as in ``mcp-bench show`` and the
+    error-rate SLO: one level summary serves all three."""
+    from mcp_bench.plan import RunPlan
+    from mcp_bench.report import summary_row
+
+    plan = RunPlan.from_dict(
+        {
+            "url": refserver.url + "/delay?ms=100",
+            "levels": {"rate": [100.0], "arrival": "constant", "max_concurrency": 2, "overload": "drop"},
+            "stage": {"duration_s": 0.5},
+            "slo": {"max_error_rate": 0.01},
+        }
+    )
+    docs = await asyncio.gather(*(run_plan(plan) for _ in range(2)))
+    for index, doc in enumerate(docs):
+        doc.shard_index = index
+    collected = _collect([(f"s-{i}", dumps_document(d)) for i, d in enumerate(docs)])
+    assert collected.merged is not None
+    (level,) = collected.merged.levels
+    assert level.dropped > 20  # the server holds 2 connections for 100 ms each: most arrivals drop
+    (row,) = collected.status["results"]
+    cli = summary_row(collected.merged, level)
+    assert row["errors"] == int(cli["errors"]) == level.failed + level.dropped
+    assert row["slo"] == cli["slo"] == "Fail"  # the error-rate SLO counts the same drops
+    assert row["latency"] == "e2e_from_schedule" and row["p99Ms"] == cli["p99_ms"]
+    (check,) = [c for c in level.slo.checks if c.name == "max_error_rate"]
+    assert check.actual == pytest.approx(row["errors"] / (level.sent + level.dropped))
+
+
+def test_status_is_built_through_the_model_and_uses_the_time_given() -> None:
+    collected = _collect([("s-0", None)], expected=1)
+    assert collected.status["completedAt"] == T0
+    assert all(c["lastTransitionTime"] == T0 for c in collected.status["conditions"])
+    MCPBenchmarkStatus.model_validate(collected.status)  # every field is declared in the CRD

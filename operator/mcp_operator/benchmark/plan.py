@@ -1,0 +1,73 @@
+"""The plan each shard runs, derived from the spec and checked before any Job exists: the
+target resolved, the model present where the backend needs one, the engine able to do it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp_bench.engines import plan_feature_problem
+from mcp_bench.plan import PlanError, RunPlan
+
+from ..api.benchmark import MCPBenchmarkSpec
+from ..targets import ServiceExists, SpecProblem, resolve_url
+
+
+def plan_from_spec(spec: MCPBenchmarkSpec, url: str, benchmark: str) -> RunPlan:
+    """The plan each shard runs: the spec's load per shard, against the resolved URL."""
+    load = spec.load
+    levels: dict[str, Any] = {"arrival": load.arrival, "overload": load.overload}
+    if load.concurrency is not None:
+        levels["concurrency"] = load.concurrency
+    else:
+        levels["rate"] = load.rate
+    stage: dict[str, Any] = {"warmup_s": load.warmup_seconds}
+    if load.duration_seconds is not None:
+        stage["duration_s"] = load.duration_seconds
+    if load.requests is not None:
+        stage["requests"] = load.requests
+    slo = {
+        key: value
+        for key, value in {
+            "latency_p99_ms": spec.slo.latency_p99_ms,
+            "latency_p95_ms": spec.slo.latency_p95_ms,
+            "ttft_p99_ms": spec.slo.ttft_p99_ms,
+            # judged on the merged levels, whose throughput is cluster-wide, as the spec says
+            "throughput_rps": spec.slo.throughput_rps,
+            "max_error_rate": spec.slo.max_error_rate,
+        }.items()
+        if value is not None
+    }
+    target = url.rstrip("/") + spec.target.path if spec.target.backend == "http" else url
+    return RunPlan.from_dict(
+        {
+            "url": target,
+            "engine": load.engine,
+            "backend": spec.target.backend,
+            "model": spec.target.model,
+            "levels": levels,
+            "stage": stage,
+            "request_timeout_s": load.request_timeout_seconds,
+            "slo": slo,
+            "labels": {"benchmark": benchmark},
+        },
+        source="spec",
+    )
+
+
+async def prepare_plan(
+    spec: MCPBenchmarkSpec, namespace: str, benchmark: str, exists: ServiceExists
+) -> RunPlan | SpecProblem:
+    """The plan the shards run, or why this spec cannot run (checked before any Job exists)."""
+    url = await resolve_url(spec.target.url, spec.target.service_ref, namespace, exists)
+    if isinstance(url, SpecProblem):
+        return url
+    if spec.target.backend != "http" and not spec.target.model:
+        return SpecProblem("ModelRequired", f"backend {spec.target.backend} needs spec.target.model")
+    try:
+        plan = plan_from_spec(spec, url, benchmark)
+    except PlanError as exc:
+        return SpecProblem("InvalidPlan", str(exc))
+    problem = plan_feature_problem(plan)  # the engine's own limits; its tool is the runner image's business
+    if problem is not None:
+        return SpecProblem("UnsupportedByEngine", f"spec.load.engine {spec.load.engine}: {problem}")
+    return plan

@@ -1,0 +1,181 @@
+"""MCPBenchmark status, built through the API's status model (every field one the CRD
+declares) by pure functions that are handed the time instead of reading the clock."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic.alias_generators import to_camel
+
+from mcp_bench.results.document import ResultDocument
+from mcp_bench.results.merge import MergeError, merge_documents
+from mcp_bench.results.summary import LevelSummary, summarize
+
+from ..api.benchmark import MAX_RESULT_ROWS, LevelRow, MCPBenchmarkStatus, ShardSummary
+from ..conditions import set_condition
+from ..rejection import rejected_fields
+from ..targets import SpecProblem
+from .collect import ShardReadout
+
+Conditions = list[dict[str, Any]]
+
+
+def _figure(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def level_row(summary: LevelSummary) -> LevelRow:
+    """A status row from the level's one summary: the same errors, latency and SLO spelling as
+    ``mcp-bench show`` prints for the same document."""
+    gpu = summary.gpu_memory_peak_pct
+    return LevelRow(
+        level=summary.level,
+        requests=summary.completed,
+        errors=summary.errors,
+        latency=summary.latency_basis,
+        throughput_rps=_figure(summary.throughput_rps),
+        mean_ms=_figure(summary.mean_ms),
+        p50_ms=_figure(summary.p50_ms),
+        p95_ms=_figure(summary.p95_ms),
+        p99_ms=_figure(summary.p99_ms),
+        gpu_memory_peak_percent="unavailable" if gpu is None else f"{gpu:.1f}",
+        slo=summary.slo or "",
+    )
+
+
+def engine_fingerprint(fields: dict[str, Any]) -> dict[str, str]:
+    """The engine fingerprint in the API's camelCase (serverName, engineVersion, ...)."""
+    return {to_camel(key): str(value) for key, value in fields.items() if value}
+
+
+def rejected_status(
+    conditions: Conditions, generation: int, problems: list[SpecProblem], now: str
+) -> dict[str, Any]:
+    return MCPBenchmarkStatus.model_validate(
+        rejected_fields(conditions, generation, problems, now)
+    ).to_patch()
+
+
+def started_status(
+    *, conditions: Conditions, generation: int, job: str, url: str, shards: int, suspend: bool, now: str
+) -> dict[str, Any]:
+    """Status once the Job exists: Accepted, Complete False, Ready Unknown until the merge."""
+    conds = set_condition(
+        conditions, "Accepted", True, "JobCreated", f"Job {job} runs {shards} shard(s)", generation, now
+    )
+    conds = set_condition(conds, "Complete", False, "Running", "shards are running", generation, now)
+    conds = set_condition(conds, "Ready", None, "Running", "waiting for shard results", generation, now)
+    return MCPBenchmarkStatus.model_validate(
+        {
+            "phase": "Suspended" if suspend else "Running",
+            "observed_generation": generation,
+            "job_name": job,
+            "target_url": url,
+            "started_at": now,
+            "shards": ShardSummary(expected=shards),
+            "conditions": conds,
+        }
+    ).to_patch()
+
+
+def job_missing_status(conditions: Conditions, generation: int, job: str, now: str) -> dict[str, Any]:
+    conds = set_condition(
+        conditions, "Ready", False, "JobMissing", f"Job {job} no longer exists", generation, now
+    )
+    return MCPBenchmarkStatus.model_validate(
+        {"phase": "Failed", "verdict": "Error", "conditions": conds}
+    ).to_patch()
+
+
+def shard_progress(shards: dict[str, Any], succeeded: int, failed: int) -> dict[str, Any] | None:
+    """The shard counts while the Job runs, or None when they have not changed."""
+    if shards.get("succeeded") == succeeded and shards.get("failed") == failed:
+        return None
+    summary = ShardSummary.model_validate({**shards, "succeeded": succeeded, "failed": failed})
+    return MCPBenchmarkStatus(shards=summary).to_patch()
+
+
+@dataclass(frozen=True)
+class Collected:
+    status: dict[str, Any]
+    merged: ResultDocument | None
+    ready: bool
+    reason: str
+    message: str
+
+
+def _problem(
+    readout: ShardReadout, expected: int, succeeded: int, failed: int, pod_failures: list[str]
+) -> tuple[str, str] | None:
+    if readout.rejected:
+        names = ", ".join(f"{k} ({v})" for k, v in sorted(readout.rejected.items()))
+        return "ShardResultRejected", f"{len(readout.rejected)} shard result(s) rejected: {names}"
+    if len(readout.documents) < expected:
+        why = "".join(f"; {text}" for text in pod_failures[:3])
+        return (
+            "ShardResultMissing",
+            f"{len(readout.documents)} of {expected} shards published a result "
+            f"({succeeded} pods succeeded, {failed} failed){why}",
+        )
+    return None
+
+
+def merged_status(
+    *,
+    expected: int,
+    succeeded: int,
+    failed: int,
+    readout: ShardReadout,
+    conditions: Conditions,
+    generation: int,
+    now: str,
+    pod_failures: list[str] | None = None,
+) -> Collected:
+    """Status once the Job is finished: the verdict from the merged shards, or why there is none
+    (``pod_failures``: what failed shard pods said in their termination messages)."""
+    problem = _problem(readout, expected, succeeded, failed, pod_failures or [])
+    merged = None
+    if readout.documents:
+        try:
+            merged = merge_documents(readout.documents)
+        except MergeError as exc:
+            problem = problem or ("ShardMergeFailed", str(exc))
+    if merged is not None and not merged.measured_anything:
+        problem = problem or ("NothingMeasured", "no request completed in any shard")
+    fields: dict[str, Any] = {
+        "observed_generation": generation,
+        "completed_at": now,
+        "shards": ShardSummary(
+            expected=expected,
+            reported=len(readout.documents),
+            rejected=len(readout.rejected),
+            succeeded=succeeded,
+            failed=failed,
+        ),
+    }
+    rows: list[LevelRow] = []
+    if merged is not None:
+        rows = [level_row(summarize(merged, level)) for level in merged.levels]
+        fields["results"] = rows[-MAX_RESULT_ROWS:]
+        if rows:
+            fields["p99_ms"], fields["throughput_rps"] = rows[-1].p99_ms, rows[-1].throughput_rps
+        fields["engine"] = engine_fingerprint(merged.engine.model_dump())
+    if problem is not None:
+        reason, message = problem
+        verdict, ready, phase = "Error", False, "Failed"
+    elif merged is not None and merged.slo_passed is False:
+        failing = [r.level for r in rows if r.slo == "Fail"]
+        reason, message = "SloMissed", f"SLO missed at {', '.join(failing) or 'some level'}"
+        verdict, ready, phase = "Fail", False, "Succeeded"
+    else:
+        reason = "SloMet" if merged is not None and merged.slo_passed else "Measured"
+        message = f"{len(readout.documents)} shard(s) merged; " + (
+            "every SLO met" if reason == "SloMet" else "no SLO declared"
+        )
+        verdict, ready, phase = "Pass", True, "Succeeded"
+    conds = set_condition(conditions, "Complete", True, "JobFinished", "all shards finished", generation, now)
+    conds = set_condition(conds, "Ready", ready, reason, message, generation, now)
+    fields.update(phase=phase, verdict=verdict, conditions=conds)
+    status = MCPBenchmarkStatus.model_validate(fields)
+    return Collected(status.to_patch(), merged, ready, reason, message)
