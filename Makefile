@@ -28,6 +28,7 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 unit: $(BIN)/.installed system-packages
 	$(BIN)/pytest -q tests
