@@ -1,0 +1,93 @@
+"""CSDS (``envoy.service.status.v3.ClientStatusDiscoveryService``): a control plane's or an xDS
+client's own account of each node's config, per resource, with ACK/NACK status and errors."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import grpc
+from envoy.admin.v3 import config_dump_shared_pb2
+from envoy.service.status.v3 import csds_pb2, csds_pb2_grpc
+
+from mcp_checks.xds.model import (
+    STATE_RANK,
+    TYPE_URLS,
+    MalformedAnswer,
+    ProxyReport,
+    SourceAnswer,
+    SyncState,
+    TypeStatus,
+    XdsSource,
+)
+
+_CONFIG = csds_pb2.ConfigStatus
+_CLIENT = config_dump_shared_pb2.ClientResourceStatus
+
+
+def _resource_status(item: Any) -> TypeStatus | None:
+    """One GenericXdsConfig -> its type's status; None for types the check does not judge."""
+    xds_type = TYPE_URLS.get(item.type_url)
+    if xds_type is None:
+        return None
+    since = item.last_updated.ToNanoseconds() / 1e9 if item.HasField("last_updated") else None
+    config, client = item.config_status, item.client_status
+    if client in (_CLIENT.NACKED, _CLIENT.RECEIVED_ERROR) or config == _CONFIG.ERROR:
+        details = item.error_state.details or "NACKED without details"
+        if item.error_state.HasField("last_update_attempt"):
+            since = item.error_state.last_update_attempt.ToNanoseconds() / 1e9
+        return TypeStatus(xds_type, SyncState.REJECTED, item.version_info, since, details)
+    if client == _CLIENT.DOES_NOT_EXIST:
+        return TypeStatus(xds_type, SyncState.UNKNOWN, item.version_info, since, "DOES_NOT_EXIST", True)
+    if config == _CONFIG.STALE or client in (_CLIENT.REQUESTED, _CLIENT.TIMEOUT):
+        status = _CLIENT.Name(client) if config != _CONFIG.STALE else "STALE"
+        return TypeStatus(xds_type, SyncState.STALE, item.version_info, since, status)
+    if config == _CONFIG.NOT_SENT:
+        return TypeStatus(xds_type, SyncState.UNKNOWN, item.version_info, since, "NOT_SENT")
+    if client == _CLIENT.ACKED or config == _CONFIG.SYNCED:
+        return TypeStatus(xds_type, SyncState.SYNCED, item.version_info, since, "ACKED")
+    return TypeStatus(xds_type, SyncState.UNKNOWN, item.version_info, since, "UNKNOWN")
+
+
+def merge_types(statuses: Iterable[TypeStatus]) -> tuple[TypeStatus, ...]:
+    """Many resources of one type -> one status: the worst, with every distinct rejection text."""
+    by_type: dict[str, TypeStatus] = {}
+    for status in statuses:
+        held = by_type.get(status.xds_type)
+        if held is None or STATE_RANK[status.state] > STATE_RANK[held.state]:
+            by_type[status.xds_type] = status
+        elif status.state == held.state == SyncState.REJECTED and status.detail not in held.detail:
+            by_type[status.xds_type] = TypeStatus(
+                held.xds_type, held.state, held.version, held.since, f"{held.detail}; {status.detail}"
+            )
+    return tuple(by_type[t] for t in sorted(by_type))
+
+
+def proxy_from_client_config(config: Any) -> ProxyReport:
+    node_id = config.node.id
+    if not node_id:
+        raise MalformedAnswer("a ClientConfig carries no node id")
+    statuses = [s for s in map(_resource_status, config.generic_xds_configs) if s is not None]
+    return ProxyReport(node_id, merge_types(statuses))
+
+
+def parse_client_status(response: Any, source: str) -> SourceAnswer:
+    """A ``ClientStatusResponse`` -> the answer; pure, so it is tested on built messages."""
+    if not isinstance(response, csds_pb2.ClientStatusResponse):
+        return SourceAnswer(source, malformed=f"not a ClientStatusResponse: {type(response).__name__}")
+    try:
+        proxies = tuple(proxy_from_client_config(c) for c in response.config)
+    except MalformedAnswer as exc:
+        return SourceAnswer(source, malformed=str(exc))
+    return SourceAnswer(source, proxies)
+
+
+async def fetch_csds(source: XdsSource, timeout_s: float) -> SourceAnswer:
+    """One FetchClientStatus call over plaintext gRPC; a failed call names its status code."""
+    async with grpc.aio.insecure_channel(source.address) as channel:
+        stub = csds_pb2_grpc.ClientStatusDiscoveryServiceStub(channel)
+        try:
+            response = await stub.FetchClientStatus(csds_pb2.ClientStatusRequest(), timeout=timeout_s)
+        except grpc.aio.AioRpcError as exc:
+            return SourceAnswer(source.label, unreachable=f"{exc.code().name}: {exc.details()}")
+    return parse_client_status(response, source.label)

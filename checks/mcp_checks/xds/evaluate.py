@@ -1,0 +1,223 @@
+"""The xDS sync verdict: every source reduced to per-proxy, per-type states, judged by one rule.
+
+Fail on any NACK (with the client's error text), Warn while a proxy is stale for less than the
+grace period and Fail after, Inconclusive when no source answers or a required type is not
+reported, Error when a source answers with something malformed. Never Pass on missing data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mcp_checks.verdict import SEVERITY, CheckOutcome, Finding, Verdict, worst
+from mcp_checks.xds.model import STATE_RANK, SourceAnswer, SyncState, TypeStatus, XdsSyncSpec
+
+MAX_LISTED = 50  # per-proxy rows kept in ``observed``; counts cover the rest
+
+
+@dataclass(frozen=True)
+class _Seen:
+    status: TypeStatus
+    source: str
+
+
+def effective(spec: XdsSyncSpec, status: TypeStatus) -> TypeStatus:
+    """Apply the spec's expected version: ACKed on another version is stale, and stale with
+    rejected updates counted (Envoy's ``update_rejected``) is a rejection."""
+    state, detail, since = status.state, status.detail, status.since
+    expected = spec.expected_version
+    if state == SyncState.SYNCED and expected and status.version and status.version != expected:
+        state, detail = SyncState.STALE, f"on version {status.version}, expected {expected}"
+    if state == SyncState.STALE and status.rejections > 0 and expected and status.version != expected:
+        state, detail = SyncState.REJECTED, f"{status.rejections} updates rejected; {detail}"
+    return TypeStatus(
+        status.xds_type, state, status.version, since, detail, status.missing, status.rejections
+    )
+
+
+def _stale_since(spec: XdsSyncSpec, status: TypeStatus) -> float | None:
+    """Staleness began no earlier than the source says and no earlier than the last change."""
+    marks = [t for t in (status.since, spec.changed_at) if t is not None]
+    return max(marks) if marks else None
+
+
+def _judge_type(spec: XdsSyncSpec, proxy: str, seen: _Seen, now: float) -> Finding | None:
+    status, subject = seen.status, f"{proxy}/{seen.status.xds_type}"
+    version = status.version or "?"
+    if status.state == SyncState.REJECTED:
+        return Finding(
+            subject,
+            Verdict.FAIL,
+            "ProxyNacked",
+            f"NACKed version {version}: {status.detail}",
+            "ACKED",
+            seen.source,
+        )
+    if status.state == SyncState.STALE:
+        since = _stale_since(spec, status)
+        threshold = f"stale < {spec.grace_s:g}s"
+        if since is None:
+            return Finding(
+                subject,
+                Verdict.FAIL,
+                "ProxyStale",
+                f"stale (since unknown) at {version}: {status.detail}",
+                threshold,
+                seen.source,
+            )
+        age = max(0.0, now - since)
+        outcome = Verdict.WARN if age < spec.grace_s else Verdict.FAIL
+        return Finding(
+            subject,
+            outcome,
+            "ProxyStale",
+            f"stale {age:.1f}s at {version}: {status.detail}",
+            threshold,
+            seen.source,
+        )
+    if status.state == SyncState.UNKNOWN:
+        if status.missing:
+            return Finding(
+                subject,
+                Verdict.FAIL,
+                "ResourceDoesNotExist",
+                "the control plane says the requested resource does not exist",
+                "exists",
+                seen.source,
+            )
+        return Finding(
+            subject,
+            Verdict.INCONCLUSIVE,
+            "TypeNotReported",
+            f"status {status.detail or 'unknown'}",
+            "ACKED",
+            seen.source,
+        )
+    return None
+
+
+def _merge(spec: XdsSyncSpec, answers: list[SourceAnswer]) -> dict[str, dict[str, _Seen]]:
+    """Proxy -> type -> the worst state any source reports for it."""
+    merged: dict[str, dict[str, _Seen]] = {}
+    for answer in answers:
+        for proxy in answer.proxies:
+            types = merged.setdefault(proxy.proxy_id, {})
+            for raw in proxy.types:
+                status = effective(spec, raw)
+                held = types.get(status.xds_type)
+                if held is None or STATE_RANK[status.state] > STATE_RANK[held.status.state]:
+                    types[status.xds_type] = _Seen(status, answer.source)
+    return merged
+
+
+def _source_findings(answers: list[SourceAnswer]) -> list[Finding]:
+    any_answered = any(a.answered for a in answers)
+    findings = []
+    for a in answers:
+        if a.malformed:
+            findings.append(Finding(a.source, Verdict.ERROR, "MalformedAnswer", a.malformed, "", a.source))
+        elif a.unreachable:
+            outcome = Verdict.WARN if any_answered else Verdict.INCONCLUSIVE
+            findings.append(
+                Finding(a.source, outcome, "SourceUnreachable", a.unreachable, "answers", a.source)
+            )
+    return findings
+
+
+def _outcome(
+    spec: XdsSyncSpec, findings: list[Finding], observed: dict[str, str], sources: str
+) -> CheckOutcome:
+    thresholds = {"graceSeconds": f"{spec.grace_s:g}", "types": ",".join(spec.types)}
+    if spec.expected_version:
+        thresholds["expectedVersion"] = spec.expected_version
+    findings.sort(key=lambda f: -SEVERITY[f.outcome])
+    if not findings:
+        n = observed.get("proxiesReported", "0")
+        version = f" on version {spec.expected_version}" if spec.expected_version else ""
+        return CheckOutcome(
+            spec.name,
+            Verdict.PASS,
+            "ProxiesSynced",
+            f"{n} proxies synced on {','.join(spec.types)}{version}",
+            observed,
+            thresholds,
+            source=sources,
+            findings=findings,
+        )
+    verdict = worst([f.outcome for f in findings])
+    top = [f for f in findings if f.outcome == verdict]
+    message = "; ".join(f"{f.subject}: {f.observed}" for f in top[:5])
+    if len(top) > 5:
+        message += f" (and {len(top) - 5} more)"
+    return CheckOutcome(
+        spec.name, verdict, top[0].reason, message, observed, thresholds, source=sources, findings=findings
+    )
+
+
+def judge(spec: XdsSyncSpec, answers: list[SourceAnswer], now: float) -> CheckOutcome:
+    """The sources' answers -> the check's outcome; pure (``now`` is epoch seconds)."""
+    sources = ", ".join(a.source for a in answers)
+    if not answers:
+        return CheckOutcome(spec.name, Verdict.INCONCLUSIVE, "NoSources", "no xDS source is configured")
+    findings = _source_findings(answers)
+    if not any(a.answered for a in answers):
+        return _outcome(spec, findings, {"sourcesAnswered": "0"}, sources)
+    if spec.expected_proxies is not None and not spec.expected_proxies:
+        findings.append(
+            Finding(
+                "target",
+                Verdict.INCONCLUSIVE,
+                "NoProxiesSelected",
+                "the target selects no proxy",
+                ">= 1 proxy",
+                sources,
+            )
+        )
+    merged = _merge(spec, [a for a in answers if a.answered])
+    expected = set(merged) if spec.expected_proxies is None else set(spec.expected_proxies)
+    for proxy in sorted(expected - set(merged)):
+        findings.append(
+            Finding(
+                proxy,
+                Verdict.FAIL,
+                "ProxyUnknownToControlPlane",
+                "no source reports this proxy",
+                "known",
+                sources,
+            )
+        )
+    for proxy in sorted(set(merged) - expected):
+        findings.append(
+            Finding(
+                proxy,
+                Verdict.WARN,
+                "ProxyNotInCluster",
+                "reported by the control plane but not selected by the target",
+                "selected",
+                sources,
+            )
+        )
+    counts = dict.fromkeys(SyncState, 0)
+    rows: dict[str, str] = {}
+    for proxy in sorted(expected & set(merged)):
+        types = merged[proxy]
+        row = []
+        for xds_type in spec.types:
+            seen = types.get(xds_type)
+            if seen is None:
+                seen = _Seen(TypeStatus(xds_type, SyncState.UNKNOWN, detail="not reported"), sources)
+            counts[seen.status.state] += 1
+            row.append(f"{xds_type}={seen.status.state.value}")
+            finding = _judge_type(spec, proxy, seen, now)
+            if finding is not None:
+                findings.append(finding)
+        if len(rows) < MAX_LISTED:
+            rows[f"proxy/{proxy}"] = " ".join(row)
+    observed = {
+        "sourcesAnswered": str(sum(a.answered for a in answers)),
+        "proxiesExpected": str(len(expected)),
+        "proxiesReported": str(len(expected & set(merged))),
+        **{state.value: str(n) for state, n in counts.items()},
+        **rows,
+    }
+    return _outcome(spec, findings, observed, sources)

@@ -1,0 +1,85 @@
+"""Ask every source at once (one slow source does not serialise the others), each within the
+spec's timeout, then judge; and measure how long a config change takes to converge."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+import aiohttp
+
+from mcp_checks.verdict import CheckOutcome, Verdict
+from mcp_checks.xds.csds import fetch_csds
+from mcp_checks.xds.envoy_admin import fetch_envoy_admin
+from mcp_checks.xds.evaluate import judge
+from mcp_checks.xds.model import SourceAnswer, XdsSource, XdsSyncSpec
+from mcp_checks.xds.syncz import fetch_syncz
+
+
+async def fetch_source(source: XdsSource, session: aiohttp.ClientSession, timeout_s: float) -> SourceAnswer:
+    """One source's answer; a time-out is 'unreachable', an unexpected failure 'malformed'."""
+    try:
+        if source.kind == "csds":
+            call = fetch_csds(source, timeout_s)
+        elif source.kind == "syncz":
+            call = fetch_syncz(source, session, timeout_s)
+        else:
+            call = fetch_envoy_admin(source, session, timeout_s)
+        return await asyncio.wait_for(call, timeout_s)
+    except TimeoutError:
+        return SourceAnswer(source.label, unreachable=f"no answer within {timeout_s:g}s")
+    except Exception as exc:  # a source must never crash the check: its answer is the problem
+        return SourceAnswer(source.label, malformed=f"{type(exc).__name__}: {exc}")
+
+
+async def collect(spec: XdsSyncSpec) -> list[SourceAnswer]:
+    async with aiohttp.ClientSession() as session:
+        return list(await asyncio.gather(*(fetch_source(s, session, spec.timeout_s) for s in spec.sources)))
+
+
+async def run_xds_sync(spec: XdsSyncSpec) -> CheckOutcome:
+    """The xDS sync check: read every source in ``spec`` and return its outcome."""
+    return judge(spec, await collect(spec), time.time())
+
+
+@dataclass(frozen=True)
+class Convergence:
+    """``seconds`` from ``started`` to the first all-synced answer; None when it did not converge
+    (a NACK, or ``timeout_s`` passed: then ``outcome`` says which)."""
+
+    seconds: float | None
+    polls: int
+    outcome: CheckOutcome
+
+
+async def measure_convergence(
+    spec: XdsSyncSpec, *, started: float | None = None, timeout_s: float = 30.0, interval_s: float = 0.05
+) -> Convergence:
+    """Poll until every expected proxy is synced (on ``spec.expected_version`` when set).
+
+    ``started`` is a ``time.monotonic()`` reading taken at the config change.
+    """
+    begin = time.monotonic() if started is None else started
+    polls = 0
+    while True:
+        outcome = await run_xds_sync(spec)
+        polls += 1
+        elapsed = time.monotonic() - begin
+        if outcome.outcome == Verdict.PASS:
+            return Convergence(elapsed, polls, outcome)
+        if any(f.reason == "ProxyNacked" for f in outcome.findings):
+            return Convergence(None, polls, outcome)
+        if elapsed >= timeout_s:
+            timed_out = CheckOutcome(
+                spec.name,
+                Verdict.INCONCLUSIVE,
+                "ConvergenceTimeout",
+                f"not converged after {elapsed:.1f}s ({polls} polls): {outcome.message}",
+                outcome.observed,
+                {**outcome.thresholds, "convergenceTimeoutSeconds": f"{timeout_s:g}"},
+                source=outcome.source,
+                findings=outcome.findings,
+            )
+            return Convergence(None, polls, timed_out)
+        await asyncio.sleep(interval_s)

@@ -1,0 +1,218 @@
+"""CSDS answers -> per-proxy, per-type states, and the fetch against a real grpc.aio CSDS
+server on loopback (built responses; the real xDS clients are in e2e/test_xds.py)."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+import pytest
+from envoy.admin.v3 import config_dump_shared_pb2 as shared
+from envoy.service.status.v3 import csds_pb2, csds_pb2_grpc
+
+from mcp_checks.verdict import Verdict
+from mcp_checks.xds import SyncState, XdsSource, XdsSyncSpec, judge, parse_client_status, run_xds_sync
+from mcp_checks.xds.model import TYPE_URLS
+
+URL = {short: url for url, short in TYPE_URLS.items()}
+NOW = 1_800_000_000.0
+
+
+def generic(
+    xds_type: str,
+    *,
+    config: int = csds_pb2.SYNCED,
+    client: int = shared.ACKED,
+    version: str = "v1",
+    error: str = "",
+    updated: float | None = None,
+    name: str = "r",
+) -> Any:
+    item = csds_pb2.ClientConfig.GenericXdsConfig(
+        type_url=URL[xds_type], name=name, version_info=version, config_status=config, client_status=client
+    )
+    if error:
+        item.error_state.details = error
+        item.error_state.version_info = "v2"
+    if updated is not None:
+        item.last_updated.FromNanoseconds(int(updated * 1e9))
+    return item
+
+
+def response(*nodes: tuple[str, list[Any]]) -> Any:
+    resp = csds_pb2.ClientStatusResponse()
+    for node_id, items in nodes:
+        cfg = resp.config.add()
+        cfg.node.id = node_id
+        cfg.generic_xds_configs.extend(items)
+    return resp
+
+
+def all_types(**kwargs: Any) -> list[Any]:
+    return [generic(t, **kwargs) for t in ("LDS", "RDS", "CDS", "EDS")]
+
+
+def states(answer: Any) -> dict[str, dict[str, SyncState]]:
+    return {p.proxy_id: {t.xds_type: t.state for t in p.types} for p in answer.proxies}
+
+
+def test_acked_everywhere_is_synced_and_passes() -> None:
+    answer = parse_client_status(response(("a", all_types()), ("b", all_types())), "csds:x")
+    assert states(answer) == {n: dict.fromkeys(("CDS", "EDS", "LDS", "RDS"), SyncState.SYNCED) for n in "ab"}
+    outcome = judge(
+        XdsSyncSpec(sources=(), expected_proxies=("a", "b"), expected_version="v1"), [answer], NOW
+    )
+    assert outcome.outcome == Verdict.PASS
+    assert outcome.reason == "ProxiesSynced"
+    assert outcome.observed["synced"] == "8"
+
+
+def test_nack_is_rejected_with_the_clients_error_text() -> None:
+    items = [
+        *all_types()[:2],
+        generic("CDS", client=shared.NACKED, error="ChoiceCount must be >= 2"),
+        all_types()[3],
+    ]
+    answer = parse_client_status(response(("a", items)), "csds:x")
+    cds = next(t for t in answer.proxies[0].types if t.xds_type == "CDS")
+    assert cds.state == SyncState.REJECTED
+    assert cds.detail == "ChoiceCount must be >= 2"
+    outcome = judge(XdsSyncSpec(sources=(), expected_proxies=("a",)), [answer], NOW)
+    assert outcome.outcome == Verdict.FAIL
+    assert outcome.reason == "ProxyNacked"
+    assert "ChoiceCount must be >= 2" in outcome.message
+    assert outcome.findings[0].subject == "a/CDS"
+    assert outcome.findings[0].source == "csds:x"
+
+
+def test_management_server_error_status_is_a_rejection() -> None:
+    answer = parse_client_status(
+        response(("a", [generic("LDS", config=csds_pb2.ERROR, client=shared.UNKNOWN, error="bad listener")])),
+        "csds:x",
+    )
+    assert answer.proxies[0].types[0].state == SyncState.REJECTED
+
+
+def test_two_resources_of_one_type_take_the_worst() -> None:
+    items = [generic("EDS", name="e1"), generic("EDS", name="e2", client=shared.REQUESTED)]
+    answer = parse_client_status(response(("a", items)), "csds:x")
+    assert answer.proxies[0].types[0].state == SyncState.STALE
+    assert answer.proxies[0].types[0].detail == "REQUESTED"
+
+
+def test_stale_within_grace_warns_and_after_grace_fails() -> None:
+    items = all_types(config=csds_pb2.STALE, client=shared.UNKNOWN, updated=NOW - 5)
+    answer = parse_client_status(response(("a", items)), "csds:x")
+    warn = judge(XdsSyncSpec(sources=(), expected_proxies=("a",), grace_s=10), [answer], NOW)
+    assert warn.outcome == Verdict.WARN
+    assert warn.reason == "ProxyStale"
+    assert warn.findings[0].threshold == "stale < 10s"
+    fail = judge(XdsSyncSpec(sources=(), expected_proxies=("a",), grace_s=3), [answer], NOW)
+    assert fail.outcome == Verdict.FAIL
+    assert "stale 5.0s" in fail.message
+
+
+def test_acked_on_an_old_version_is_stale_from_the_change() -> None:
+    answer = parse_client_status(response(("a", all_types(version="v1", updated=NOW - 3600))), "csds:x")
+    spec = XdsSyncSpec(
+        sources=(), expected_proxies=("a",), expected_version="v2", changed_at=NOW - 1, grace_s=5
+    )
+    outcome = judge(spec, [answer], NOW)
+    assert outcome.outcome == Verdict.WARN
+    assert "expected v2" in outcome.message
+
+
+def test_does_not_exist_fails_and_unknown_types_are_inconclusive() -> None:
+    items = [
+        generic("LDS", client=shared.DOES_NOT_EXIST, config=csds_pb2.UNKNOWN),
+        generic("RDS", config=csds_pb2.NOT_SENT, client=shared.UNKNOWN),
+        generic("CDS"),
+    ]
+    answer = parse_client_status(response(("a", items)), "csds:x")
+    outcome = judge(XdsSyncSpec(sources=(), expected_proxies=("a",)), [answer], NOW)
+    reasons = {f.subject: f.reason for f in outcome.findings}
+    assert reasons == {
+        "a/LDS": "ResourceDoesNotExist",
+        "a/RDS": "TypeNotReported",
+        "a/EDS": "TypeNotReported",
+    }
+    assert outcome.outcome == Verdict.FAIL
+
+
+def test_expected_but_unknown_and_known_but_not_expected() -> None:
+    answer = parse_client_status(response(("a", all_types()), ("stray", all_types())), "csds:x")
+    outcome = judge(XdsSyncSpec(sources=(), expected_proxies=("a", "gone")), [answer], NOW)
+    reasons = {f.subject: (f.reason, f.outcome) for f in outcome.findings}
+    assert reasons["gone"] == ("ProxyUnknownToControlPlane", Verdict.FAIL)
+    assert reasons["stray"] == ("ProxyNotInCluster", Verdict.WARN)
+    assert outcome.outcome == Verdict.FAIL
+
+
+def test_empty_answer_is_never_a_pass() -> None:
+    answer = parse_client_status(csds_pb2.ClientStatusResponse(), "csds:x")
+    assert answer.answered and answer.proxies == ()
+    outcome = judge(XdsSyncSpec(sources=(), expected_proxies=("a",)), [answer], NOW)
+    assert outcome.outcome == Verdict.FAIL
+    assert outcome.reason == "ProxyUnknownToControlPlane"
+    nothing_selected = judge(XdsSyncSpec(sources=(), expected_proxies=()), [answer], NOW)
+    assert nothing_selected.outcome == Verdict.INCONCLUSIVE
+    assert nothing_selected.reason == "NoProxiesSelected"
+
+
+def test_malformed_answers_are_errors() -> None:
+    no_node = csds_pb2.ClientStatusResponse()
+    no_node.config.add().generic_xds_configs.append(generic("LDS"))
+    for raw in (no_node, {"config": []}):
+        answer = parse_client_status(raw, "csds:x")
+        assert answer.malformed
+        outcome = judge(XdsSyncSpec(sources=()), [answer], NOW)
+        assert outcome.outcome == Verdict.ERROR
+        assert outcome.reason == "MalformedAnswer"
+
+
+def test_no_sources_is_inconclusive() -> None:
+    outcome = judge(XdsSyncSpec(sources=()), [], NOW)
+    assert outcome.outcome == Verdict.INCONCLUSIVE
+    assert outcome.reason == "NoSources"
+
+
+class _Csds(csds_pb2_grpc.ClientStatusDiscoveryServiceServicer):  # type: ignore[misc]
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+
+    async def FetchClientStatus(self, request: Any, context: Any) -> Any:
+        return self.answer
+
+
+@pytest.fixture
+async def csds_server() -> AsyncIterator[str]:
+    server = grpc.aio.server()
+    csds_pb2_grpc.add_ClientStatusDiscoveryServiceServicer_to_server(
+        _Csds(response(("a", all_types()), ("b", all_types()))), server
+    )
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    yield f"127.0.0.1:{port}"
+    await server.stop(None)
+
+
+async def test_run_against_a_real_grpc_server(csds_server: str) -> None:
+    spec = XdsSyncSpec(sources=(XdsSource("csds", csds_server),), expected_proxies=("a", "b"), timeout_s=3)
+    outcome = await run_xds_sync(spec)
+    assert outcome.outcome == Verdict.PASS, outcome.message
+    assert outcome.source == f"csds:{csds_server}"
+
+
+async def test_unreachable_csds_is_inconclusive_naming_the_source() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    spec = XdsSyncSpec(
+        sources=(XdsSource("csds", f"127.0.0.1:{port}"),), expected_proxies=("a",), timeout_s=1
+    )
+    outcome = await run_xds_sync(spec)
+    assert outcome.outcome == Verdict.INCONCLUSIVE
+    assert outcome.reason == "SourceUnreachable"
+    assert f"127.0.0.1:{port}" in outcome.message
