@@ -36,7 +36,8 @@ def _resource_status(item: Any) -> TypeStatus | None:
         details = item.error_state.details or "NACKED without details"
         if item.error_state.HasField("last_update_attempt"):
             since = item.error_state.last_update_attempt.ToNanoseconds() / 1e9
-        return TypeStatus(xds_type, SyncState.REJECTED, item.version_info, since, details)
+        rejected = item.error_state.version_info or item.version_info  # the version it refused
+        return TypeStatus(xds_type, SyncState.REJECTED, rejected, since, details)
     if client == _CLIENT.DOES_NOT_EXIST:
         return TypeStatus(xds_type, SyncState.UNKNOWN, item.version_info, since, "DOES_NOT_EXIST", True)
     if config == _CONFIG.STALE or client in (_CLIENT.REQUESTED, _CLIENT.TIMEOUT):

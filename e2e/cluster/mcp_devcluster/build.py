@@ -196,6 +196,13 @@ def components() -> dict[str, Component]:
             packages=(".",),
             source_dir=LUAHEALTH_SOURCE,
         ),
+        "xdsbed": Component(
+            name="xdsbed",
+            module="mcp-operator.local/xdsbed",
+            version=_source_version(Path(__file__).parent / "data" / "xdsbed"),
+            packages=(".",),
+            source_dir=Path(__file__).parent / "data" / "xdsbed",
+        ),
     }
 
 
