@@ -28,9 +28,9 @@ from mcp_devcluster.cluster import (
     SERVICE_CIDR,
     ClusterState,
     DevCluster,
-    default_nodes,
 )
 from mcp_devcluster.nodes import simulated_node_body
+from mcp_devcluster.nodespec import default_nodes
 from mcp_devcluster.processes import ManagedProcess, stop_pid
 
 PORTS = {"etcd": 32379, "peer": 32380, "api": 36443, "kcm": 30257, "sched": 30259, "kwok": 30080}

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from kubernetes import client
 
-from mcp_devcluster.kubelet import ready_condition
+from mcp_devcluster.podstatus import ready_condition
 
 
 def _pod(gates: list[str], conditions: dict[str, str]) -> client.V1Pod:

@@ -15,12 +15,14 @@ import shutil
 import ssl
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
 
 from . import build
 from .certs import PkiPaths, generate_pki, kubeconfig_dict, write_kubeconfig
+from .nodes import create_simulated_nodes, wait_default_service_account, wait_nodes_ready
+from .nodespec import SimulatedNode, default_nodes
 from .processes import (
     ManagedProcess,
     StartupError,
@@ -56,34 +58,6 @@ CONTROLLERS = ",".join(
         "clusterrole-aggregation",
     ]
 )
-
-
-@dataclass
-class SimulatedNode:
-    """A kwok-managed node; ``gpus`` > 0 advertises ``nvidia.com/gpu``."""
-
-    name: str
-    gpus: int = 0
-    labels: dict[str, str] = field(default_factory=dict)
-    taints: list[dict[str, str]] = field(default_factory=list)
-
-
-def default_nodes() -> list[SimulatedNode]:
-    return [
-        SimulatedNode("kwok-cpu-0"),
-        SimulatedNode(
-            "kwok-gpu-0",
-            gpus=8,
-            labels={"nvidia.com/gpu.product": "NVIDIA-H200", "nvidia.com/gpu.present": "true"},
-            taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}],
-        ),
-        SimulatedNode(
-            "kwok-gpu-1",
-            gpus=8,
-            labels={"nvidia.com/gpu.product": "NVIDIA-H200", "nvidia.com/gpu.present": "true"},
-            taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}],
-        ),
-    ]
 
 
 @dataclass
@@ -217,8 +191,6 @@ class DevCluster:
                 str(self.state_dir / "pods"),
             ],
         )
-        from .nodes import create_simulated_nodes, wait_default_service_account, wait_nodes_ready
-
         create_simulated_nodes(self.kubeconfig, self.nodes)
         timings["nodes"] = wait_until(
             kubelet,

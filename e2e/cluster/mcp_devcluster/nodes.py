@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-if TYPE_CHECKING:
-    from .cluster import SimulatedNode
+from .nodespec import SimulatedNode
 
 
 def api_client(kubeconfig: Path) -> client.ApiClient:
