@@ -1,7 +1,12 @@
 """``mcp-check``: the operator's assertions without the operator, for CI jobs and Argo CD hooks.
 
+``mcp-check health|xds|config|drift|all -f mcpreadiness.yaml`` runs the checks an MCPReadiness
+manifest asks for (``all``: every one it enables, concurrently), through the same builder the
+operator uses; flags give one check without a manifest.
+
 Exit codes: 0 when the verdict is Pass or Warn, 1 on Fail, 3 on Inconclusive or Error (could
-not measure), 2 for usage errors; ``--json`` prints the check rows for machines.
+not measure), 2 for usage errors; ``--json`` prints the check rows for machines and
+``--junit FILE`` writes a JUnit XML report for CI.
 """
 
 from __future__ import annotations
@@ -10,17 +15,30 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict
+from pathlib import Path
+from typing import Any
 
-from .health import HealthProbeSpec, run_health_probe
+import yaml
+
+from .junit import write_junit
+from .suite import CheckContext, SpecError, plan_checks, run_checks
 from .verdict import CheckOutcome, Verdict, decide
 
+EXIT_USAGE = 2
 EXIT_CODES = {
     Verdict.PASS: 0,
     Verdict.WARN: 0,
     Verdict.FAIL: 1,
     Verdict.INCONCLUSIVE: 3,
     Verdict.ERROR: 3,
+}
+SUBCOMMAND_KEYS = {
+    "health": "healthProbe",
+    "xds": "xdsSync",
+    "config": "configConsistency",
+    "drift": "metricDrift",
 }
 
 
@@ -38,25 +56,147 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-f", "--file", type=Path, help="an MCPReadiness manifest: run what its spec.checks asks"
+    )
+    parser.add_argument("--url", help="target base URL (default: the manifest's spec.target.url)")
+    parser.add_argument(
+        "--namespace", help="namespace of pods and config (default: the manifest's, or default)"
+    )
+    parser.add_argument("--kubeconfig", help="for config consistency and proxies selected by label")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--junit", type=Path, help="write a JUnit XML report here")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mcp-check", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = parser.add_subparsers(dest="check", required=True)
     health = sub.add_parser("health", help="HTTP health probe round")
-    health.add_argument(
-        "--url", required=True, help="full URL to probe, e.g. http://svc:8000/v2/health/ready"
-    )
-    health.add_argument("--requests", type=_positive_int, default=10000)
-    health.add_argument("--concurrency", type=_positive_int, default=8)
-    health.add_argument("--timeout-ms", type=float, default=1000.0)
+    _common(health)
+    health.add_argument("--path", default=None, help="with --url: the path probed (default /health)")
+    health.add_argument("--requests", type=_positive_int)
+    health.add_argument("--concurrency", type=_positive_int)
+    health.add_argument("--timeout-ms", type=float)
     health.add_argument("--expected-status", type=int, action="append", help="repeatable; default 200")
-    health.add_argument("--min-success-ratio", type=_ratio, default=0.9999)
+    health.add_argument("--min-success-ratio", type=_ratio)
     health.add_argument("--max-p50-ms", type=float)
-    health.add_argument("--max-p99-ms", type=float, default=500.0)
+    health.add_argument("--max-p99-ms", type=float)
     health.add_argument("--max-round-ms", type=float)
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    health.add_argument("--warn-p99-ms", type=float)
+    health.add_argument("--max-prober-lag-ms", type=float)
+    xds = sub.add_parser("xds", help="Envoy xDS sync of the target's proxies")
+    _common(xds)
+    xds.add_argument("--csds", action="append", default=[], help="CSDS host:port (repeatable)")
+    xds.add_argument("--syncz", action="append", default=[], help="istiod debug base URL (repeatable)")
+    xds.add_argument("--envoy-admin", action="append", default=[], help="Envoy admin base URL (repeatable)")
+    xds.add_argument("--proxy", action="append", help="node ID that must be synced (repeatable)")
+    xds.add_argument("--grace-seconds", type=float)
+    config = sub.add_parser("config", help="config hash against the rollout and Argo CD")
+    _common(config)
+    config.add_argument("--deployment", help="workload (Deployment) name")
+    config.add_argument("--configmap", action="append", default=[], help="ConfigMap hashed (repeatable)")
+    config.add_argument("--secret", action="append", default=[], help="Secret hashed (repeatable)")
+    config.add_argument("--annotation", help="checksum annotation (default checksum/config)")
+    config.add_argument("--application", help="Argo CD Application name (namespace argocd)")
+    drift = sub.add_parser("drift", help="Prometheus recording-rule drift")
+    _common(drift)
+    drift.add_argument("--prometheus", help="Prometheus base URL")
+    drift.add_argument("--rule", action="append", default=[], help="record name, or record=expr (repeatable)")
+    drift.add_argument("--threshold", type=float)
+    every = sub.add_parser("all", help="every check the manifest enables, concurrently")
+    _common(every)
     return parser
+
+
+def _set(target: dict[str, Any], key: str, value: Any) -> None:
+    if value is not None and value != []:
+        target[key] = value
+
+
+def _flag_entry(args: argparse.Namespace) -> dict[str, Any]:
+    """One ``spec.checks`` entry from the subcommand's flags (merged over a manifest's)."""
+    entry: dict[str, Any] = {}
+    if args.check == "health":
+        for flag, key in (
+            ("path", "path"),
+            ("requests", "requests"),
+            ("concurrency", "concurrency"),
+            ("timeout_ms", "timeoutMs"),
+            ("expected_status", "expectedStatus"),
+            ("min_success_ratio", "minSuccessRatio"),
+            ("max_p50_ms", "maxP50Ms"),
+            ("max_p99_ms", "maxP99Ms"),
+            ("max_round_ms", "maxRoundMs"),
+            ("warn_p99_ms", "warnP99Ms"),
+            ("max_prober_lag_ms", "maxProberLagMs"),
+        ):
+            _set(entry, key, getattr(args, flag))
+    elif args.check == "xds":
+        sources = [{"kind": "csds", "address": a} for a in args.csds]
+        sources += [{"kind": "syncz", "address": a} for a in args.syncz]
+        sources += [{"kind": "envoyAdmin", "address": a} for a in args.envoy_admin]
+        _set(entry, "sources", sources)
+        if args.proxy:
+            entry["proxies"] = {"ids": args.proxy}
+        _set(entry, "graceSeconds", args.grace_seconds)
+    elif args.check == "config":
+        if args.deployment:
+            entry["workload"] = {"kind": "Deployment", "name": args.deployment}
+        _set(entry, "configMaps", args.configmap)
+        _set(entry, "secrets", args.secret)
+        _set(entry, "annotation", args.annotation)
+        if args.application:
+            entry["application"] = {"name": args.application}
+    elif args.check == "drift":
+        _set(entry, "prometheusUrl", args.prometheus)
+        rules = [dict(zip(("record", "expr"), r.split("=", 1), strict=False)) for r in args.rule]
+        _set(entry, "rules", rules)
+        _set(entry, "threshold", args.threshold)
+    return entry
+
+
+def _manifest(path: Path) -> Mapping[str, Any]:
+    docs = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d]
+    gates = [d for d in docs if d.get("kind") == "MCPReadiness"]
+    if len(gates) != 1:
+        raise SpecError(f"{path}: expected one MCPReadiness, found {len(gates)}")
+    gate: Mapping[str, Any] = gates[0]
+    return gate
+
+
+def _plan(args: argparse.Namespace) -> tuple[dict[str, Any], str | None, str]:
+    """The ``spec.checks`` to run, the target URL and the namespace."""
+    checks: dict[str, Any] = {}
+    url, namespace = args.url, args.namespace
+    if args.file is not None:
+        gate = _manifest(args.file)
+        spec = gate.get("spec") or {}
+        checks = dict(spec.get("checks") or {"healthProbe": {}})
+        url = url or (spec.get("target") or {}).get("url")
+        namespace = namespace or (gate.get("metadata") or {}).get("namespace")
+    if args.check != "all":
+        key = SUBCOMMAND_KEYS[args.check]
+        checks = {key: {**(checks.get(key) or {}), **_flag_entry(args)}}
+    elif args.file is None:
+        raise SpecError("mcp-check all needs -f MANIFEST")
+    if checks.get("healthProbe") is not None and not url:
+        raise SpecError("the health probe needs a target: --url or a manifest's spec.target.url")
+    return checks, url, namespace or "default"
+
+
+def _api_client(kubeconfig: str | None) -> Any:
+    from kubernetes import client, config
+
+    try:
+        config.load_kube_config(config_file=kubeconfig)
+    except (config.ConfigException, OSError, TypeError):
+        if kubeconfig is not None:
+            raise
+        return None
+    return client.ApiClient()
 
 
 def _print(outcomes: list[CheckOutcome], as_json: bool) -> None:
@@ -78,24 +218,26 @@ def _print(outcomes: list[CheckOutcome], as_json: bool) -> None:
     for o in outcomes:
         figures = ", ".join(f"{k}={v}" for k, v in o.observed.items())
         print(f"{o.name}: {o.outcome.value} ({o.reason}) {o.message}\n  {figures}")
+        for finding in o.findings[:20]:
+            print(f"    {finding.outcome.value} {finding.reason} {finding.subject}: {finding.observed}")
     print(f"verdict: {verdict.outcome.value} score={verdict.score} ready={verdict.ready}")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    spec = HealthProbeSpec(
-        url=args.url,
-        requests=args.requests,
-        concurrency=args.concurrency,
-        timeout_s=args.timeout_ms / 1000.0,
-        expected_status=tuple(args.expected_status or [200]),
-        min_success_ratio=args.min_success_ratio,
-        max_p50_ms=args.max_p50_ms,
-        max_p99_ms=args.max_p99_ms,
-        max_round_ms=args.max_round_ms,
-    )
-    outcomes = [asyncio.run(run_health_probe(spec))]
+    try:
+        checks, url, namespace = _plan(args)
+        planned = plan_checks(checks)
+        if not planned:
+            raise SpecError("no check enabled")
+    except (SpecError, OSError, yaml.YAMLError) as exc:
+        print(f"mcp-check: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    context = CheckContext(namespace, url, _api_client(args.kubeconfig))
+    outcomes = asyncio.run(run_checks(planned, context))
     _print(outcomes, args.json)
+    if args.junit is not None:
+        write_junit(outcomes, args.junit)
     return EXIT_CODES[decide(outcomes).outcome]
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
+from .prober_lag import LoopLag, LoopLagMonitor
 from .verdict import CheckOutcome, Verdict
 
 CHECK_NAME = "health-probe"
@@ -31,6 +32,11 @@ class HealthProbeSpec:
     max_p50_ms: float | None = None
     max_p99_ms: float | None = 500.0
     max_round_ms: float | None = None
+    # warn bands: inside the limits but close to them (the KPI board's second state)
+    warn_success_ratio: float | None = None
+    warn_p99_ms: float | None = None
+    # the prober's own loop lag (P99) above which a round is no evidence either way
+    max_prober_lag_ms: float = 25.0
 
 
 @dataclass
@@ -38,6 +44,7 @@ class ProbeSamples:
     latencies_ms: list[float] = field(default_factory=list)  # successful probes only
     failures: Counter[str] = field(default_factory=Counter)
     round_ms: float = 0.0
+    lag: LoopLag = field(default_factory=LoopLag)
 
     @property
     def total(self) -> int:
@@ -109,9 +116,13 @@ async def probe(spec: HealthProbeSpec) -> ProbeSamples:
                 samples.failures[f"http_{status}"] += 1
 
     round_start = time.perf_counter()
-    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
+    async with (
+        LoopLagMonitor() as lag,
+        aiohttp.ClientSession(timeout=timeout, connector=connector) as session,
+    ):
         await asyncio.gather(*(worker(session) for _ in range(min(spec.concurrency, spec.requests))))
     samples.round_ms = (time.perf_counter() - round_start) * 1000.0
+    samples.lag = lag
     return samples
 
 
@@ -128,6 +139,10 @@ def evaluate(spec: HealthProbeSpec, samples: ProbeSamples) -> CheckOutcome:
         thresholds["maxP99"] = _fmt_ms(spec.max_p99_ms)
     if spec.max_round_ms is not None:
         thresholds["maxRound"] = _fmt_ms(spec.max_round_ms)
+    if spec.warn_success_ratio is not None:
+        thresholds["warnSuccessRatio"] = f"{spec.warn_success_ratio}"
+    if spec.warn_p99_ms is not None:
+        thresholds["warnP99"] = _fmt_ms(spec.warn_p99_ms)
     observed = {
         "requests": str(samples.total),
         "succeeded": str(len(samples.latencies_ms)),
@@ -136,8 +151,23 @@ def evaluate(spec: HealthProbeSpec, samples: ProbeSamples) -> CheckOutcome:
     }
     if samples.failures:
         observed["failures"] = ", ".join(f"{k}={v}" for k, v in sorted(samples.failures.items()))
+    lag_p99, lag_max = samples.lag.percentile(99), samples.lag.max_ms
+    if lag_p99 is not None and lag_max is not None:
+        observed.update({"proberLagP99": _fmt_ms(lag_p99), "proberLagMax": _fmt_ms(lag_max)})
+        thresholds["maxProberLagP99"] = _fmt_ms(spec.max_prober_lag_ms)
 
     def outcome(kind: Verdict, reason: str, message: str) -> CheckOutcome:
+        if lag_p99 is not None and lag_p99 > spec.max_prober_lag_ms and kind != Verdict.INCONCLUSIVE:
+            return CheckOutcome(
+                CHECK_NAME,
+                Verdict.INCONCLUSIVE,
+                "ProberOverloaded",
+                f"the prober's own loop ran {_fmt_ms(lag_p99)} late at P99 (limit "
+                f"{_fmt_ms(spec.max_prober_lag_ms)}), so this round is no evidence; it would have been "
+                f"{kind.value} ({reason}: {message})",
+                observed,
+                thresholds,
+            )
         return CheckOutcome(CHECK_NAME, kind, reason, message, observed, thresholds)
 
     if samples.total == 0:
@@ -180,6 +210,15 @@ def evaluate(spec: HealthProbeSpec, samples: ProbeSamples) -> CheckOutcome:
             f"{samples.total} probes cannot verify a success ratio of {spec.min_success_ratio}; "
             f"at least {required_samples(spec.min_success_ratio)} are needed",
         )
+    warnings = []
+    if spec.warn_success_ratio is not None and samples.success_ratio < spec.warn_success_ratio:
+        warnings.append(
+            f"success ratio {samples.success_ratio:.4%} is below the warn band {spec.warn_success_ratio:.4%}"
+        )
+    if spec.warn_p99_ms is not None and p99 > spec.warn_p99_ms:
+        warnings.append(f"P99 {_fmt_ms(p99)} is above the warn band {_fmt_ms(spec.warn_p99_ms)}")
+    if warnings:
+        return outcome(Verdict.WARN, "NearThreshold", "; ".join(warnings) + " (within the limits)")
     return outcome(
         Verdict.PASS,
         "HealthProbePassed",
@@ -189,3 +228,9 @@ def evaluate(spec: HealthProbeSpec, samples: ProbeSamples) -> CheckOutcome:
 
 async def run_health_probe(spec: HealthProbeSpec) -> CheckOutcome:
     return evaluate(spec, await probe(spec))
+
+
+def run_health_probe_blocking(spec: HealthProbeSpec) -> CheckOutcome:
+    """One round on an event loop of its own: the entry point for a worker process, so the
+    caller's own load never lands in the figures."""
+    return asyncio.run(run_health_probe(spec))

@@ -85,7 +85,15 @@ def closed_port() -> int:
 
 
 def _spec(url: str, **kw: Any) -> HealthProbeSpec:
-    base: dict[str, Any] = {"requests": 200, "concurrency": 8, "timeout_s": 2.0, "min_success_ratio": 0.995}
+    """The target server shares the test's event loop; on a busy machine that loop runs late, so
+    the prober-lag guard is set wide here and tested on its own below."""
+    base: dict[str, Any] = {
+        "requests": 200,
+        "concurrency": 8,
+        "timeout_s": 2.0,
+        "min_success_ratio": 0.995,
+        "max_prober_lag_ms": 1000.0,
+    }
     return HealthProbeSpec(url=url, **(base | kw))
 
 
@@ -97,7 +105,11 @@ async def test_all_healthy_passes_with_the_exact_sample_count(probe_target: Prob
     assert outcome.observed["successRatio"] == "1.000000"
     assert "failures" not in outcome.observed
     assert {"p50", "p90", "p99", "round"} <= outcome.observed.keys()
-    assert outcome.thresholds == {"minSuccessRatio": "0.995", "maxP99": "500.00ms"}
+    assert outcome.thresholds == {
+        "minSuccessRatio": "0.995",
+        "maxP99": "500.00ms",
+        "maxProberLagP99": "1000.00ms",
+    }
     assert outcome.name == "health-probe" and outcome.measured_at.endswith("Z")
 
 
@@ -237,3 +249,34 @@ def test_required_samples(ratio: float, needed: int) -> None:
 def test_required_samples_is_at_least_the_inverse_failure_share() -> None:
     for ratio in (0.97, 0.993, 0.9995, 0.12345):
         assert required_samples(ratio) == math.ceil(1 / (1 - ratio) - 1e-9)
+
+
+async def test_an_overloaded_prober_is_inconclusive_never_pass_or_fail(probe_target: ProbeTarget) -> None:
+    """Blocking the prober's own loop (as too many rounds in one process do) makes the round no
+    evidence: Inconclusive with the lag figures, not the Pass or Fail it would have been."""
+    import time as _time
+
+    async def hog() -> None:
+        for _ in range(40):
+            _time.sleep(0.03)  # the loop cannot wake the prober for 30 ms at a time
+            await asyncio.sleep(0)
+
+    spec = _spec(probe_target.url + "/ok", requests=400, concurrency=4, max_prober_lag_ms=10.0)
+    outcome, _ = await asyncio.gather(run_health_probe(spec), hog())
+    assert (outcome.outcome, outcome.reason) == (Verdict.INCONCLUSIVE, "ProberOverloaded")
+    assert float(outcome.observed["proberLagP99"].removesuffix("ms")) > 10.0
+    assert "would have been" in outcome.message and outcome.thresholds["maxProberLagP99"] == "10.00ms"
+
+
+async def test_a_quiet_prober_reports_its_lag_and_judges_the_target(probe_target: ProbeTarget) -> None:
+    outcome = await run_health_probe(_spec(probe_target.url + "/ok", max_prober_lag_ms=1000.0))
+    assert outcome.outcome == Verdict.PASS
+    assert float(outcome.observed["proberLagP99"].removesuffix("ms")) < 1000.0
+
+
+def test_loop_lag_percentiles() -> None:
+    from mcp_checks.prober_lag import LoopLag
+
+    lag = LoopLag([float(v) for v in range(1, 101)])
+    assert lag.percentile(99) == 99.0 and lag.percentile(50) == 50.0 and lag.max_ms == 100.0
+    assert LoopLag().percentile(99) is None and LoopLag().max_ms is None

@@ -99,7 +99,7 @@ class XdsSyncSpec:
     changed_at: float | None = None
     grace_s: float = 30.0
     timeout_s: float = 5.0
-    name: str = "xdsSync"
+    name: str = "xds-sync"
 
 
 class MalformedAnswer(ValueError):

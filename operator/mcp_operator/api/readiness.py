@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from .common import ApiModel, Condition, TargetRef, Verdict, cel, with_rules
@@ -67,11 +69,170 @@ class HealthProbeCheck(ApiModel):
     max_round_ms: float | None = Field(
         default=None, gt=0, description="Highest acceptable wall time of the whole probe round."
     )
+    warn_success_ratio: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="Warn band: a success share at or above minSuccessRatio but below this is Warn "
+        "(Ready stays True, with the reason NearThreshold).",
+    )
+    warn_p99_ms: float | None = Field(
+        default=None, gt=0, description="Warn band: a P99 at or below maxP99Ms but above this is Warn."
+    )
+    max_prober_lag_ms: float = Field(
+        default=25.0,
+        gt=0,
+        le=10000,
+        description="The prober's own event-loop lag (P99) above which a round is no evidence: the check is "
+        "Inconclusive (ProberOverloaded), never Pass or Fail.",
+    )
+
+
+class XdsSourceRef(ApiModel):
+    kind: Literal["csds", "syncz", "envoyAdmin"] = Field(
+        description="csds: a control plane's or client's CSDS gRPC service (host:port, plaintext); syncz: "
+        "istiod's debug endpoint (http://istiod:15014); envoyAdmin: an Envoy admin endpoint (http://pod:15000)."
+    )
+    address: str = Field(
+        description="host:port for csds, a base URL otherwise.", min_length=1, max_length=2048
+    )
+
+
+class XdsProxies(ApiModel):
+    """Which proxies must have acknowledged the configuration: listed node IDs, or the Running
+    pods of this namespace that the labels select, named by nodeIdTemplate."""
+
+    ids: list[str] | None = Field(default=None, description="Node IDs, as the control plane reports them.")
+    match_labels: dict[str, str] | None = Field(default=None, description="Pods of the target, by label.")
+    node_id_template: str = Field(
+        default="{pod}.{namespace}",
+        description="A selected pod's node ID from {pod}, {namespace} and {ip} (Istio: {pod}.{namespace}).",
+        max_length=512,
+    )
+
+
+class XdsSyncCheck(ApiModel):
+    """Every proxy of the target acknowledged what its control plane last sent: a NACK fails,
+    stale within graceSeconds warns and fails after, no answer is Inconclusive."""
+
+    sources: list[XdsSourceRef] = Field(description="Where to read sync state.", min_length=1, max_length=16)
+    proxies: XdsProxies | None = Field(
+        default=None, description="Proxies that must be synced; unset: every proxy the sources report."
+    )
+    types: list[Literal["LDS", "RDS", "CDS", "EDS"]] = Field(
+        default_factory=lambda: ["LDS", "RDS", "CDS", "EDS"],  # type: ignore[arg-type]
+        description="xDS types that must be synced.",
+        min_length=1,
+    )
+    expected_version: str | None = Field(
+        default=None, description="When set, a proxy ACKed on another version counts as stale."
+    )
+    grace_seconds: float = Field(default=30.0, ge=0, le=3600, description="Stale for less than this is Warn.")
+    timeout_seconds: float = Field(default=5.0, gt=0, le=300, description="Per source call.")
+
+
+class WorkloadRef(ApiModel):
+    kind: Literal["Deployment", "StatefulSet"] = Field(default="Deployment", description="Workload kind.")
+    name: str = Field(
+        description="Workload name, in this resource's namespace.", min_length=1, max_length=253
+    )
+
+
+class ArgoApplication(ApiModel):
+    name: str = Field(description="Argo CD Application name.", min_length=1, max_length=253)
+    namespace: str = Field(default="argocd", description="Namespace of the Application.", max_length=63)
+    expected_revision: str | None = Field(
+        default=None, description="Revision that must be synced; default: the Application's full-SHA target."
+    )
+    gate_wave: int | None = Field(
+        default=None,
+        description="Sync wave of this gate: resources of earlier waves must be Synced and Healthy.",
+    )
+    gate_resource: str | None = Field(
+        default=None,
+        description="Kind/name of the gate itself in the Application (left out of the wave test).",
+    )
+
+
+class ConfigConsistencyCheck(ApiModel):
+    """The content hash of the named ConfigMaps and Secrets equals the checksum annotation on
+    the workload's pod template and on every ready pod of its current revision, no older
+    revision still serves, and (when named) Argo CD synced the expected revision. Secret values
+    are hashed, never copied: only a hash prefix appears anywhere."""
+
+    model_config = with_rules(
+        cel(
+            "(has(self.configMaps) && size(self.configMaps) > 0) || "
+            "(has(self.secrets) && size(self.secrets) > 0)",
+            "name at least one ConfigMap or Secret to hash",
+        ),
+    )
+
+    workload: WorkloadRef = Field(description="The workload that mounts the config.")
+    config_maps: list[str] = Field(
+        default_factory=list, description="ConfigMaps hashed, by name.", max_length=64
+    )
+    secrets: list[str] = Field(default_factory=list, description="Secrets hashed, by name.", max_length=64)
+    annotation: str = Field(
+        default="checksum/config",
+        description="Pod-template annotation holding the hash (Helm convention).",
+        min_length=1,
+    )
+    application: ArgoApplication | None = Field(default=None, description="Argo CD Application deploying it.")
+    timeout_seconds: float = Field(default=30.0, gt=0, le=300, description="For all API reads.")
+
+
+class RecordingRuleRef(ApiModel):
+    record: str = Field(description="The recording rule's record name.", min_length=1, max_length=512)
+    expr: str | None = Field(
+        default=None,
+        description="Its expression; default: read from Prometheus's /api/v1/rules.",
+        max_length=8192,
+    )
+
+
+class MetricDriftCheck(ApiModel):
+    """Each recording rule's series against its raw expression, evaluated at the same instant
+    over the same label sets: relative drift below the threshold (0.3% by default)."""
+
+    model_config = with_rules(
+        cel(
+            "!has(self.warnThreshold) || self.warnThreshold < self.threshold",
+            "warnThreshold must be below threshold",
+            ".warnThreshold",
+        ),
+    )
+
+    prometheus_url: str = Field(
+        description="Prometheus base URL.", pattern=r"^https?://[^\s/]+(/.*)?$", max_length=2048
+    )
+    rules: list[RecordingRuleRef] = Field(
+        description="Recording rules to compare.", min_length=1, max_length=64
+    )
+    threshold: float = Field(
+        default=0.003, gt=0, le=1, description="Relative drift that fails (0.003 = 0.3%)."
+    )
+    warn_threshold: float | None = Field(default=None, gt=0, le=1, description="Relative drift that warns.")
+    window_seconds: float = Field(
+        default=0, ge=0, le=86400, description="Compare over this window before now."
+    )
+    points: int = Field(default=1, ge=1, le=60, description="Instants compared over the window.")
+    timeout_seconds: float = Field(default=10.0, gt=0, le=300, description="Per Prometheus call.")
 
 
 class ReadinessChecks(ApiModel):
+    """The assertions of one evaluation; they run concurrently, each within its own timeout,
+    and the verdict is the worst of them."""
+
     health_probe: HealthProbeCheck | None = Field(
         default_factory=HealthProbeCheck, description="HTTP health probe; on by default."
+    )
+    xds_sync: XdsSyncCheck | None = Field(default=None, description="Envoy xDS sync of the target's proxies.")
+    config_consistency: ConfigConsistencyCheck | None = Field(
+        default=None, description="Config hash against what runs and what Argo CD synced."
+    )
+    metric_drift: MetricDriftCheck | None = Field(
+        default=None, description="Prometheus recording-rule drift against the raw expressions."
     )
 
 
@@ -127,6 +288,16 @@ class Finding(ApiModel):
     source: str = Field(default="", description="Where it was read.")
 
 
+class EvaluationMarker(ApiModel):
+    """Written before a round starts, so that exactly one round runs per generation (or due
+    recheck) even when the operator sees an older copy of the object again or restarts."""
+
+    generation: int = Field(ge=0, description="Spec generation the round evaluates.")
+    id: str = Field(description="Identifies the round.")
+    instance: str = Field(description="The operator process that runs it.")
+    started_at: str = Field(description="When the round was claimed (RFC 3339).")
+
+
 class CheckResult(ApiModel):
     """One row of the verdict table."""
 
@@ -162,7 +333,12 @@ class MCPReadinessStatus(ApiModel):
     checks: list[CheckResult] = Field(
         default_factory=list, description="One row per check.", max_length=MAX_CHECK_HISTORY
     )
-    evaluations: int = Field(default=0, ge=0, description="Evaluations of this resource so far.")
+    evaluations: int = Field(
+        default=0, ge=0, description="Evaluations of this resource so far: every round that ran is counted."
+    )
+    evaluation: EvaluationMarker | None = Field(
+        default=None, description="The round claimed last (in progress while phase is Running)."
+    )
     gated_pods: int | None = Field(
         default=None, ge=0, description="Pods that carry the gate condition (spec.podReadinessGate)."
     )

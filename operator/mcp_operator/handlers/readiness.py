@@ -1,13 +1,20 @@
-"""kopf handlers for MCPReadiness: parse, call the domain code, write status. Nothing more."""
+"""kopf handlers for MCPReadiness: parse, call the readiness package, write status.
+
+Each round is claimed first (``readiness.claim``) against the object as the API server has it
+now, and its verdict is written before the claim is let go, so one generation (or one due
+recheck) is evaluated exactly once however often kopf replays an older body.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import time
 from collections.abc import Mapping
 from typing import Any
 
 import kopf
+from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from mcp_bench.plan import format_validation_error
@@ -18,19 +25,66 @@ from ..api.common import GROUP, VERSION
 from ..api.readiness import KIND, PLURAL, MCPReadinessSpec, PodReadinessGate
 from ..conditions import condition, utc_now
 from ..readiness import podgate
+from ..readiness.claim import Claims, Marker, new_marker, skip_reason
 from ..readiness.evaluate import recheck_due, resolve_target, run_checks, semantic_problems
+from ..readiness.prober import Prober
 from ..readiness.status import rejected_status, running_status, verdict_status
+from ..settings import OperatorSettings
 from ..targets import SpecProblem
 from .common import reject
 
+log = logging.getLogger(__name__)
+CLAIMS = Claims()
+_PROBER: Prober | None = None
 
-def _already_evaluated(status: kopf.Status, generation: int) -> bool:
-    return status.get("observedGeneration") == generation and status.get("phase") in (
-        "Succeeded",
-        "Failed",
-        "Invalid",
-        "Suspended",
-    )
+
+def prober() -> Prober:
+    """One bounded, out-of-process prober per operator process."""
+    global _PROBER
+    if _PROBER is None:
+        settings = OperatorSettings.from_env()
+        _PROBER = Prober(settings.max_concurrent_checks, settings.max_checks_per_target)
+    return _PROBER
+
+
+@kopf.on.cleanup()
+def stop_prober(**_: Any) -> None:
+    if _PROBER is not None:
+        _PROBER.close()
+
+
+async def _fresh(namespace: str, name: str) -> dict[str, Any] | None:
+    """The object as the API server has it now (None once deleted)."""
+    try:
+        obj: dict[str, Any] = await kube.call(
+            kube.custom().get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name
+        )
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return obj
+
+
+async def _claim(obj: Mapping[str, Any], fields: dict[str, Any]) -> bool:
+    """Write the marker (and progress) only if nobody changed the object since we read it."""
+    meta = obj["metadata"]
+    body = {"metadata": {"resourceVersion": meta["resourceVersion"]}, "status": fields}
+    try:
+        await kube.call(
+            kube.custom().patch_namespaced_custom_object_status,
+            GROUP,
+            VERSION,
+            meta["namespace"],
+            PLURAL,
+            meta["name"],
+            body,
+        )
+    except ApiException as exc:
+        if exc.status == 409:
+            return False
+        raise
+    return True
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL)
@@ -38,43 +92,43 @@ def _already_evaluated(status: kopf.Status, generation: int) -> bool:
 @kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
 @metrics.counted_errors("evaluate_readiness")
 async def evaluate_readiness(
-    spec: kopf.Spec,
-    status: kopf.Status,
-    meta: kopf.Meta,
-    body: kopf.Body,
-    patch: kopf.Patch,
-    **_: Any,
+    spec: kopf.Spec, meta: kopf.Meta, body: kopf.Body, patch: kopf.Patch, **_: Any
 ) -> None:
     generation = int(meta["generation"])
     namespace, name = meta["namespace"], meta["name"]
-    if _already_evaluated(status, generation):
-        return
-    conditions = list(status.get("conditions") or [])
-    try:
-        parsed = MCPReadinessSpec.model_validate(spec)
-    except ValidationError as exc:
-        _reject(
-            body,
-            patch,
-            conditions,
-            generation,
-            [SpecProblem("InvalidSpec", f"spec: {format_validation_error(exc)}")],
-        )
-        return
-    if parsed.suspend:
-        patch.status.update({"phase": "Suspended", "observedGeneration": generation})
-        return
-    target = await resolve_target(parsed, namespace, kube.service_exists)
-    problems = semantic_problems(parsed)
-    if isinstance(target, SpecProblem):
-        problems.insert(0, target)
-    if problems:
-        _reject(body, patch, conditions, generation, problems)
-        return
-    assert isinstance(target, str)
-    progress = running_status(conditions, generation, target, utc_now())
-    await kube.patch_status(PLURAL, namespace, name, progress)
-    await _evaluate(parsed, target, {**status, **progress}, generation, body, patch, announce=True)
+    async with CLAIMS.lock(str(meta["uid"])):
+        obj = await _fresh(namespace, name)
+        if obj is None or int(obj["metadata"]["generation"]) != generation:
+            return  # deleted, or a newer spec whose own event follows
+        status: dict[str, Any] = dict(obj.get("status") or {})
+        why = skip_reason(status, generation, CLAIMS.running)
+        if why is not None:
+            log.debug("%s/%s generation %d not evaluated again: %s", namespace, name, generation, why)
+            return
+        conditions = list(status.get("conditions") or [])
+        try:
+            parsed = MCPReadinessSpec.model_validate(spec)
+        except ValidationError as exc:
+            problem = SpecProblem("InvalidSpec", f"spec: {format_validation_error(exc)}")
+            _reject(body, patch, conditions, generation, [problem])
+            return
+        if parsed.suspend:
+            patch.status.update({"phase": "Suspended", "observedGeneration": generation})
+            return
+        target = await resolve_target(parsed, namespace, kube.service_exists)
+        problems = semantic_problems(parsed)
+        if isinstance(target, SpecProblem):
+            problems.insert(0, target)
+        if problems:
+            _reject(body, patch, conditions, generation, problems)
+            return
+        assert isinstance(target, str)
+        now = utc_now()
+        marker = new_marker(generation, now)
+        progress = running_status(conditions, generation, target, now)
+        if not await _claim(obj, {**progress, "evaluation": marker.to_wire()}):
+            raise kopf.TemporaryError("the object changed while claiming the evaluation", delay=1)
+        await _evaluate(parsed, target, {**status, **progress}, generation, body, marker, announce=True)
 
 
 @kopf.timer(
@@ -88,37 +142,44 @@ async def evaluate_readiness(
     ),
 )
 @metrics.counted_errors("recheck_readiness")
-async def recheck_readiness(
-    spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta, body: kopf.Body, patch: kopf.Patch, **_: Any
-) -> None:
+async def recheck_readiness(spec: kopf.Spec, meta: kopf.Meta, body: kopf.Body, **_: Any) -> None:
     """A standing gate: evaluate again once the interval has passed; Ready stays as it was while
     the checks run, so consumers see a change only when the verdict changes."""
     generation = int(meta["generation"])
-    if status.get("observedGeneration") != generation:
-        return  # the spec changed; the change handler evaluates it
-    try:
-        parsed = MCPReadinessSpec.model_validate(spec)
-    except ValidationError:
-        return  # rejected by the change handler already
-    if not recheck_due(parsed, status, dt.datetime.now(dt.UTC)):
-        return
-    target = await resolve_target(parsed, meta["namespace"], kube.service_exists)
-    outcomes = None
-    if isinstance(target, SpecProblem):
-        # a standing gate whose Service went away is not ready, and keeps checking for its return
-        outcomes = [CheckOutcome("target", Verdict.ERROR, target.reason, target.message)]
-        target = str(status.get("targetUrl") or "")
-    await _evaluate(
-        parsed,
-        target,
-        {**status, "startedAt": utc_now()},
-        generation,
-        body,
-        patch,
-        announce=False,
-        previous_ready=_ready_status(status),
-        outcomes=outcomes,
-    )
+    async with CLAIMS.lock(str(meta["uid"])):
+        obj = await _fresh(meta["namespace"], meta["name"])
+        if obj is None or int(obj["metadata"]["generation"]) != generation:
+            return
+        status: dict[str, Any] = dict(obj.get("status") or {})
+        if status.get("observedGeneration") != generation:
+            return  # the spec changed; the change handler evaluates it
+        try:
+            parsed = MCPReadinessSpec.model_validate(spec)
+        except ValidationError:
+            return  # rejected by the change handler already
+        if not recheck_due(parsed, status, dt.datetime.now(dt.UTC)):
+            return
+        target = await resolve_target(parsed, meta["namespace"], kube.service_exists)
+        outcomes = None
+        if isinstance(target, SpecProblem):
+            # a standing gate whose Service went away is not ready, and keeps checking for its return
+            outcomes = [CheckOutcome("target", Verdict.ERROR, target.reason, target.message)]
+            target = str(status.get("targetUrl") or "")
+        now = utc_now()
+        marker = new_marker(generation, now)
+        if not await _claim(obj, {"evaluation": marker.to_wire()}):
+            return  # changed meanwhile: the next tick looks again
+        await _evaluate(
+            parsed,
+            target,
+            {**status, "startedAt": now},
+            generation,
+            body,
+            marker,
+            announce=False,
+            previous_ready=_ready_status(status),
+            outcomes=outcomes,
+        )
 
 
 @kopf.timer(
@@ -157,29 +218,39 @@ async def _evaluate(
     previous: Mapping[str, Any],
     generation: int,
     body: kopf.Body,
-    patch: kopf.Patch,
+    marker: Marker,
     *,
     announce: bool,
     previous_ready: str | None = None,
     outcomes: list[CheckOutcome] | None = None,
 ) -> None:
-    """Run the checks (unless ``outcomes`` already says why they cannot run), write the verdict,
-    count it, and post an event when it is news."""
-    if outcomes is None:
-        started = time.monotonic()
-        outcomes = await run_checks(parsed, target)
-        for outcome in outcomes:
-            metrics.CHECK_SECONDS.labels(outcome.name).observe(time.monotonic() - started)
-    new_status, verdict = verdict_status(
-        previous, generation, target, str(previous["startedAt"]), outcomes, utc_now()
-    )
-    patch.status.update(new_status)
-    gate = parsed.pod_readiness_gate
-    if gate is not None:  # at once, rather than at the next gate sync
-        ready = condition(new_status["conditions"], "Ready") or {}
-        patch.status["gatedPods"] = await podgate.sync_pods(
-            gate, str(body.metadata.namespace), ready, utc_now()
+    """Run the checks (unless ``outcomes`` already says why they cannot run), write the verdict
+    while the claim is held, count it, and post an event when it is news."""
+    CLAIMS.running.add(marker.id)
+    try:
+        if outcomes is None:
+            started = time.monotonic()
+            outcomes = await run_checks(
+                parsed,
+                target,
+                str(body.metadata.namespace),
+                health_probe=prober().health_probe,
+                api_client=kube.api_client(),
+            )
+            for outcome in outcomes:
+                metrics.CHECK_SECONDS.labels(outcome.name).observe(time.monotonic() - started)
+        new_status, verdict = verdict_status(
+            previous, generation, target, str(previous["startedAt"]), outcomes, utc_now()
         )
+        gate = parsed.pod_readiness_gate
+        if gate is not None:  # at once, rather than at the next gate sync
+            ready = condition(new_status["conditions"], "Ready") or {}
+            new_status["gatedPods"] = await podgate.sync_pods(
+                gate, str(body.metadata.namespace), ready, utc_now()
+            )
+        await kube.patch_status(PLURAL, str(body.metadata.namespace), str(body.metadata.name), new_status)
+    finally:
+        CLAIMS.running.discard(marker.id)
     metrics.VERDICTS.labels(KIND, verdict.outcome.value).inc()
     metrics.RECONCILIATIONS.labels(KIND, "evaluated").inc()
     metrics.READY.labels(body.metadata.namespace, body.metadata.name).set(1 if verdict.ready else 0)

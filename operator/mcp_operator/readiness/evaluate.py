@@ -11,11 +11,13 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from mcp_checks.health import HealthProbeSpec, required_samples, run_health_probe
+from mcp_checks.health import required_samples, run_health_probe
+from mcp_checks.suite import CheckContext, HealthProbeRunner, SpecError, plan_checks
+from mcp_checks.suite import run_checks as run_suite
 from mcp_checks.verdict import CheckOutcome
 
-from ..api.readiness import HealthProbeCheck, MCPReadinessSpec
-from ..targets import ServiceExists, SpecProblem, join_url, resolve_url
+from ..api.readiness import MCPReadinessSpec
+from ..targets import ServiceExists, SpecProblem, resolve_url
 
 
 async def resolve_target(spec: MCPReadinessSpec, namespace: str, exists: ServiceExists) -> str | SpecProblem:
@@ -23,7 +25,7 @@ async def resolve_target(spec: MCPReadinessSpec, namespace: str, exists: Service
 
 
 def semantic_problems(spec: MCPReadinessSpec) -> list[SpecProblem]:
-    """Thresholds that no run could verify as written."""
+    """Thresholds that no run could verify as written, and checks that cannot be built."""
     problems = []
     probe = spec.checks.health_probe
     if probe is not None:
@@ -36,30 +38,31 @@ def semantic_problems(spec: MCPReadinessSpec) -> list[SpecProblem]:
                     f"{probe.requests} requests; at least {needed} are needed",
                 )
             )
-    if not any(c is not None for c in (probe,)):
-        problems.append(SpecProblem("NoChecks", "spec.checks enables no check, so nothing would be verified"))
+    try:
+        planned = plan_checks(spec.checks.to_wire())
+    except SpecError as exc:
+        problems.append(SpecProblem("InvalidCheck", str(exc)))
+    else:
+        if not planned:
+            problems.append(
+                SpecProblem("NoChecks", "spec.checks enables no check, so nothing would be verified")
+            )
     return problems
 
 
-def health_probe_spec(check: HealthProbeCheck, base_url: str) -> HealthProbeSpec:
-    return HealthProbeSpec(
-        url=join_url(base_url, check.path),
-        requests=check.requests,
-        concurrency=check.concurrency,
-        timeout_s=check.timeout_ms / 1000.0,
-        expected_status=tuple(check.expected_status),
-        min_success_ratio=check.min_success_ratio,
-        max_p50_ms=check.max_p50_ms,
-        max_p99_ms=check.max_p99_ms,
-        max_round_ms=check.max_round_ms,
-    )
-
-
-async def run_checks(spec: MCPReadinessSpec, base_url: str) -> list[CheckOutcome]:
-    outcomes = []
-    if spec.checks.health_probe is not None:
-        outcomes.append(await run_health_probe(health_probe_spec(spec.checks.health_probe, base_url)))
-    return outcomes
+async def run_checks(
+    spec: MCPReadinessSpec,
+    base_url: str,
+    namespace: str,
+    *,
+    health_probe: HealthProbeRunner = run_health_probe,
+    api_client: Any = None,
+) -> list[CheckOutcome]:
+    """Every enabled check at once, each within its own timeout (``mcp_checks.suite``, the same
+    path ``mcp-check -f`` takes); ``health_probe`` runs a round (the operator passes its bounded,
+    out-of-process prober)."""
+    context = CheckContext(namespace, base_url, api_client, health_probe)
+    return await run_suite(plan_checks(spec.checks.to_wire()), context)
 
 
 def recheck_due(spec: MCPReadinessSpec, status: Mapping[str, Any], now: dt.datetime) -> bool:

@@ -6,16 +6,11 @@ from typing import Any
 
 import pytest
 
-from mcp_checks.health import required_samples
+from mcp_checks.health import HealthProbeSpec, required_samples
 from mcp_checks.verdict import CheckOutcome, Verdict
 from mcp_operator.api import MCPReadinessSpec, MCPReadinessStatus
 from mcp_operator.conditions import condition
-from mcp_operator.readiness.evaluate import (
-    health_probe_spec,
-    resolve_target,
-    run_checks,
-    semantic_problems,
-)
+from mcp_operator.readiness.evaluate import resolve_target, run_checks, semantic_problems
 from mcp_operator.readiness.status import rejected_status, running_status, verdict_status
 from mcp_operator.targets import SpecProblem, join_url
 from mcp_refserver import RunningServer
@@ -101,21 +96,36 @@ def test_no_checks_is_a_problem() -> None:
     assert [p.reason for p in semantic_problems(spec)] == ["NoChecks"]
 
 
-def test_health_probe_spec_mapping() -> None:
+async def test_the_spec_reaches_the_probe_as_written() -> None:
+    """The operator's validated spec goes through the same builder as ``mcp-check -f``."""
     spec = _spec(
-        path="/v2/health/ready", timeoutMs=250, expectedStatus=[200, 204], maxP50Ms=5, maxRoundMs=900
+        path="/v2/health/ready",
+        timeoutMs=250,
+        expectedStatus=[200, 204],
+        maxP50Ms=5,
+        maxRoundMs=900,
+        warnP99Ms=40,
+        warnSuccessRatio=0.999,
     )
-    assert spec.checks.health_probe is not None
-    probe = health_probe_spec(spec.checks.health_probe, "http://svc:8000/")
+    seen: list[HealthProbeSpec] = []
+
+    async def capture(probe: HealthProbeSpec) -> CheckOutcome:
+        seen.append(probe)
+        return CheckOutcome("health-probe", Verdict.PASS, "Captured", "")
+
+    (outcome,) = await run_checks(spec, "http://svc:8000/", "ns", health_probe=capture)
+    (probe,) = seen
+    assert outcome.reason == "Captured"
     assert probe.url == "http://svc:8000/v2/health/ready"
     assert probe.timeout_s == 0.25 and probe.expected_status == (200, 204)
     assert probe.requests == 100 and probe.min_success_ratio == 0.99
     assert (probe.max_p50_ms, probe.max_p99_ms, probe.max_round_ms) == (5, 500.0, 900)
+    assert (probe.warn_p99_ms, probe.warn_success_ratio, probe.max_prober_lag_ms) == (40, 0.999, 25.0)
     assert join_url("http://a", "/b") == join_url("http://a/", "/b") == "http://a/b"
 
 
 async def test_run_checks_against_a_real_server(refserver: RunningServer) -> None:
-    (outcome,) = await run_checks(_spec(concurrency=4), refserver.url)
+    (outcome,) = await run_checks(_spec(concurrency=4, maxProberLagMs=1000), refserver.url, "ns")
     assert outcome.name == "health-probe"
     assert (outcome.outcome, outcome.reason) == (Verdict.PASS, "HealthProbePassed")
     assert outcome.observed["requests"] == "100" and outcome.observed["succeeded"] == "100"

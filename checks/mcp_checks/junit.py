@@ -1,0 +1,34 @@
+"""JUnit XML of a check run, the report format CI systems show without plugins: one testcase
+per check; Fail is a failure, Error and Inconclusive are errors (nothing was verified)."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from .verdict import CheckOutcome, Verdict
+
+
+def junit_xml(outcomes: list[CheckOutcome], suite: str = "mcp-check") -> str:
+    failures = sum(1 for o in outcomes if o.outcome == Verdict.FAIL)
+    errors = sum(1 for o in outcomes if o.outcome in (Verdict.ERROR, Verdict.INCONCLUSIVE))
+    root = ET.Element(
+        "testsuite", name=suite, tests=str(len(outcomes)), failures=str(failures), errors=str(errors)
+    )
+    for o in outcomes:
+        case = ET.SubElement(root, "testcase", classname=suite, name=o.name)
+        text = "\n".join(
+            [o.message, *(f"{k}={v}" for k, v in o.observed.items())]
+            + [f"{f.outcome.value} {f.reason} {f.subject}: {f.observed}" for f in o.findings]
+        )
+        if o.outcome == Verdict.FAIL:
+            ET.SubElement(case, "failure", message=f"{o.reason}: {o.message}", type=o.reason).text = text
+        elif o.outcome in (Verdict.ERROR, Verdict.INCONCLUSIVE):
+            ET.SubElement(case, "error", message=f"{o.reason}: {o.message}", type=o.outcome.value).text = text
+        else:
+            ET.SubElement(case, "system-out").text = f"{o.outcome.value} ({o.reason}) {text}"
+    return ET.tostring(root, encoding="unicode", xml_declaration=True)
+
+
+def write_junit(outcomes: list[CheckOutcome], path: Path) -> None:
+    path.write_text(junit_xml(outcomes), encoding="utf-8")

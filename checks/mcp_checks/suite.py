@@ -1,0 +1,235 @@
+"""The checks a readiness spec asks for, built from its camelCase ``spec.checks`` as a manifest
+or the API server holds it, and run together.
+
+One builder serves the operator (which passes the validated spec) and ``mcp-check -f`` (which
+reads a manifest file), so both run exactly the same assertions. The checks of one evaluation
+run concurrently, each within its own timeout: one slow source does not hold the others up, and
+a check that times out or raises becomes an Inconclusive or Error row, never a missing one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client
+
+from .config import ArgoApplicationRef, ConfigConsistencySpec, WorkloadKind, run_config_consistency
+from .drift import MetricDriftSpec, RecordingRule, run_metric_drift
+from .health import HealthProbeSpec, run_health_probe
+from .verdict import CheckOutcome, Verdict
+from .xds import XdsSource, XdsSyncSpec, run_xds_sync
+
+HealthProbeRunner = Callable[[HealthProbeSpec], Awaitable[CheckOutcome]]
+CHECK_KEYS = {
+    "healthProbe": "health-probe",
+    "xdsSync": "xds-sync",
+    "configConsistency": "config-consistency",
+    "metricDrift": "metric-drift",
+}
+SOURCE_KINDS = {"csds": "csds", "syncz": "syncz", "envoyAdmin": "envoy_admin"}
+SLACK_S = 5.0  # beyond a check's own timeouts, before the suite gives up on it
+
+
+class SpecError(ValueError):
+    """A ``spec.checks`` entry that cannot be turned into a check (a usage error)."""
+
+
+@dataclass(frozen=True)
+class CheckContext:
+    """What checks need from where they run: the namespace, the target's base URL, a Kubernetes
+    client (config consistency, proxies selected by label), and how to run a probe round."""
+
+    namespace: str
+    base_url: str | None = None
+    api_client: client.ApiClient | None = None
+    health_probe: HealthProbeRunner = run_health_probe
+
+
+@dataclass(frozen=True)
+class PlannedCheck:
+    name: str
+    timeout_s: float
+    run: Callable[[CheckContext], Awaitable[CheckOutcome]]
+
+
+def _join(base: str | None, path: str) -> str:
+    if base is None:
+        raise SpecError("healthProbe needs a target URL (spec.target.url, or --url)")
+    return base.rstrip("/") + path
+
+
+def health_probe(entry: Mapping[str, Any]) -> PlannedCheck:
+    defaults = HealthProbeSpec(url="")
+    timeout_ms = float(entry.get("timeoutMs", defaults.timeout_s * 1000.0))
+
+    def spec_for(ctx: CheckContext) -> HealthProbeSpec:
+        return HealthProbeSpec(
+            url=_join(ctx.base_url, str(entry.get("path", "/health"))),
+            requests=int(entry.get("requests", defaults.requests)),
+            concurrency=int(entry.get("concurrency", defaults.concurrency)),
+            timeout_s=timeout_ms / 1000.0,
+            expected_status=tuple(int(s) for s in entry.get("expectedStatus", defaults.expected_status)),
+            min_success_ratio=float(entry.get("minSuccessRatio", defaults.min_success_ratio)),
+            warn_success_ratio=_opt_float(entry.get("warnSuccessRatio")),
+            max_p50_ms=_opt_float(entry.get("maxP50Ms")),
+            max_p99_ms=_opt_float(entry.get("maxP99Ms", defaults.max_p99_ms)),
+            warn_p99_ms=_opt_float(entry.get("warnP99Ms")),
+            max_round_ms=_opt_float(entry.get("maxRoundMs")),
+            max_prober_lag_ms=float(entry.get("maxProberLagMs", defaults.max_prober_lag_ms)),
+        )
+
+    async def run(ctx: CheckContext) -> CheckOutcome:
+        return await ctx.health_probe(spec_for(ctx))
+
+    # a round of N requests at concurrency C, each bounded by the per-request timeout
+    requests = int(entry.get("requests", defaults.requests))
+    concurrency = int(entry.get("concurrency", defaults.concurrency))
+    bound = (requests / concurrency + 1) * timeout_ms / 1000.0
+    return PlannedCheck(CHECK_KEYS["healthProbe"], bound + SLACK_S, run)
+
+
+def _opt_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+async def _pods_to_proxies(ctx: CheckContext, proxies: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """Node IDs the target's proxies should have: listed, or from the pods a label selector picks
+    (``{pod}``, ``{namespace}`` and ``{ip}`` in ``nodeIdTemplate``)."""
+    if "ids" in proxies:
+        return tuple(str(p) for p in proxies["ids"])
+    labels = proxies.get("matchLabels")
+    if not labels:
+        return None
+    if ctx.api_client is None:
+        raise SpecError("xdsSync.proxies.matchLabels needs a Kubernetes client (a kubeconfig)")
+    selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+    core = client.CoreV1Api(ctx.api_client)
+    pods = await asyncio.to_thread(core.list_namespaced_pod, ctx.namespace, label_selector=selector)
+    template = str(proxies.get("nodeIdTemplate", "{pod}.{namespace}"))
+    return tuple(
+        template.format(pod=p.metadata.name, namespace=ctx.namespace, ip=p.status.pod_ip or "")
+        for p in pods.items
+        if p.metadata.deletion_timestamp is None and p.status.phase == "Running"
+    )
+
+
+def xds_sync(entry: Mapping[str, Any]) -> PlannedCheck:
+    try:
+        sources = tuple(
+            XdsSource(SOURCE_KINDS[str(s["kind"])], str(s["address"]))  # type: ignore[arg-type]
+            for s in entry.get("sources", [])
+        )
+    except KeyError as exc:
+        raise SpecError(f"xdsSync.sources: unknown or missing {exc}") from exc
+    timeout_s = float(entry.get("timeoutSeconds", 5.0))
+
+    async def run(ctx: CheckContext) -> CheckOutcome:
+        spec = XdsSyncSpec(
+            sources=sources,
+            expected_proxies=await _pods_to_proxies(ctx, entry.get("proxies") or {}),
+            types=tuple(entry.get("types", ("LDS", "RDS", "CDS", "EDS"))),
+            expected_version=entry.get("expectedVersion"),
+            grace_s=float(entry.get("graceSeconds", 30.0)),
+            timeout_s=timeout_s,
+        )
+        return await run_xds_sync(spec)
+
+    return PlannedCheck(CHECK_KEYS["xdsSync"], timeout_s + SLACK_S, run)
+
+
+def config_consistency(entry: Mapping[str, Any]) -> PlannedCheck:
+    workload = entry.get("workload") or {}
+    app = entry.get("application")
+    timeout_s = float(entry.get("timeoutSeconds", 30.0))
+
+    async def run(ctx: CheckContext) -> CheckOutcome:
+        if ctx.api_client is None:
+            raise SpecError("configConsistency needs a Kubernetes client (a kubeconfig)")
+        spec = ConfigConsistencySpec(
+            namespace=ctx.namespace,
+            workload=str(workload.get("name", "")),
+            workload_kind=WorkloadKind(str(workload.get("kind", "Deployment"))),
+            config_maps=tuple(entry.get("configMaps", ())),
+            secrets=tuple(entry.get("secrets", ())),
+            annotation=str(entry.get("annotation", "checksum/config")),
+            application=None
+            if not app
+            else ArgoApplicationRef(
+                name=str(app["name"]),
+                namespace=str(app.get("namespace", "argocd")),
+                expected_revision=app.get("expectedRevision"),
+                gate_wave=app.get("gateWave"),
+                gate_resource=app.get("gateResource"),
+            ),
+            timeout_s=timeout_s,
+        )
+        return await run_config_consistency(spec, ctx.api_client)
+
+    if not workload.get("name"):
+        raise SpecError("configConsistency.workload.name is required")
+    return PlannedCheck(CHECK_KEYS["configConsistency"], timeout_s + SLACK_S, run)
+
+
+def metric_drift(entry: Mapping[str, Any]) -> PlannedCheck:
+    try:
+        spec = MetricDriftSpec(
+            prometheus_url=str(entry["prometheusUrl"]),
+            rules=tuple(RecordingRule(str(r["record"]), r.get("expr")) for r in entry.get("rules", [])),
+            threshold=float(entry.get("threshold", 0.003)),
+            warn_threshold=_opt_float(entry.get("warnThreshold")),
+            window_s=float(entry.get("windowSeconds", 0.0)),
+            points=int(entry.get("points", 1)),
+            timeout_s=float(entry.get("timeoutSeconds", 10.0)),
+        )
+    except (KeyError, ValueError) as exc:
+        raise SpecError(f"metricDrift: {exc}") from exc
+
+    async def run(_ctx: CheckContext) -> CheckOutcome:
+        return await run_metric_drift(spec)
+
+    return PlannedCheck(CHECK_KEYS["metricDrift"], spec.timeout_s * (spec.points + 2) + SLACK_S, run)
+
+
+BUILDERS: dict[str, Callable[[Mapping[str, Any]], PlannedCheck]] = {
+    "healthProbe": health_probe,
+    "xdsSync": xds_sync,
+    "configConsistency": config_consistency,
+    "metricDrift": metric_drift,
+}
+
+
+def plan_checks(checks: Mapping[str, Any], only: set[str] | None = None) -> list[PlannedCheck]:
+    """The enabled checks of ``spec.checks`` (camelCase keys), optionally only some of them."""
+    planned = []
+    for key, entry in checks.items():
+        if key not in BUILDERS:
+            raise SpecError(f"spec.checks.{key}: unknown check (known: {', '.join(BUILDERS)})")
+        if entry is None or (only is not None and key not in only):
+            continue
+        planned.append(BUILDERS[key](entry))
+    return planned
+
+
+async def _guarded(check: PlannedCheck, ctx: CheckContext) -> CheckOutcome:
+    """A check that overruns or raises is a row saying so: never missing, never a pass."""
+    try:
+        return await asyncio.wait_for(check.run(ctx), check.timeout_s)
+    except TimeoutError:
+        return CheckOutcome(
+            check.name,
+            Verdict.INCONCLUSIVE,
+            "CheckTimedOut",
+            f"{check.name} did not finish within {check.timeout_s:g}s",
+        )
+    except SpecError as exc:
+        return CheckOutcome(check.name, Verdict.ERROR, "CheckMisconfigured", str(exc))
+    except Exception as exc:  # reported as a row and counted by the caller, never swallowed
+        return CheckOutcome(check.name, Verdict.ERROR, "CheckFailed", f"{type(exc).__name__}: {exc}")
+
+
+async def run_checks(planned: list[PlannedCheck], ctx: CheckContext) -> list[CheckOutcome]:
+    """Every planned check at once; rows come back in plan order."""
+    return list(await asyncio.gather(*(_guarded(check, ctx) for check in planned)))

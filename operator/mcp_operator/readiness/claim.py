@@ -1,0 +1,66 @@
+"""Exactly one evaluation per spec generation (and per due recheck), even when kopf hands the
+handler an older body again.
+
+Before a round starts, a marker (generation, a fresh id, this operator instance) is written into
+``status.evaluation`` with the object's resourceVersion as a precondition; the decision whether to
+run reads the object fresh from the API, never the body the event carried. A marker of this
+instance whose round is still running means "in progress"; a marker of another instance, or of
+this one whose round is no longer running, was left by a crash and may be taken over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+INSTANCE = uuid.uuid4().hex[:12]  # this operator process
+FINAL_PHASES = ("Succeeded", "Failed", "Invalid", "Suspended")
+
+
+@dataclass(frozen=True)
+class Marker:
+    generation: int
+    id: str
+    instance: str
+    started_at: str
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "generation": self.generation,
+            "id": self.id,
+            "instance": self.instance,
+            "startedAt": self.started_at,
+        }
+
+
+def new_marker(generation: int, now: str) -> Marker:
+    return Marker(generation, uuid.uuid4().hex[:12], INSTANCE, now)
+
+
+class Claims:
+    """The rounds this process is running now, and one lock per object."""
+
+    def __init__(self) -> None:
+        self.running: set[str] = set()
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+
+    def lock(self, uid: str) -> asyncio.Lock:
+        lock = self._locks.get(uid)
+        if lock is None:
+            lock = asyncio.Lock()
+            self._locks[uid] = lock
+        return lock
+
+
+def skip_reason(status: Mapping[str, Any], generation: int, running: set[str]) -> str | None:
+    """Why a change handler must not evaluate, judged on the fresh status; None: claim and run."""
+    marker = status.get("evaluation") or {}
+    if marker.get("id") in running:
+        return "InProgress"
+    if status.get("observedGeneration") == generation and status.get("phase") in FINAL_PHASES:
+        return "AlreadyEvaluated"
+    return None
