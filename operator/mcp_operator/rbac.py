@@ -47,6 +47,16 @@ OPERATOR_RULES: list[dict[str, Any]] = [
     },
     # readiness targets given as serviceRef
     {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list"]},
+    # drill faults (readiness.faults), only in namespaces labelled for them: pods killed through
+    # the Eviction API or deleted, nodes cordoned and uncordoned, Deployments scaled (through
+    # the scale subresource) and their pod template stamped; budgets read so that an eviction a
+    # PodDisruptionBudget would refuse is known before anything is touched
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]},
+    {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]},
+    {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "patch"]},
+    {"apiGroups": ["apps"], "resources": ["deployments/scale"], "verbs": ["get", "patch"]},
+    {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["get", "list"]},
 ]
 
 

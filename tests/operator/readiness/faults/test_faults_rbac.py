@@ -1,0 +1,47 @@
+"""The operator's ClusterRole covers what the faults call, and nothing wider than they need:
+Deployments are patched (never updated, created or deleted), nodes are never created or
+deleted, pods are never created."""
+
+from __future__ import annotations
+
+import pytest
+
+from mcp_operator.rbac import OPERATOR_RULES
+
+
+def _allowed(group: str, resource: str, verb: str) -> bool:
+    return any(
+        group in r["apiGroups"] and resource in r["resources"] and verb in r["verbs"] for r in OPERATOR_RULES
+    )
+
+
+@pytest.mark.parametrize(
+    ("group", "resource", "verbs"),
+    [
+        ("", "namespaces", ["get"]),  # the opt-in label
+        ("", "pods", ["list", "delete"]),
+        ("", "pods/eviction", ["create"]),
+        ("", "nodes", ["get", "list", "patch"]),
+        ("apps", "deployments", ["get", "patch"]),
+        ("apps", "deployments/scale", ["get", "patch"]),
+        ("", "configmaps", ["get", "patch"]),
+        ("policy", "poddisruptionbudgets", ["list"]),
+    ],
+)
+def test_the_faults_are_allowed_what_they_call(group: str, resource: str, verbs: list[str]) -> None:
+    for verb in verbs:
+        assert _allowed(group, resource, verb), (group, resource, verb)
+
+
+@pytest.mark.parametrize(
+    ("group", "resource", "verbs"),
+    [
+        ("apps", "deployments", ["create", "update", "delete"]),
+        ("", "nodes", ["create", "update", "delete"]),
+        ("", "pods", ["create", "update", "patch"]),
+        ("policy", "poddisruptionbudgets", ["create", "update", "patch", "delete"]),
+    ],
+)
+def test_nothing_wider(group: str, resource: str, verbs: list[str]) -> None:
+    for verb in verbs:
+        assert not _allowed(group, resource, verb), (group, resource, verb)
