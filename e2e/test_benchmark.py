@@ -52,6 +52,17 @@ def test_sample_benchmark_merges_shards_that_really_ran(kube: Any, refserver: st
         "get", "configmaps", "-l", f"mcp2026.io/job={status['jobName']}", "-o", "name"
     ).stdout
     assert len(shard_maps.split()) == 2
+    # the run's own account, Role, RoleBinding and key Secret, owned by the benchmark
+    job_name = status["jobName"]
+    for kind, name in [
+        ("serviceaccount", f"{job_name}-shard"),
+        ("role", f"{job_name}-shard"),
+        ("rolebinding", f"{job_name}-shard"),
+        ("secret", f"{job_name}-key"),
+    ]:
+        owners = kube.get(kind, name)["metadata"]["ownerReferences"]
+        assert [o["uid"] for o in owners] == [obj["metadata"]["uid"]], (kind, name)
+    assert {pod["spec"]["serviceAccountName"] for pod in pods} == {f"{job_name}-shard"}
     table = kube.run("get", "mcpb", "refserver-bench").stdout
     assert "Succeeded" in table and status["p99Ms"] in table
 
@@ -179,17 +190,26 @@ def test_deleting_a_running_benchmark_cancels_its_shards(kube: Any, refserver: s
 
 
 def test_shard_that_cannot_publish_says_why_in_the_condition(kube: Any, refserver: str) -> None:
-    # a user-chosen service account without the right to create ConfigMaps: RBAC really applies
+    # the shard may only fill in the result object the operator created for it (RBAC cannot
+    # limit create by name); when that object is gone, publishing fails and the pod says why
     spec = {
         "target": {"url": refserver, "backend": "http", "path": "/health"},
-        "load": {"concurrency": [1], "requests": 5},
+        "load": {"concurrency": [1], "durationSeconds": 4},
         "runner": {"nodeSelector": {"mcp2026.io/local-runner": "true"}, "serviceAccountName": "default"},
     }
     kube.apply(stack.custom_resource("MCPBenchmark", "no-rights", spec))
+    assert kube.wait("mcpbenchmark/no-rights", "jsonpath={.status.phase}=Running").returncode == 0
+    job = kube.get("mcpbenchmark", "no-rights")["status"]["jobName"]
+    kube.run("delete", "configmap", f"{job}-shard-0")
     assert kube.wait("mcpbenchmark/no-rights", "condition=Ready=false", timeout_s=120).returncode == 0
     ready = stack.condition_of(kube.get("mcpbenchmark", "no-rights"))
     assert ready["reason"] == "ShardResultMissing"
-    assert "could not publish its result: 403" in ready["message"]
+    assert "could not publish its result: 404" in ready["message"]
+    # a user's own account runs the shards, with the run's Role bound to it
+    (pod,) = _pods(kube, job)
+    assert pod["spec"]["serviceAccountName"] == "default"
+    binding = kube.get("rolebinding", f"{job}-shard")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "default"}]
 
 
 def test_a_restarted_operator_finishes_what_the_previous_one_started(
@@ -245,3 +265,78 @@ def test_locust_engine_runs_in_the_shard_pods_and_k6_limits_are_checked_up_front
     status = kube.get("mcpbenchmark", "by-locust")["status"]
     assert status["engine"]["engine"] == "locust"
     assert status["results"][0]["requests"] > 0 and status["results"][0]["errors"] == 0
+
+
+def test_a_63_character_name_runs(kube: Any, refserver: str) -> None:
+    """The longest name a label allows; its Job name leaves room for every shard's hostname."""
+    name = "inference-release-candidate-benchmark-llama-70b-h200-run-000001"
+    assert len(name) == 63
+    spec = {
+        "target": {"url": refserver, "backend": "http", "path": "/health"},
+        "load": {"concurrency": [1], "requests": 5},
+        "shards": 2,
+        "runner": {"nodeSelector": {"mcp2026.io/local-runner": "true"}},
+    }
+    kube.apply(stack.custom_resource("MCPBenchmark", name, spec))
+    assert kube.wait(f"mcpbenchmark/{name}", "condition=Ready", timeout_s=120).returncode == 0
+    status = kube.get("mcpbenchmark", name)["status"]
+    assert status["verdict"] == "Pass" and status["shards"]["reported"] == 2
+    job = status["jobName"]
+    assert len(job) <= 59 and len(f"{job}-shard") <= 253
+    for pod in _pods(kube, job):
+        assert len(pod["spec"].get("hostname", "")) <= 63 and pod["status"]["phase"] == "Succeeded"
+
+
+def test_runner_values_a_child_would_be_refused_for_are_rejected_at_apply(kube: Any, refserver: str) -> None:
+    base = {"target": {"url": refserver}, "load": {"concurrency": [1], "requests": 5}}
+    cases = [
+        ("cpu", {"runner": {"cpu": "lots"}}, "spec.runner.cpu"),
+        ("memory", {"runner": {"memory": "-1Gi"}}, "spec.runner.memory"),
+        ("account", {"runner": {"serviceAccountName": "Not_An_Account"}}, "spec.runner.serviceAccountName"),
+        ("runtime", {"runner": {"runtimeClassName": "NVIDIA GPU"}}, "spec.runner.runtimeClassName"),
+        ("selector", {"runner": {"nodeSelector": {"bad key!": "x"}}}, "spec.runner.nodeSelector"),
+        ("ttl", {"ttlSecondsAfterFinished": 2**31}, "spec.ttlSecondsAfterFinished"),
+        ("deadline", {"runner": {"activeDeadlineSeconds": 2**31}}, "spec.runner.activeDeadlineSeconds"),
+        (
+            "toleration",
+            {"runner": {"tolerations": [{"key": "k", "operator": "Exists", "value": "v"}]}},
+            "spec.runner.tolerations[0]",
+        ),
+    ]
+    for name, extra, path in cases:
+        result = kube.apply(
+            stack.custom_resource("MCPBenchmark", f"bad-{name}", {**base, **extra}), check=False
+        )
+        assert result.returncode != 0, name
+        assert path in result.stderr, (name, result.stderr)
+    assert kube.run("get", "mcpbenchmarks", "-o", "name").stdout.strip() == ""
+
+
+def test_a_child_the_api_server_refuses_fails_the_benchmark_once(kube: Any, refserver: str) -> None:
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "no-jobs"},
+        "spec": {"hard": {"count/jobs.batch": "0"}},
+    }
+    kube.apply(yaml.safe_dump(quota))
+    deadline = time.monotonic() + 60  # the quota controller fills in what is used first
+    while time.monotonic() < deadline and not kube.get("resourcequota", "no-jobs").get("status", {}).get(
+        "used"
+    ):
+        time.sleep(0.5)
+    spec = {"target": {"url": refserver, "path": "/health"}, "load": {"concurrency": [1], "requests": 5}}
+    kube.apply(stack.custom_resource("MCPBenchmark", "over-quota", spec))
+    assert (
+        kube.wait("mcpbenchmark/over-quota", "jsonpath={.status.phase}=Failed", timeout_s=60).returncode == 0
+    )
+    obj = kube.get("mcpbenchmark", "over-quota")
+    ready = stack.condition_of(obj)
+    assert ready["status"] == "False" and ready["reason"] == "ChildRejected"
+    assert "Job" in ready["message"] and "exceeded quota" in ready["message"], ready["message"]
+    assert obj["status"]["verdict"] == "Error"
+    version = obj["metadata"]["resourceVersion"]
+    time.sleep(5)  # no retry loop: nothing more is written, one event
+    assert kube.get("mcpbenchmark", "over-quota")["metadata"]["resourceVersion"] == version
+    refused = [e for e in kube.events("over-quota") if e["reason"] == "ChildRejected"]
+    assert len(refused) == 1 and refused[0].get("count", 1) == 1

@@ -39,7 +39,10 @@ OPERATOR_RULES: list[dict[str, Any]] = [
         "resources": ["configmaps"],
         "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
     },
+    # each run's own account, and its signing key: created, and read back by name to verify the
+    # run's results (never listed or watched, so the operator cannot enumerate Secrets)
     {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["get", "create"]},
+    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create"]},
     {
         "apiGroups": ["rbac.authorization.k8s.io"],
         "resources": ["roles", "rolebindings"],

@@ -39,7 +39,7 @@ SENSITIVE_PARAMS = frozenset(
         "x-goog-credential",
     }
 )
-_SENSITIVE_SUFFIXES = ("_token", "-token", "_secret", "-secret", "_key", "-key", "password", "signature")
+SENSITIVE_SUFFIXES = ("_token", "-token", "_secret", "-secret", "_key", "-key", "password", "signature")
 # a URL inside free text: scheme://, then anything up to whitespace or a quote/bracket
 _URL_IN_TEXT = re.compile(r"""\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'"<>()\[\]{}]+""")
 
@@ -47,7 +47,7 @@ _URL_IN_TEXT = re.compile(r"""\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'"<>()\[\]{}]+""")
 def sensitive_param(name: str) -> bool:
     """Whether a query parameter's value is a credential (by name; false positives are fine)."""
     lowered = name.lower()
-    return lowered in SENSITIVE_PARAMS or lowered.endswith(_SENSITIVE_SUFFIXES)
+    return lowered in SENSITIVE_PARAMS or lowered.endswith(SENSITIVE_SUFFIXES)
 
 
 def url_has_credentials(url: str) -> bool:

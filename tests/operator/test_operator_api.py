@@ -69,6 +69,21 @@ def test_unknown_fields_are_rejected_by_path(model: type[BaseModel], base: dict[
         (MCPBenchmarkSpec, BENCH, "slo.latencyP99Ms", 0),
         (MCPBenchmarkSpec, BENCH, "target.path", "no-slash"),
         (MCPBenchmarkSpec, BENCH, "target.serviceRef.port", 70000),
+        # what a child object would be refused for is refused up front, by path
+        (MCPBenchmarkSpec, BENCH, "runner.cpu", "lots"),
+        (MCPBenchmarkSpec, BENCH, "runner.cpu", "-1"),
+        (MCPBenchmarkSpec, BENCH, "runner.memory", "-1Gi"),
+        (MCPBenchmarkSpec, BENCH, "runner.memory", "1 Gi"),
+        (MCPBenchmarkSpec, BENCH, "runner.memory", "1GB"),
+        (MCPBenchmarkSpec, BENCH, "runner.serviceAccountName", "Bad_Name"),
+        (MCPBenchmarkSpec, BENCH, "runner.serviceAccountName", "a" * 254),
+        (MCPBenchmarkSpec, BENCH, "runner.runtimeClassName", "NVIDIA!"),
+        (MCPBenchmarkSpec, BENCH, "runner.image", "has space:1"),
+        (MCPBenchmarkSpec, BENCH, "runner.nodeSelector", {"bad key!": "x"}),
+        (MCPBenchmarkSpec, BENCH, "runner.nodeSelector", {"-lead": "x"}),
+        (MCPBenchmarkSpec, BENCH, "runner.nodeSelector", {"a/" + "b" * 64: "x"}),
+        (MCPBenchmarkSpec, BENCH, "runner.activeDeadlineSeconds", 2**31),
+        (MCPBenchmarkSpec, BENCH, "ttlSecondsAfterFinished", 2**31),
         (MCPReadinessSpec, READY, "target.url", "ftp://svc"),
         (MCPReadinessSpec, READY, "checks.healthProbe.requests", 0),
         (MCPReadinessSpec, READY, "checks.healthProbe.requests", 100001),
@@ -84,6 +99,47 @@ def test_out_of_range_values_name_the_camelcase_path(
 ) -> None:
     paths = _error_paths(model, _with(base, path, value))
     assert path in paths, paths
+
+
+def test_kubernetes_values_that_are_valid_are_accepted() -> None:
+    runner = {
+        "cpu": "500m",
+        "memory": "512Mi",
+        "serviceAccountName": "team.runner-1",
+        "runtimeClassName": "nvidia",
+        "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H200", "kubernetes.io/hostname": "n1", "zone": ""},
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        "activeDeadlineSeconds": 2**31 - 1,
+    }
+    spec = MCPBenchmarkSpec.model_validate({**BENCH, "runner": runner, "ttlSecondsAfterFinished": 2**31 - 1})
+    assert spec.runner.node_selector["nvidia.com/gpu.product"] == "NVIDIA-H200"
+    for quantity in ("2", "0.5", ".5", "1e3", "8Gi", "100M", "250m"):
+        assert MCPBenchmarkSpec.model_validate({**BENCH, "runner": {"cpu": quantity, "memory": quantity}})
+    header = {"name": "Authorization", "valueFrom": {"secretKeyRef": {"name": "api", "key": "token"}}}
+    target = MCPBenchmarkSpec.model_validate(
+        {**BENCH, "target": {"url": "http://svc", "headers": [header]}}
+    ).target
+    assert target.headers[0].value_from is not None and target.headers[0].to_wire() == header
+
+
+@pytest.mark.parametrize(
+    ("header", "path"),
+    [
+        (
+            {"name": "A", "value": "b", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}},
+            "target.headers.0",
+        ),
+        ({"name": "A"}, "target.headers.0"),
+        ({"name": "Bad Name", "value": "b"}, "target.headers.0.name"),
+        (
+            {"name": "A", "valueFrom": {"secretKeyRef": {"name": "Not_A_Name", "key": "k"}}},
+            "target.headers.0",
+        ),
+    ],
+)
+def test_headers_take_exactly_one_value_source(header: dict[str, Any], path: str) -> None:
+    paths = _error_paths(MCPBenchmarkSpec, _with(BENCH, "target.headers", [header]))
+    assert any(p.startswith(path) for p in paths), paths
 
 
 def test_benchmark_load_levels_reject_empty_and_oversized_sweeps() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -131,6 +132,47 @@ def test_cel_rules_are_carried_over() -> None:
     for rule in rules:
         assert rule["fieldPath"].lstrip(".") in probe["properties"]
         assert rule["message"]
+
+
+def _cel_regex(rule: str) -> re.Pattern[str]:
+    """The regex of a ``self.matches('...')`` rule (RE2 and Python agree on these patterns)."""
+    match = re.search(r"matches\('(.*)'\)", rule)
+    assert match, rule
+    return re.compile(match.group(1))
+
+
+CREDENTIAL_URLS = [
+    "http://user:tok@svc:8000/v1",
+    "https://tok@svc/",
+    "user:tok@svc:8000",
+    "http://svc/x?token=tok",
+    "http://svc/x?a=1&API_KEY=tok",
+    "http://svc/x?sig=tok",
+    "http://svc/x?client_secret=tok",
+]
+CLEAN_URLS = ["http://svc:8000/v1", "svc:8000", "http://svc/x?ms=2&monkey=1", "http://svc/@home"]
+
+
+def test_a_url_with_credentials_is_refused_at_apply_time() -> None:
+    url = _root_schema("MCPBenchmark")["properties"]["spec"]["properties"]["target"]["properties"]["url"]
+    rules = url["x-kubernetes-validations"]
+    assert all(r["rule"].startswith("!self.matches(") and "CredentialsInUrl" in r["message"] for r in rules)
+    patterns = [_cel_regex(r["rule"]) for r in rules]
+    for bad in CREDENTIAL_URLS:
+        assert any(p.search(bad) for p in patterns), bad
+    for good in CLEAN_URLS:
+        assert not any(p.search(good) for p in patterns), good
+
+
+def test_node_selector_keys_are_checked_as_qualified_names() -> None:
+    runner = _root_schema("MCPBenchmark")["properties"]["spec"]["properties"]["runner"]["properties"]
+    (rule,) = runner["nodeSelector"]["x-kubernetes-validations"]
+    pattern = _cel_regex(rule["rule"])
+    for good in ("zone", "nvidia.com/gpu.product", "kubernetes.io/hostname", "a_b.c-d", "x" * 63):
+        assert pattern.search(good), good
+    for bad in ("", "-x", "x-", "bad key", "a/b/c", "UPPER.com/x", "x" * 64, "/x"):
+        assert not pattern.search(bad), bad
+    assert "\\" not in rule["rule"]  # no backslash escapes inside the CEL string literal
 
 
 @pytest.mark.parametrize(

@@ -2,11 +2,15 @@
 
 JSON is written canonically (sorted keys, no insignificant whitespace) and carries a CRC-32C of
 the canonical bytes of everything else, so a shard result that was cut short or edited on its way
-to the operator is rejected instead of merged.
+to the operator is rejected instead of merged. A CRC only catches accidents: a document can also
+carry an HMAC-SHA256 under a key shared by its writer and its reader, and an ``origin`` (who wrote
+it, for which run) that the signature covers, so a forged or copied document is told apart.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 from datetime import datetime
 from typing import Any, Literal
@@ -145,6 +149,9 @@ class ResultDocument(_Model):
     shards: int = 1
     shard_index: int | None = None
     notes: list[str] = Field(default_factory=list)
+    # who wrote it and for which run (e.g. the operator's run UID, Job and pod), signed with the rest
+    origin: dict[str, str] = Field(default_factory=dict)
+    hmac_sha256: str | None = None
     crc32c: str | None = None
 
     @property
@@ -160,6 +167,10 @@ class DocumentFormatError(ValueError):
     """Text that is not a result document (bad JSON or wrong fields)."""
 
 
+class SignatureMismatchError(ValueError):
+    """A document that must be signed has no HMAC, or one made with another key or content."""
+
+
 def _canonical(data: Any) -> bytes:
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     return text.encode("utf-8")
@@ -170,15 +181,26 @@ def _crc(data: dict[str, Any]) -> str:
     return f"{google_crc32c.value(_canonical(body)):08x}"
 
 
-def dumps_document(doc: ResultDocument) -> str:
-    """Canonical JSON with ``crc32c`` over the canonical bytes of every other field."""
-    data = doc.model_dump(mode="json", exclude={"crc32c"})
+def _hmac(data: dict[str, Any], key: bytes) -> str:
+    body = {k: v for k, v in data.items() if k not in ("crc32c", "hmac_sha256")}
+    return hmac.new(key, _canonical(body), hashlib.sha256).hexdigest()
+
+
+def dumps_document(doc: ResultDocument, key: bytes | None = None) -> str:
+    """Canonical JSON with ``crc32c`` over the canonical bytes of every other field; with ``key``,
+    also ``hmac_sha256`` over the canonical bytes of everything but the two."""
+    data = doc.model_dump(mode="json", exclude={"crc32c", "hmac_sha256"})
+    if not data["origin"]:
+        del data["origin"]  # documents without one read exactly as before
+    if key is not None:
+        data["hmac_sha256"] = _hmac(data, key)
     data["crc32c"] = _crc(data)
     return _canonical(data).decode("utf-8")
 
 
-def loads_document(text: str | bytes) -> ResultDocument:
-    """Parse a document, rejecting it when the checksum is missing or does not match."""
+def loads_document(text: str | bytes, key: bytes | None = None) -> ResultDocument:
+    """Parse a document, rejecting it when the checksum is missing or does not match; with
+    ``key``, also when it is not signed with that key."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -191,6 +213,12 @@ def loads_document(text: str | bytes) -> ResultDocument:
     actual = _crc(data)
     if stated.lower() != actual:
         raise ChecksumMismatchError(f"crc32c mismatch: document says {stated}, content gives {actual}")
+    if key is not None:
+        signature = data.get("hmac_sha256")
+        if not isinstance(signature, str):
+            raise SignatureMismatchError("result document is not signed (no hmac_sha256)")
+        if not hmac.compare_digest(signature.lower(), _hmac(data, key)):
+            raise SignatureMismatchError("hmac_sha256 does not match: not signed with the run's key")
     try:
         return ResultDocument.model_validate(data)
     except ValidationError as exc:

@@ -2,17 +2,48 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from mcp_bench.plan import Arrival, Backend, Overload
 
-from .common import ApiModel, Condition, TargetRef, Verdict, cel, with_rules
+from ..redact import SENSITIVE_PARAMS, SENSITIVE_SUFFIXES
+from .common import (
+    DNS_SUBDOMAIN,
+    INT32_MAX,
+    LABEL_VALUE,
+    MAX_HEADERS,
+    QUALIFIED_NAME,
+    QUANTITY,
+    ApiModel,
+    Condition,
+    TargetHeader,
+    TargetRef,
+    Verdict,
+    cel,
+    with_rules,
+)
 
 KIND = "MCPBenchmark"
 PLURAL = "mcpbenchmarks"
 MAX_RESULT_ROWS = 32
+MAX_SHARDS = 256
+MAX_NODE_SELECTOR = 32
+
+# A URL that carries credentials is refused at apply time, so the credential never reaches etcd,
+# the Job or status: userinfo, or a query parameter redact_url would hide.
+_USERINFO = "^([A-Za-z][-A-Za-z0-9+.]*://)?[^/?#]*@"
+_SECRET_PARAM = (
+    "(?i)[?&]("
+    + "|".join(sorted(SENSITIVE_PARAMS) + [f"[^=&#]*{suffix}" for suffix in SENSITIVE_SUFFIXES])
+    + ")="
+)
+CREDENTIALS_HINT = (
+    "must not carry credentials (CredentialsInUrl): send them as spec.target.headers "
+    "with valueFrom.secretKeyRef"
+)
 
 
 class BenchmarkTarget(ApiModel):
@@ -22,14 +53,29 @@ class BenchmarkTarget(ApiModel):
 
     url: str | None = Field(
         default=None,
-        description="Endpoint URL the shards load.",
+        description="Endpoint URL the shards load. It must not carry credentials (user:password@ or a "
+        "token-like query parameter such as token, api_key, key, sig): such a URL is refused "
+        "(CredentialsInUrl); send credentials as headers with valueFrom.secretKeyRef instead.",
         pattern=r"^(https?://)?[^\s/]+(/.*)?$",
         max_length=2048,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel(f"!self.matches('{_USERINFO}')", f"url {CREDENTIALS_HINT}"),
+                cel(f"!self.matches('{_SECRET_PARAM}')", f"url query {CREDENTIALS_HINT}"),
+            ]
+        },
     )
     service_ref: TargetRef | None = Field(default=None, description="In-cluster Service to load.")
     backend: Backend = Field(default="http", description="Wire protocol.")
     model: str = Field(default="", description="Model name as the server knows it.", max_length=256)
     path: str = Field(default="/", description="Request path for the plain HTTP backend.", pattern=r"^/")
+    headers: list[TargetHeader] = Field(
+        default_factory=list,
+        description="HTTP headers sent with every request (backends http, openai and openai-chat). Values "
+        "from Secrets reach the shard pods by reference (env valueFrom.secretKeyRef) and are read at run "
+        "time; they never appear in the Job, status, events or results.",
+        max_length=MAX_HEADERS,
+    )
 
 
 class BenchmarkLoad(ApiModel):
@@ -99,11 +145,29 @@ class BenchmarkSlo(ApiModel):
 class Toleration(ApiModel):
     """A pod toleration, as Kubernetes defines it (e.g. for the nvidia.com/gpu taint)."""
 
-    key: str | None = Field(default=None, description="Taint key to tolerate; empty with Exists: all.")
+    model_config = with_rules(
+        cel(
+            "!has(self.value) || self.value == '' || !has(self.operator) || self.operator != 'Exists'",
+            "value must be empty when operator is Exists",
+        ),
+        cel(
+            "!has(self.tolerationSeconds) || (has(self.effect) && self.effect == 'NoExecute')",
+            "tolerationSeconds applies to effect NoExecute only",
+        ),
+    )
+
+    key: str | None = Field(
+        default=None,
+        description="Taint key to tolerate; empty with Exists: all.",
+        max_length=317,
+        pattern=f"^$|{QUALIFIED_NAME}",
+    )
     operator: Literal["Exists", "Equal"] | None = Field(
         default=None, description="Exists, or Equal to compare the value (default Equal)."
     )
-    value: str | None = Field(default=None, description="Taint value, with operator Equal.")
+    value: str | None = Field(
+        default=None, description="Taint value, with operator Equal.", max_length=63, pattern=LABEL_VALUE
+    )
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
         default=None, description="Taint effect to tolerate; empty: all effects."
     )
@@ -119,29 +183,77 @@ class RunnerSpec(ApiModel):
         default=None,
         description="Runner image; unset uses the operator's runner image (its MCP_RUNNER_IMAGE).",
         min_length=1,
+        max_length=1024,
+        pattern=r"^[^\s]+$",
     )
     gpus: int = Field(default=0, ge=0, le=16, description="nvidia.com/gpu per shard pod.")
-    cpu: str = Field(default="1", description="CPU request per shard pod.")
-    memory: str = Field(default="1Gi", description="Memory request per shard pod.")
-    node_selector: dict[str, str] = Field(default_factory=dict, description="Node labels the shards need.")
-    tolerations: list[Toleration] = Field(default_factory=list, description="Tolerations of the shard pods.")
-    runtime_class_name: str | None = Field(default=None, description="RuntimeClass, e.g. nvidia.")
-    service_account_name: str | None = Field(
-        default=None, description="Service account of the shards; default: one the operator creates."
+    cpu: str = Field(
+        default="1",
+        description="CPU request per shard pod (a quantity: 2, 500m).",
+        max_length=64,
+        pattern=QUANTITY,
     )
-    active_deadline_seconds: int = Field(default=3600, ge=1, description="Hard limit for the whole Job.")
+    memory: str = Field(
+        default="1Gi",
+        description="Memory request per shard pod (a quantity: 512Mi, 8Gi).",
+        max_length=64,
+        pattern=QUANTITY,
+    )
+    node_selector: dict[str, Annotated[str, Field(max_length=63, pattern=LABEL_VALUE)]] = Field(
+        default_factory=dict,
+        description="Node labels the shards need (keys are qualified names, values label values).",
+        max_length=MAX_NODE_SELECTOR,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel(
+                    f"self.all(k, k.size() <= 317 && k.matches('{QUALIFIED_NAME}'))",
+                    "nodeSelector keys must be qualified names: [prefix/]name, name at most 63 characters "
+                    "of alphanumerics, '-', '_' and '.'",
+                )
+            ]
+        },
+    )
+    tolerations: list[Toleration] = Field(
+        default_factory=list, description="Tolerations of the shard pods.", max_length=32
+    )
+    runtime_class_name: str | None = Field(
+        default=None, description="RuntimeClass, e.g. nvidia.", max_length=253, pattern=DNS_SUBDOMAIN
+    )
+    service_account_name: str | None = Field(
+        default=None,
+        description="Service account of the shards; default: one the operator creates for the run. Either "
+        "way the run's Role (update of this run's result ConfigMaps only) is bound to it.",
+        max_length=253,
+        pattern=DNS_SUBDOMAIN,
+    )
+    active_deadline_seconds: int = Field(
+        default=3600, ge=1, le=INT32_MAX, description="Hard limit for the whole Job."
+    )
     backoff_limit: int = Field(default=0, ge=0, le=10, description="Retries of a failed shard.")
+
+    @field_validator("node_selector")
+    @classmethod
+    def _qualified_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if len(key) > 317 or not re.match(QUALIFIED_NAME, key):
+                raise ValueError(f"nodeSelector key {key!r} is not a qualified name ([prefix/]name)")
+        return value
 
 
 class MCPBenchmarkSpec(ApiModel):
     target: BenchmarkTarget = Field(description="The endpoint under test.")
     load: BenchmarkLoad = Field(description="Load model, levels and stage lengths.")
-    shards: int = Field(default=1, ge=1, le=256, description="Parallel shard pods (Indexed Job completions).")
+    shards: int = Field(
+        default=1, ge=1, le=MAX_SHARDS, description="Parallel shard pods (Indexed Job completions)."
+    )
     runner: RunnerSpec = Field(default_factory=RunnerSpec, description="Shard pod placement and resources.")
     slo: BenchmarkSlo = Field(default_factory=BenchmarkSlo, description="Objectives for the verdict.")
     suspend: bool = Field(default=False, description="Suspends the Job; resuming continues the run.")
     ttl_seconds_after_finished: int | None = Field(
-        default=3600, ge=0, description="Delete the finished Job after this long (results stay in status)."
+        default=3600,
+        ge=0,
+        le=INT32_MAX,
+        description="Delete the finished Job after this long (results stay in status).",
     )
 
 
@@ -176,8 +288,18 @@ class LevelRow(ApiModel):
 
 class ShardSummary(ApiModel):
     expected: int = Field(ge=0, description="Shards the Job runs.")
-    reported: int = Field(default=0, ge=0, description="Shard results found with a valid checksum.")
-    rejected: int = Field(default=0, ge=0, description="Shard results rejected (bad checksum or shape).")
+    reported: int = Field(
+        default=0,
+        ge=0,
+        description="Shard results accepted and merged: one per index, from the object the operator named, "
+        "signed with the run's key by a pod of the run's Job.",
+    )
+    rejected: int = Field(
+        default=0,
+        ge=0,
+        description="Shard results rejected and not merged (unexpected object, wrong owner, run, pod or "
+        "index, bad signature, checksum or shape); each one is a ShardResultRejected event.",
+    )
     succeeded: int = Field(default=0, ge=0, description="Shard pods that completed.")
     failed: int = Field(default=0, ge=0, description="Shard pods that failed.")
 
@@ -189,7 +311,7 @@ class MCPBenchmarkStatus(ApiModel):
     )
     verdict: Verdict | None = Field(default=None, description="SLO verdict over all levels.")
     job_name: str | None = Field(default=None, description="The owned Indexed Job.")
-    target_url: str | None = Field(default=None, description="URL the shards load.")
+    target_url: str | None = Field(default=None, description="URL the shards load, credentials redacted.")
     report_name: str | None = Field(default=None, description="ConfigMap holding the merged result document.")
     started_at: str | None = Field(default=None, description="When the Job was created.")
     completed_at: str | None = Field(default=None, description="When the results were merged.")

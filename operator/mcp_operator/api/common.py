@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 from pydantic.alias_generators import to_camel
 
 from mcp_checks.verdict import Verdict
@@ -23,6 +23,9 @@ __all__ = [
     "VERSION",
     "ApiModel",
     "Condition",
+    "HeaderValueSource",
+    "SecretKeyRef",
+    "TargetHeader",
     "TargetRef",
     "Verdict",
     "cel",
@@ -79,3 +82,56 @@ class TargetRef(ApiModel):
     namespace: str | None = Field(default=None, description="Service namespace; defaults to the resource's.")
     port: int = Field(default=80, ge=1, le=65535, description="Service port.")
     scheme: Literal["http", "https"] = Field(default="http", description="URL scheme.")
+
+
+# Kubernetes' own name rules, so the API server refuses what a child object would be refused for
+# (no backslashes: the same text serves as an OpenAPI pattern and inside CEL string literals)
+DNS_SUBDOMAIN_BODY = "[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+DNS_SUBDOMAIN = f"^{DNS_SUBDOMAIN_BODY}$"
+LABEL_VALUE = "^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+QUALIFIED_NAME = f"^({DNS_SUBDOMAIN_BODY}/)?[A-Za-z0-9]([-A-Za-z0-9_.]{{0,61}}[A-Za-z0-9])?$"
+# a Kubernetes quantity, non-negative: 2, 500m, 1.5, 8Gi, 1e3
+QUANTITY = "^([0-9]+([.][0-9]*)?|[.][0-9]+)([eE][-+]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"
+INT32_MAX = 2**31 - 1
+SECRET_DATA_KEY = r"^[-._a-zA-Z0-9]+$"
+HTTP_HEADER_NAME = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"
+MAX_HEADERS = 16
+
+
+class SecretKeyRef(ApiModel):
+    """One key of a Secret in the resource's namespace."""
+
+    name: str = Field(description="Secret name.", min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)
+    key: str = Field(
+        description="Key in the Secret's data.", min_length=1, max_length=253, pattern=SECRET_DATA_KEY
+    )
+
+
+class HeaderValueSource(ApiModel):
+    secret_key_ref: SecretKeyRef = Field(
+        description="Read at run time by whoever sends the requests; never copied into any object."
+    )
+
+
+class TargetHeader(ApiModel):
+    """An HTTP header sent with every request: a literal value, or a Secret key for credentials."""
+
+    model_config = with_rules(
+        cel("has(self.value) != has(self.valueFrom)", "set exactly one of value and valueFrom")
+    )
+
+    name: str = Field(
+        description="Header name, e.g. Authorization.", min_length=1, max_length=256, pattern=HTTP_HEADER_NAME
+    )
+    value: str | None = Field(
+        default=None,
+        description="Literal value; it is copied into the shard Job, so never a credential: use valueFrom.",
+        max_length=8192,
+    )
+    value_from: HeaderValueSource | None = Field(default=None, description="Value from a Secret key.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> TargetHeader:
+        if (self.value is None) == (self.value_from is None):
+            raise ValueError("set exactly one of value and valueFrom")
+        return self

@@ -1,5 +1,18 @@
-"""Read shard results back and verify them: a result whose checksum or shape is wrong is
-rejected with a reason, never merged; failed shard pods say why in their termination message."""
+"""Read shard results back and decide which ones count. A CRC only catches accidents, so a
+result counts only when all of this holds:
+
+* it is the object the operator named for an expected index (``<job>-shard-<i>``, i < shards),
+  owned by the MCPBenchmark;
+* its document is signed (HMAC-SHA256) with the run's key, which only the operator and the
+  run's pods can read, and its checksum and shape are right;
+* the signed origin names this run (the MCPBenchmark's UID and the Job) and a pod of the Job
+  whose completion index is ``i``, and the document says it is shard ``i``;
+* no other result for ``i`` was accepted.
+
+Anything else is rejected with the reason and never merged; an object the run did not expect
+(more results than shards) is a finding too. Failed shard pods say why in their termination
+message.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +23,39 @@ from mcp_bench.results.document import (
     ChecksumMismatchError,
     DocumentFormatError,
     ResultDocument,
+    SignatureMismatchError,
     loads_document,
 )
+
+from ..redact import redact_text, redact_url
+from .contract import (
+    ANNOTATION_COMPLETION_INDEX,
+    ORIGIN_JOB,
+    ORIGIN_POD_UID,
+    ORIGIN_RUN_UID,
+    shard_index_of,
+    shard_object_name,
+)
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """What a result must match: the MCPBenchmark's UID, its Job, the shard count, the run's key
+    (None when the key Secret is gone: then nothing can be verified), and the Job's pods by UID
+    with their completion index."""
+
+    uid: str
+    job: str
+    shards: int
+    key: bytes | None
+    pods: dict[str, int]
+
+
+@dataclass(frozen=True)
+class PublishedObject:
+    name: str
+    owners: frozenset[str]  # ownerReferences UIDs
+    text: str | None  # the result key's value; None while the shard has not published
 
 
 @dataclass
@@ -20,20 +64,71 @@ class ShardReadout:
     rejected: dict[str, str] = field(default_factory=dict)  # object name -> why
 
 
-def read_shards(objects: list[tuple[str, str | None]]) -> ShardReadout:
-    """Parse every published shard (name, text); bad ones land in ``rejected`` with a reason."""
+def _verify(run: RunIdentity, obj: PublishedObject, accepted: set[int]) -> ResultDocument | str:
+    """The document when it counts for its index, else why not."""
+    index = shard_index_of(run.job, obj.name)
+    if index is None or index >= run.shards:
+        last = shard_object_name(run.job, run.shards - 1)
+        return f"unexpected result object: the run has {run.shards} shard(s), up to {last}"
+    if run.uid not in obj.owners:
+        return "not owned by this MCPBenchmark"
+    if run.key is None:
+        return "the run's key Secret is missing, so no result can be verified"
+    try:
+        doc = loads_document(obj.text or "", run.key)
+    except SignatureMismatchError as exc:
+        return f"signature: {exc}"
+    except ChecksumMismatchError as exc:
+        return f"checksum: {exc}"
+    except DocumentFormatError as exc:
+        return f"format: {exc}"
+    origin = doc.origin
+    if origin.get(ORIGIN_RUN_UID) != run.uid or origin.get(ORIGIN_JOB) != run.job:
+        return f"written for another run (job {origin.get(ORIGIN_JOB)!r})"
+    if doc.shard_index != index:
+        return f"holds shard {doc.shard_index}'s result, not shard {index}'s"
+    pod_index = run.pods.get(origin.get(ORIGIN_POD_UID, ""))
+    if pod_index != index:
+        return f"not written by a pod of Job {run.job} with index {index}"
+    if index in accepted:
+        return f"duplicate result for shard {index}"
+    return doc
+
+
+def read_shards(run: RunIdentity, objects: list[PublishedObject]) -> ShardReadout:
+    """Every result that counts (by index) and every one rejected, with why; an expected object
+    the shard has not filled in yet is neither (it is missing)."""
     readout = ShardReadout()
-    for name, text in objects:
-        if not text:
-            readout.rejected[name] = "empty result"
+    accepted: dict[int, ResultDocument] = {}
+    for obj in sorted(objects, key=lambda o: o.name):
+        index = shard_index_of(run.job, obj.name)
+        if obj.text is None and index is not None and index < run.shards:
             continue
-        try:
-            readout.documents.append(loads_document(text))
-        except ChecksumMismatchError as exc:
-            readout.rejected[name] = f"checksum: {exc}"
-        except DocumentFormatError as exc:
-            readout.rejected[name] = f"format: {exc}"
+        if obj.text == "":
+            readout.rejected[obj.name] = "empty result"
+            continue
+        verdict = _verify(run, obj, set(accepted))
+        if isinstance(verdict, str):
+            readout.rejected[obj.name] = verdict
+            continue
+        verdict.plan = verdict.plan.model_copy(update={"url": redact_url(verdict.plan.url)})
+        accepted[int(verdict.shard_index or 0)] = verdict
+    readout.documents = [accepted[i] for i in sorted(accepted)]
     return readout
+
+
+def pod_indices(pods: list[Any], job_uid: str) -> dict[str, int]:
+    """UID -> completion index of the pods the Job controls (a pod merely labelled like them,
+    or one of another Job, does not count)."""
+    indices = {}
+    for pod in pods:
+        owners = pod.metadata.owner_references or []
+        if not any(o.controller and o.uid == job_uid for o in owners):
+            continue
+        index = (pod.metadata.annotations or {}).get(ANNOTATION_COMPLETION_INDEX, "")
+        if index.isdigit():
+            indices[pod.metadata.uid] = int(index)
+    return indices
 
 
 def pod_failure_messages(pods: list[Any]) -> list[str]:
@@ -48,5 +143,5 @@ def pod_failure_messages(pods: list[Any]) -> list[str]:
             if terminated is not None and terminated.exit_code:
                 text = (terminated.message or terminated.reason or "").strip().splitlines()
                 detail = text[-1] if text else f"exit code {terminated.exit_code}"
-                messages.append(f"{pod.metadata.name}: {detail[:300]}")
+                messages.append(redact_text(f"{pod.metadata.name}: {detail[:300]}"))
     return messages

@@ -1,6 +1,7 @@
 """The contract between the operator and its shard pods, defined once and imported by both
-the Job builder and the shard entrypoint: environment names, labels, the result key, and the
-names of the objects a run creates."""
+the Job builder and the shard entrypoint: environment names, labels, the result key, the
+``origin`` a shard signs into its document, and the names of the objects a run creates (all
+derived from the Job's name, so one run's objects never collide with another's)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,16 @@ from ..children import MAX_LABEL_VALUE, MAX_OBJECT_NAME, bounded_name, owner_ref
 
 # what the Job gives each shard pod
 ENV_PLAN = "MCP_BENCH_PLAN"
-ENV_BENCHMARK_NAME = "MCP_BENCHMARK_NAME"
 ENV_BENCHMARK_UID = "MCP_BENCHMARK_UID"
 ENV_JOB_NAME = "MCP_JOB_NAME"
 ENV_NAMESPACE = "MCP_NAMESPACE"
+ENV_POD_NAME = "MCP_POD_NAME"  # downward API
+ENV_POD_UID = "MCP_POD_UID"  # downward API: the collector checks it against the Job's pods
+ENV_RESULT_KEY = "MCP_RESULT_KEY"  # the run's HMAC key, by secretKeyRef (never a value in the Job)
+ENV_SECRET_HEADERS = "MCP_SECRET_HEADERS"  # JSON {header name: env var holding its value}
+ENV_HEADER_PREFIX = "MCP_HEADER_"  # those env vars, each by secretKeyRef
 ENV_COMPLETION_INDEX = "JOB_COMPLETION_INDEX"  # set by Kubernetes for Indexed Jobs
+ANNOTATION_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"  # on the Job's pods
 
 LABEL_BENCHMARK = "mcp2026.io/benchmark"
 LABEL_BENCHMARK_UID = "mcp2026.io/benchmark-uid"
@@ -25,7 +31,13 @@ LABEL_COMPONENT = "app.kubernetes.io/component"
 COMPONENT_SHARD = "bench-shard"
 
 RESULT_KEY = "result.json"
-SHARD_ACCOUNT = "mcp-bench-shard"
+KEY_SECRET_KEY = "hmac-sha256-key"
+
+# what a shard signs into its document's origin: which run, which Job, which pod
+ORIGIN_RUN_UID = "runUid"
+ORIGIN_JOB = "job"
+ORIGIN_POD = "pod"
+ORIGIN_POD_UID = "podUid"
 
 
 def benchmark_labels(benchmark: str, uid: str) -> dict[str, str]:
@@ -37,6 +49,25 @@ def shard_object_name(job: str, index: int) -> str:
     return f"{job}-shard-{index}"
 
 
+def shard_index_of(job: str, name: str) -> int | None:
+    """The index in a result object's name, or None when the name is not ``<job>-shard-<i>``."""
+    prefix = f"{job}-shard-"
+    digits = name[len(prefix) :] if name.startswith(prefix) else ""
+    if not digits.isascii() or not digits.isdigit() or (len(digits) > 1 and digits[0] == "0"):
+        return None
+    return int(digits)
+
+
+def run_account_name(job: str) -> str:
+    """The run's ServiceAccount, Role and RoleBinding."""
+    return f"{job}-shard"
+
+
+def run_key_name(job: str) -> str:
+    """The run's Secret holding the HMAC key its shards sign with."""
+    return f"{job}-key"
+
+
 def report_name(benchmark: str) -> str:
     return bounded_name(benchmark, MAX_OBJECT_NAME, "-report")
 
@@ -45,10 +76,10 @@ def benchmark_owner(benchmark: str, uid: str, *, controller: bool = True) -> dic
     return owner_reference(KIND, benchmark, uid, controller=controller)
 
 
-def shard_result_object(
-    *, job: str, index: int, benchmark: str, uid: str, document_text: str
-) -> dict[str, Any]:
-    """The ConfigMap a shard publishes: owned by the MCPBenchmark, labelled for the collector."""
+def shard_result_object(*, job: str, index: int, benchmark: str, uid: str) -> dict[str, Any]:
+    """The empty ConfigMap the operator creates for shard ``index`` before the Job: owned by the
+    MCPBenchmark, labelled for the collector. The shard may only fill in its data (a Role cannot
+    limit ``create`` by name, so shards create nothing)."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -57,8 +88,12 @@ def shard_result_object(
             "labels": {**benchmark_labels(benchmark, uid), LABEL_JOB: job, LABEL_SHARD: str(index)},
             "ownerReferences": [benchmark_owner(benchmark, uid, controller=False)],
         },
-        "data": {RESULT_KEY: document_text},
     }
+
+
+def shard_result_patch(document_text: str) -> dict[str, Any]:
+    """What a shard writes into its result object: the data only, never labels or owners."""
+    return {"data": {RESULT_KEY: document_text}}
 
 
 def report_object(*, benchmark: str, uid: str, document_text: str) -> dict[str, Any]:

@@ -1,8 +1,9 @@
-"""Pure builders for an MCPBenchmark's Job: the Indexed Job with one completion per shard, and
-the service account, Role and RoleBinding that let shard pods publish their results.
+"""Pure builder of an MCPBenchmark's Indexed Job, with one completion per shard.
 
 The Job is named from a digest of the spec, so a retried create answers 409 instead of making
 a duplicate, ``suspend`` pauses and resumes the same Job, and a changed spec gets a new one.
+Nothing secret is in it: the run's signing key and header values from Secrets reach the pods
+by ``secretKeyRef``, read by the kubelet, never by value.
 """
 
 from __future__ import annotations
@@ -13,21 +14,31 @@ from typing import Any
 
 from mcp_bench.plan import RunPlan
 
-from ..api.benchmark import MCPBenchmarkSpec
-from ..children import MAX_LABEL_VALUE, bounded_name
+from ..api.benchmark import MAX_SHARDS, MCPBenchmarkSpec
+from ..api.common import TargetHeader
+from ..children import MAX_DNS_LABEL, dns_label
 from .contract import (
     COMPONENT_SHARD,
-    ENV_BENCHMARK_NAME,
     ENV_BENCHMARK_UID,
+    ENV_HEADER_PREFIX,
     ENV_JOB_NAME,
     ENV_NAMESPACE,
     ENV_PLAN,
+    ENV_POD_NAME,
+    ENV_POD_UID,
+    ENV_RESULT_KEY,
+    ENV_SECRET_HEADERS,
+    KEY_SECRET_KEY,
     LABEL_COMPONENT,
     LABEL_JOB,
-    SHARD_ACCOUNT,
     benchmark_labels,
     benchmark_owner,
+    run_account_name,
+    run_key_name,
 )
+
+# an Indexed Job's pods get the hostname ``<job>-<index>``, a DNS label of at most 63 characters
+MAX_JOB_NAME = MAX_DNS_LABEL - len(f"-{MAX_SHARDS - 1}")
 
 
 def spec_digest(spec: MCPBenchmarkSpec) -> str:
@@ -38,8 +49,39 @@ def spec_digest(spec: MCPBenchmarkSpec) -> str:
 
 
 def job_name(benchmark: str, spec: MCPBenchmarkSpec) -> str:
-    """Job names are label values too (``job-name``), so at most 63 characters."""
-    return bounded_name(benchmark, MAX_LABEL_VALUE, f"-{spec_digest(spec)}")
+    """A DNS label short enough that every shard's hostname (``<job>-<index>``) fits, whatever
+    the benchmark's name (up to 253 characters, dots included)."""
+    return dns_label(benchmark, MAX_JOB_NAME, f"-{spec_digest(spec)}")
+
+
+def pod_account(spec: MCPBenchmarkSpec, job: str) -> str:
+    """The account the shard pods run as: the user's, or the run's own."""
+    return spec.runner.service_account_name or run_account_name(job)
+
+
+def _field(path: str) -> dict[str, Any]:
+    return {"fieldRef": {"fieldPath": path}}
+
+
+def _secret(name: str, key: str) -> dict[str, Any]:
+    return {"secretKeyRef": {"name": name, "key": key}}
+
+
+def header_env(headers: list[TargetHeader]) -> list[dict[str, Any]]:
+    """Env vars for headers whose values come from Secrets: each value by reference, and one
+    plain variable that maps header names to those variables (names only)."""
+    env: list[dict[str, Any]] = []
+    refs: dict[str, str] = {}
+    for header in headers:
+        if header.value_from is None:
+            continue
+        var = f"{ENV_HEADER_PREFIX}{len(env)}"
+        ref = header.value_from.secret_key_ref
+        env.append({"name": var, "valueFrom": _secret(ref.name, ref.key)})
+        refs[header.name] = var
+    if refs:
+        env.append({"name": ENV_SECRET_HEADERS, "value": json.dumps(refs, sort_keys=True)})
+    return env
 
 
 def shard_job(
@@ -61,14 +103,17 @@ def shard_job(
         resources["limits"] = {"nvidia.com/gpu": str(runner.gpus)}
     env = [
         {"name": ENV_PLAN, "value": json.dumps(plan.model_dump(mode="json"), sort_keys=True)},
-        {"name": ENV_BENCHMARK_NAME, "value": name},
         {"name": ENV_BENCHMARK_UID, "value": uid},
         {"name": ENV_JOB_NAME, "value": job},
-        {"name": ENV_NAMESPACE, "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        {"name": ENV_NAMESPACE, "valueFrom": _field("metadata.namespace")},
+        {"name": ENV_POD_NAME, "valueFrom": _field("metadata.name")},
+        {"name": ENV_POD_UID, "valueFrom": _field("metadata.uid")},
+        {"name": ENV_RESULT_KEY, "valueFrom": _secret(run_key_name(job), KEY_SECRET_KEY)},
+        *header_env(spec.target.headers),
     ]
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
-        "serviceAccountName": runner.service_account_name or SHARD_ACCOUNT,
+        "serviceAccountName": pod_account(spec, job),
         "containers": [
             {
                 "name": "shard",
@@ -103,29 +148,3 @@ def shard_job(
         "metadata": {"name": job, "labels": labels, "ownerReferences": [benchmark_owner(name, uid)]},
         "spec": job_spec,
     }
-
-
-def shard_rbac() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """Service account with just enough rights to publish shard results as ConfigMaps."""
-    labels = {"app.kubernetes.io/part-of": "mcp-operator", LABEL_COMPONENT: COMPONENT_SHARD}
-    account = {
-        "apiVersion": "v1",
-        "kind": "ServiceAccount",
-        "metadata": {"name": SHARD_ACCOUNT, "labels": labels},
-    }
-    role = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": {"name": SHARD_ACCOUNT, "labels": labels},
-        "rules": [
-            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "get", "update", "patch"]}
-        ],
-    }
-    binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "RoleBinding",
-        "metadata": {"name": SHARD_ACCOUNT, "labels": labels},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": SHARD_ACCOUNT},
-        "subjects": [{"kind": "ServiceAccount", "name": SHARD_ACCOUNT}],
-    }
-    return account, role, binding

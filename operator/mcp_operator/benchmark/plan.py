@@ -1,5 +1,7 @@
 """The plan each shard runs, derived from the spec and checked before any Job exists: the
-target resolved, the model present where the backend needs one, the engine able to do it."""
+target resolved and free of credentials, the model present where the backend needs one, the
+engine able to do it. Header values from Secrets are not in the plan: the Job passes them by
+reference and the shard adds them at run time."""
 
 from __future__ import annotations
 
@@ -9,7 +11,10 @@ from mcp_bench.engines import plan_feature_problem
 from mcp_bench.plan import PlanError, RunPlan
 
 from ..api.benchmark import MCPBenchmarkSpec
+from ..redact import url_has_credentials
 from ..targets import ServiceExists, SpecProblem, resolve_url
+
+HEADER_BACKENDS = ("http", "openai", "openai-chat")
 
 
 def plan_from_spec(spec: MCPBenchmarkSpec, url: str, benchmark: str) -> RunPlan:
@@ -47,6 +52,7 @@ def plan_from_spec(spec: MCPBenchmarkSpec, url: str, benchmark: str) -> RunPlan:
             "levels": levels,
             "stage": stage,
             "request_timeout_s": load.request_timeout_seconds,
+            "payload": {"headers": {h.name: h.value for h in spec.target.headers if h.value is not None}},
             "slo": slo,
             "labels": {"benchmark": benchmark},
         },
@@ -58,6 +64,18 @@ async def prepare_plan(
     spec: MCPBenchmarkSpec, namespace: str, benchmark: str, exists: ServiceExists
 ) -> RunPlan | SpecProblem:
     """The plan the shards run, or why this spec cannot run (checked before any Job exists)."""
+    if spec.target.url and url_has_credentials(spec.target.url):
+        # the CRD refuses these already; never copy one into a Job if an older CRD let it through
+        return SpecProblem(
+            "CredentialsInUrl",
+            "spec.target.url carries credentials (userinfo or a token-like query parameter); "
+            "send them as spec.target.headers with valueFrom.secretKeyRef",
+        )
+    if spec.target.headers and spec.target.backend not in HEADER_BACKENDS:
+        return SpecProblem(
+            "HeadersUnsupported",
+            f"spec.target.headers apply to backends {', '.join(HEADER_BACKENDS)}, not {spec.target.backend}",
+        )
     url = await resolve_url(spec.target.url, spec.target.service_ref, namespace, exists)
     if isinstance(url, SpecProblem):
         return url

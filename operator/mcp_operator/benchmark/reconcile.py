@@ -4,6 +4,8 @@ here so the handlers only wire kopf to them."""
 
 from __future__ import annotations
 
+import base64
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,22 +14,74 @@ from kubernetes.client.exceptions import ApiException
 from mcp_bench.results.document import ResultDocument, dumps_document
 
 from .. import kube
-from .collect import ShardReadout, pod_failure_messages, read_shards
-from .contract import LABEL_BENCHMARK_UID, LABEL_JOB, RESULT_KEY, report_name, report_object
-from .job import shard_rbac
+from ..redact import redact_text
+from .collect import (
+    PublishedObject,
+    RunIdentity,
+    ShardReadout,
+    pod_failure_messages,
+    pod_indices,
+    read_shards,
+)
+from .contract import (
+    KEY_SECRET_KEY,
+    LABEL_BENCHMARK_UID,
+    LABEL_JOB,
+    RESULT_KEY,
+    report_name,
+    report_object,
+    run_key_name,
+)
+
+TRANSIENT = frozenset({408, 409, 429})  # timeout, conflict (a retried create), throttling
 
 
-async def ensure_shard_account(namespace: str) -> None:
-    """The default shard service account, Role and RoleBinding (shared by the namespace's runs)."""
-    account, role, binding = shard_rbac()
-    await kube.create_or_exists(kube.core().create_namespaced_service_account, namespace, account)
-    await kube.create_or_exists(kube.rbac().create_namespaced_role, namespace, role)
-    await kube.create_or_exists(kube.rbac().create_namespaced_role_binding, namespace, binding)
+class ChildRejectedError(Exception):
+    """The API server refused to create one of the run's children (a 4xx): retrying cannot help."""
+
+    def __init__(self, kind: str, name: str, status: int, message: str) -> None:
+        super().__init__(f"{kind} {name} was refused by the API server ({status}): {message}")
+        self.kind, self.name, self.status = kind, name, status
 
 
-async def create_job(namespace: str, manifest: dict[str, Any]) -> bool:
-    """True when this call created the Job, False when a retry had already made it."""
-    return await kube.create_or_exists(kube.batch().create_namespaced_job, namespace, manifest)
+def _api_message(exc: ApiException) -> str:
+    """The API server's own message (its Status object), redacted."""
+    try:
+        message = str(json.loads(exc.body or "{}").get("message") or "")
+    except (ValueError, AttributeError):
+        message = ""
+    return redact_text(message or f"{exc.reason}")
+
+
+def _creator(kind: str) -> Any:
+    creators = {
+        "Secret": kube.core().create_namespaced_secret,
+        "ServiceAccount": kube.core().create_namespaced_service_account,
+        "ConfigMap": kube.core().create_namespaced_config_map,
+        "Role": kube.rbac().create_namespaced_role,
+        "RoleBinding": kube.rbac().create_namespaced_role_binding,
+        "Job": kube.batch().create_namespaced_job,
+    }
+    return creators[kind]
+
+
+async def create_child(namespace: str, manifest: dict[str, Any]) -> bool:
+    """Create one child; True when this call made it, False when it already existed. A 4xx other
+    than a conflict or throttling is a ``ChildRejectedError``; anything else propagates (retried)."""
+    kind, name = manifest["kind"], manifest["metadata"]["name"]
+    try:
+        return await kube.create_or_exists(_creator(kind), namespace, manifest)
+    except ApiException as exc:
+        if exc.status is not None and 400 <= exc.status < 500 and exc.status not in TRANSIENT:
+            raise ChildRejectedError(kind, name, exc.status, _api_message(exc)) from exc
+        raise
+
+
+async def create_run(namespace: str, children: list[dict[str, Any]], job: dict[str, Any]) -> bool:
+    """The run's children, then its Job; True when this call created the Job."""
+    for child in children:
+        await create_child(namespace, child)
+    return await create_child(namespace, job)
 
 
 async def set_suspended(namespace: str, job: str, suspend: bool) -> None:
@@ -63,6 +117,8 @@ class JobState:
     finished: bool
     succeeded: int
     failed: int
+    uid: str = ""
+    completions: int = 1
 
 
 async def read_job(namespace: str, job: str) -> JobState | None:
@@ -76,17 +132,47 @@ async def read_job(namespace: str, job: str) -> JobState | None:
     finished = any(
         cond.type in ("Complete", "Failed") and cond.status == "True" for cond in obj.status.conditions or []
     )
-    return JobState(finished, obj.status.succeeded or 0, obj.status.failed or 0)
+    return JobState(
+        finished,
+        obj.status.succeeded or 0,
+        obj.status.failed or 0,
+        obj.metadata.uid,
+        obj.spec.completions or 1,
+    )
 
 
-async def read_results(namespace: str, job: str) -> tuple[ShardReadout, list[str]]:
-    """Every shard result the run published, verified, and what failed shard pods said."""
+async def read_run_key(namespace: str, job: str) -> bytes | None:
+    """The run's signing key, from the Secret the operator created; None when it is gone."""
+    try:
+        secret = await kube.call(kube.core().read_namespaced_secret, run_key_name(job), namespace)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        return None
+    encoded = (secret.data or {}).get(KEY_SECRET_KEY)
+    return base64.b64decode(encoded) if encoded else None
+
+
+async def read_results(namespace: str, uid: str, job: str, state: JobState) -> tuple[ShardReadout, list[str]]:
+    """Every result object of the run, verified against the run (see ``collect``), and what
+    failed shard pods said."""
+    key = await read_run_key(namespace, job)
     maps = await kube.call(
         kube.core().list_namespaced_config_map, namespace, label_selector=f"{LABEL_JOB}={job}"
     )
-    readout = read_shards([(m.metadata.name, (m.data or {}).get(RESULT_KEY)) for m in maps.items])
     pods = await kube.call(kube.core().list_namespaced_pod, namespace, label_selector=f"job-name={job}")
-    return readout, pod_failure_messages(pods.items)
+    run = RunIdentity(
+        uid=uid, job=job, shards=state.completions, key=key, pods=pod_indices(pods.items, state.uid)
+    )
+    objects = [
+        PublishedObject(
+            name=m.metadata.name,
+            owners=frozenset(o.uid for o in m.metadata.owner_references or []),
+            text=(m.data or {}).get(RESULT_KEY),
+        )
+        for m in maps.items
+    ]
+    return read_shards(run, objects), pod_failure_messages(pods.items)
 
 
 async def write_report(namespace: str, name: str, uid: str, merged: ResultDocument) -> str:

@@ -1,8 +1,12 @@
-"""Entrypoint of one benchmark shard pod: run the plan with mcp_bench, publish the result.
+"""Entrypoint of one benchmark shard pod: run the plan with mcp_bench, sign and publish the result.
 
-Inputs come from the environment the Job sets (plan JSON, owner name and UID, completion
-index). The result is published as a ConfigMap owned by the MCPBenchmark; if publishing
-fails the pod fails with a termination message that says why, so the operator reports it.
+Inputs come from the environment the Job sets (plan JSON, owner name and UID, completion index,
+the pod's own name and UID from the downward API, the run's key and any header values from
+Secrets, the last two by reference). The document names its origin (run UID, Job, pod UID) and
+is signed with the run's key; it is written into the result ConfigMap the operator created for
+this index (the shard may update only that). Header values never go into the document: it
+carries the plan as the operator wrote it. If publishing fails the pod fails with a termination
+message that says why, so the operator reports it.
 """
 
 from __future__ import annotations
@@ -17,19 +21,27 @@ from kubernetes.client.exceptions import ApiException
 
 from mcp_bench.engines import run_plan_sync
 from mcp_bench.plan import PlanError, RunPlan
-from mcp_bench.results.document import dumps_document
+from mcp_bench.results.document import ResultDocument, dumps_document
 from mcp_bench.telemetry.observer import TelemetryObserver
 
 from .. import kube
+from ..redact import REDACTED, redact_text, redact_url
 from .contract import (
-    ENV_BENCHMARK_NAME,
     ENV_BENCHMARK_UID,
     ENV_COMPLETION_INDEX,
     ENV_JOB_NAME,
     ENV_NAMESPACE,
     ENV_PLAN,
+    ENV_POD_NAME,
+    ENV_POD_UID,
+    ENV_RESULT_KEY,
+    ENV_SECRET_HEADERS,
+    ORIGIN_JOB,
+    ORIGIN_POD,
+    ORIGIN_POD_UID,
+    ORIGIN_RUN_UID,
     shard_object_name,
-    shard_result_object,
+    shard_result_patch,
 )
 
 EXIT_PLAN = 2
@@ -39,6 +51,7 @@ EXIT_PUBLISH = 4
 def termination_message(message: str) -> None:
     """Write where the kubelet reads it: the remapped path locally, the standard path in a cluster."""
     path = Path(os.environ.get("MCP_TERMINATION_MESSAGE_PATH", "/dev/termination-log"))
+    message = redact_text(message)
     with contextlib.suppress(OSError):
         path.write_text(message[:4096])
     print(message, file=sys.stderr)
@@ -51,28 +64,56 @@ def _env(name: str) -> str:
     return value
 
 
+def secret_headers() -> dict[str, str]:
+    """Header values the Job passed by reference, read now (``MCP_SECRET_HEADERS`` names them)."""
+    refs = json.loads(os.environ.get(ENV_SECRET_HEADERS) or "{}")
+    if not isinstance(refs, dict):
+        raise PlanError(f"{ENV_SECRET_HEADERS} must be a JSON object")
+    return {str(header): _env(str(var)) for header, var in refs.items()}
+
+
+def with_headers(plan: RunPlan, headers: dict[str, str]) -> RunPlan:
+    """The plan to run: the published one plus the header values from Secrets."""
+    if not headers:
+        return plan
+    payload = plan.payload.model_copy(update={"headers": {**plan.payload.headers, **headers}})
+    return plan.model_copy(update={"payload": payload})
+
+
+def scrubbed(document: ResultDocument, published: RunPlan, secrets: list[str]) -> ResultDocument:
+    """The document as it may leave the pod: the plan as published (no header values from
+    Secrets, URL redacted) and free text without URL credentials or secret values."""
+
+    def clean(text: str) -> str:
+        for value in secrets:
+            text = text.replace(value, REDACTED)
+        return redact_text(text)
+
+    document.plan = published.model_copy(update={"url": redact_url(published.url)})
+    document.notes = [clean(note) for note in document.notes]
+    return document
+
+
 def run_shard() -> int:
     try:
         plan = RunPlan.from_dict(json.loads(_env(ENV_PLAN)), source=ENV_PLAN)
-        benchmark, uid, job = _env(ENV_BENCHMARK_NAME), _env(ENV_BENCHMARK_UID), _env(ENV_JOB_NAME)
-        namespace = _env(ENV_NAMESPACE)
+        uid, job, namespace = _env(ENV_BENCHMARK_UID), _env(ENV_JOB_NAME), _env(ENV_NAMESPACE)
+        pod, pod_uid, key = _env(ENV_POD_NAME), _env(ENV_POD_UID), _env(ENV_RESULT_KEY)
         index = int(os.environ.get(ENV_COMPLETION_INDEX, "0"))
+        headers = secret_headers()
     except (PlanError, ValueError) as exc:
         termination_message(f"shard cannot start: {exc}")
         return EXIT_PLAN
     # GPU telemetry on every shard: it says "unavailable" (and why) where there is no NVML
-    document = run_plan_sync(plan, observers=[TelemetryObserver()])
+    document = run_plan_sync(with_headers(plan, headers), observers=[TelemetryObserver()])
+    document = scrubbed(document, plan, [v for v in headers.values() if len(v) >= 4])
     document.shard_index = index
-    text = dumps_document(document)
-    body = shard_result_object(job=job, index=index, benchmark=benchmark, uid=uid, document_text=text)
-    api = kube.core()
+    document.origin = {ORIGIN_RUN_UID: uid, ORIGIN_JOB: job, ORIGIN_POD: pod, ORIGIN_POD_UID: pod_uid}
+    text = dumps_document(document, key.encode())
     try:
-        try:
-            api.create_namespaced_config_map(namespace, body)
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
-            api.replace_namespaced_config_map(shard_object_name(job, index), namespace, body)
+        kube.core().patch_namespaced_config_map(
+            shard_object_name(job, index), namespace, shard_result_patch(text)
+        )
     except ApiException as exc:
         termination_message(f"shard {index} could not publish its result: {exc.status} {exc.reason}")
         return EXIT_PUBLISH

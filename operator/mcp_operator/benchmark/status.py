@@ -57,6 +57,14 @@ def rejected_status(
     ).to_patch()
 
 
+def child_rejected_status(
+    conditions: Conditions, generation: int, problem: SpecProblem, now: str
+) -> dict[str, Any]:
+    """The API server refused one of the run's children: Failed, with its message, once."""
+    fields = rejected_fields(conditions, generation, [problem], now)
+    return MCPBenchmarkStatus.model_validate({**fields, "phase": "Failed"}).to_patch()
+
+
 def started_status(
     *, conditions: Conditions, generation: int, job: str, url: str, shards: int, suspend: bool, now: str
 ) -> dict[str, Any]:

@@ -20,25 +20,37 @@ from ..api.common import GROUP, VERSION
 from ..benchmark import reconcile
 from ..benchmark.job import job_name, shard_job
 from ..benchmark.plan import prepare_plan
+from ..benchmark.run import new_run_key, run_objects
 from ..benchmark.status import (
+    child_rejected_status,
     job_missing_status,
     merged_status,
     rejected_status,
     shard_progress,
     started_status,
 )
-from ..conditions import utc_now
+from ..conditions import condition, utc_now
+from ..redact import redact_text, redact_url
 from ..settings import OperatorSettings
 from ..targets import SpecProblem
 from .common import reject
 
 ACTIVE_PHASES = ("Pending", "Running", "Suspended")
+CHILD_REJECTED = "ChildRejected"
+
+
+def _already_refused(status: kopf.Status, generation: int) -> bool:
+    """This generation's children were refused by the API server: recorded once, not retried
+    (also not when the operator restarts), until the spec changes."""
+    ready = condition(list(status.get("conditions") or []), "Ready") or {}
+    return ready.get("reason") == CHILD_REJECTED and ready.get("observedGeneration") == generation
 
 
 def _reject(
     body: kopf.Body, patch: kopf.Patch, status: kopf.Status, generation: int, problem: SpecProblem
 ) -> None:
     conditions = list(status.get("conditions") or [])
+    problem = SpecProblem(problem.reason, redact_text(problem.message))
     reject(body, patch, KIND, rejected_status(conditions, generation, [problem], utc_now()), [problem])
 
 
@@ -63,6 +75,8 @@ async def start_benchmark(
         )
         return
     job = job_name(name, parsed)
+    if _already_refused(status, generation):
+        return
     if status.get("jobName") == job:
         # only suspend changed (or the operator restarted): steer the existing Job
         await reconcile.set_suspended(namespace, job, parsed.suspend)
@@ -75,8 +89,6 @@ async def start_benchmark(
         _reject(body, patch, status, generation, plan)
         return
     settings = OperatorSettings.from_env()
-    if parsed.runner.service_account_name is None:
-        await reconcile.ensure_shard_account(namespace)
     manifest = shard_job(
         spec=parsed,
         name=name,
@@ -85,14 +97,23 @@ async def start_benchmark(
         command=settings.runner_command,
         default_image=settings.runner_image,
     )
-    created = await reconcile.create_job(namespace, manifest)
+    children = run_objects(spec=parsed, benchmark=name, uid=uid, job=job, key=new_run_key())
+    try:
+        created = await reconcile.create_run(namespace, children, manifest)
+    except reconcile.ChildRejectedError as exc:
+        problem = SpecProblem(CHILD_REJECTED, str(exc))
+        conditions = list(status.get("conditions") or [])
+        patch.status.update(child_rejected_status(conditions, generation, problem, utc_now()))
+        metrics.RECONCILIATIONS.labels(KIND, "child-rejected").inc()
+        events.warning(body, CHILD_REJECTED, str(exc))
+        return
     await reconcile.delete_older_jobs(namespace, uid, job)
     patch.status.update(
         started_status(
             conditions=list(status.get("conditions") or []),
             generation=generation,
             job=job,
-            url=plan.url,
+            url=redact_url(plan.url),
             shards=parsed.shards,
             suspend=parsed.suspend,
             now=utc_now(),
@@ -127,11 +148,11 @@ async def collect_benchmark(
         if progress is not None:
             patch.status.update(progress)
         return
-    readout, pod_failures = await reconcile.read_results(namespace, job)
+    readout, pod_failures = await reconcile.read_results(namespace, meta["uid"], job, state)
     metrics.SHARD_RESULTS.labels("merged").inc(len(readout.documents))
     metrics.SHARD_RESULTS.labels("rejected").inc(len(readout.rejected))
     collected = merged_status(
-        expected=int(shards.get("expected", 1)),
+        expected=state.completions,
         succeeded=state.succeeded,
         failed=state.failed,
         readout=readout,
@@ -147,8 +168,8 @@ async def collect_benchmark(
     patch.status.update(collected.status)
     metrics.VERDICTS.labels(KIND, collected.status["verdict"]).inc()
     for rejected, why in readout.rejected.items():
-        events.warning(body, "ShardResultRejected", f"{rejected}: {why}")
+        events.warning(body, "ShardResultRejected", redact_text(f"{rejected}: {why}"))
     if collected.ready:
-        events.normal(body, collected.reason, collected.message)
+        events.normal(body, collected.reason, redact_text(collected.message))
     else:
-        events.warning(body, collected.reason, collected.message)
+        events.warning(body, collected.reason, redact_text(collected.message))

@@ -16,12 +16,13 @@ from mcp_operator.benchmark.contract import (
     LABEL_JOB,
     LABEL_SHARD,
     RESULT_KEY,
-    SHARD_ACCOUNT,
     report_name,
+    run_account_name,
     shard_object_name,
     shard_result_object,
+    shard_result_patch,
 )
-from mcp_operator.benchmark.job import job_name, shard_job, shard_rbac
+from mcp_operator.benchmark.job import job_name, shard_job
 from mcp_operator.benchmark.plan import plan_from_spec
 from mcp_operator.children import MAX_LABEL_VALUE as MAX_NAME
 from mcp_operator.children import MAX_OBJECT_NAME
@@ -114,7 +115,7 @@ def test_unset_placement_is_left_out() -> None:
     pod = _job(_spec())["spec"]["template"]["spec"]
     for key in ("nodeSelector", "tolerations", "runtimeClassName"):
         assert key not in pod
-    assert pod["serviceAccountName"] == SHARD_ACCOUNT
+    assert pod["serviceAccountName"] == run_account_name(job_name("bench", _spec()))
 
 
 def test_env_carries_a_plan_the_shard_can_validate() -> None:
@@ -125,10 +126,17 @@ def test_env_carries_a_plan_the_shard_can_validate() -> None:
     carried = RunPlan.from_dict(json.loads(env["MCP_BENCH_PLAN"]), source="MCP_BENCH_PLAN")
     assert carried == plan
     assert carried.slo.latency_p99_ms == 250
-    assert env["MCP_BENCHMARK_NAME"] == "bench" and env["MCP_BENCHMARK_UID"] == UID
+    assert env["MCP_BENCHMARK_UID"] == UID
     assert env["MCP_JOB_NAME"] == job["metadata"]["name"]
-    assert "MCP_SHARDS" not in env  # written and never read: gone
+    assert "MCP_SHARDS" not in env and "MCP_BENCHMARK_NAME" not in env  # written and never read: gone
     assert env["MCP_NAMESPACE"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    # the pod's own identity from the downward API, signed into its document
+    assert env["MCP_POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    assert env["MCP_POD_UID"] == {"fieldRef": {"fieldPath": "metadata.uid"}}
+    # the run's signing key by reference only, never a value in the Job
+    assert env["MCP_RESULT_KEY"] == {
+        "secretKeyRef": {"name": f"{job['metadata']['name']}-key", "key": "hmac-sha256-key"}
+    }
 
 
 def test_job_is_controlled_by_its_benchmark() -> None:
@@ -159,16 +167,29 @@ def test_job_names_are_deterministic_and_follow_the_spec() -> None:
     assert job_name("other", spec) != name
 
 
-@pytest.mark.parametrize("length", [58, 63, 64, 120, 253])
+@pytest.mark.parametrize("length", [1, 50, 58, 63, 64, 120, 253])
 def test_long_names_stay_within_the_label_limit(length: int) -> None:
     benchmark = "b" * length
-    spec = _spec()
+    spec = _spec(shards=256)
     job = job_name(benchmark, spec)
     assert len(job) <= MAX_NAME and DNS_LABEL.match(job)
     assert job == job_name(benchmark, spec)
+    # an Indexed Job's pods are named and hostnamed <job>-<index>: a DNS label even at index 255
+    assert len(f"{job}-255") <= 63 and DNS_LABEL.match(f"{job}-255")
     assert len(report_name(benchmark)) <= MAX_OBJECT_NAME
-    # shard result ConfigMaps are DNS subdomains (253 characters)
-    assert len(shard_object_name(job, 255)) <= 253
+    # shard result ConfigMaps and the run's account are DNS subdomains (253 characters)
+    assert len(shard_object_name(job, 255)) <= 253 and len(run_account_name(job)) <= 253
+
+
+@pytest.mark.parametrize("benchmark", ["llama.70b.h200", "a" * 60 + ".b", "x." + "y" * 250])
+def test_names_with_dots_give_jobs_whose_hostnames_are_labels(benchmark: str) -> None:
+    job = job_name(benchmark, _spec())
+    assert DNS_LABEL.match(job) and len(f"{job}-255") <= 63
+    assert job != job_name(benchmark.replace(".", "-"), _spec())  # a digest keeps them apart
+
+
+def test_a_short_name_stays_readable() -> None:
+    assert job_name("bench", _spec()).startswith("bench-") and len(job_name("bench", _spec())) == 14
 
 
 def test_label_values_are_valid_for_long_benchmark_names() -> None:
@@ -231,24 +252,8 @@ def test_plan_rejects_a_url_the_engine_cannot_load() -> None:
         plan_from_spec(spec, "triton:8000", "bench")
 
 
-def test_shard_rbac_allows_exactly_what_a_shard_does() -> None:
-    account, role, binding = shard_rbac()
-    assert account["kind"] == "ServiceAccount" and account["metadata"]["name"] == SHARD_ACCOUNT
-    (rule,) = role["rules"]
-    assert rule["resources"] == ["configmaps"] and rule["apiGroups"] == [""]
-    # the shard creates its result, and replaces it when a retried pod finds one there
-    assert {"create", "update"} <= set(rule["verbs"])
-    assert not {"delete", "list", "watch", "*"} & set(rule["verbs"])
-    assert binding["roleRef"] == {
-        "apiGroup": "rbac.authorization.k8s.io",
-        "kind": "Role",
-        "name": SHARD_ACCOUNT,
-    }
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": SHARD_ACCOUNT}]
-
-
-def test_shard_result_object() -> None:
-    body = shard_result_object(job="bench-abc", index=3, benchmark="bench", uid=UID, document_text="{}")
+def test_shard_result_object_is_created_empty_and_filled_by_a_patch() -> None:
+    body = shard_result_object(job="bench-abc", index=3, benchmark="bench", uid=UID)
     meta = body["metadata"]
     assert body["kind"] == "ConfigMap" and meta["name"] == shard_object_name("bench-abc", 3)
     assert meta["labels"] == {
@@ -260,7 +265,8 @@ def test_shard_result_object() -> None:
     (owner,) = meta["ownerReferences"]
     # owned (garbage-collected with the CR) but not controlled: the Job is the CR's controlled child
     assert owner["uid"] == UID and owner["controller"] is False and owner["kind"] == "MCPBenchmark"
-    assert body["data"] == {RESULT_KEY: "{}"}
+    assert "data" not in body  # the operator creates it empty; the shard fills in the data only
+    assert shard_result_patch("{}") == {"data": {RESULT_KEY: "{}"}}
 
 
 async def test_prepare_plan_checks_the_target_and_the_model_before_any_job() -> None:

@@ -13,15 +13,42 @@ from typing import Any
 import pytest
 
 from mcp_bench.engines import run_plan
-from mcp_bench.results.document import dumps_document, loads_document
+from mcp_bench.results.document import ResultDocument, dumps_document, loads_document
 from mcp_operator.api import MCPBenchmarkSpec, MCPBenchmarkStatus
-from mcp_operator.benchmark.collect import read_shards
+from mcp_operator.benchmark.collect import PublishedObject, RunIdentity, read_shards
+from mcp_operator.benchmark.contract import shard_object_name
 from mcp_operator.benchmark.plan import plan_from_spec
 from mcp_operator.benchmark.status import Collected, merged_status
 from mcp_operator.conditions import condition
 from mcp_refserver import RunningServer
 
 REQUESTS = 20
+UID = "0f9c2a1e-5b7d-4c1e-9e51-3d8c6a7b2f10"
+JOB = "bench-1a2b3c4d"
+KEY = b"0123456789abcdef" * 4
+S0, S1 = shard_object_name(JOB, 0), shard_object_name(JOB, 1)
+
+
+def _name(index: int) -> str:
+    return shard_object_name(JOB, index)
+
+
+def _publish(doc: ResultDocument, index: int) -> str:
+    """What shard ``index`` of the run publishes: its origin signed with the run's key."""
+    doc.shard_index = index
+    doc.origin = {"runUid": UID, "job": JOB, "pod": f"{JOB}-{index}-x", "podUid": f"pod-uid-{index}"}
+    return dumps_document(doc, KEY)
+
+
+def _run(expected: int) -> RunIdentity:
+    return RunIdentity(
+        uid=UID, job=JOB, shards=expected, key=KEY, pods={f"pod-uid-{i}": i for i in range(expected)}
+    )
+
+
+def _read(texts: list[tuple[str, str | None]], expected: int = 2) -> Any:
+    objects = [PublishedObject(name, frozenset({UID}), text) for name, text in texts]
+    return read_shards(_run(expected), objects)
 
 
 def _spec(slo: dict[str, Any] | None = None, path: str = "/delay?ms=2") -> MCPBenchmarkSpec:
@@ -39,16 +66,14 @@ async def _shard_texts(server: RunningServer, spec: MCPBenchmarkSpec, shards: in
     """Run every shard's plan against the server at once, as the Job's pods would."""
     plan = plan_from_spec(spec, server.url, "bench")
     docs = await asyncio.gather(*(run_plan(plan) for _ in range(shards)))
-    for index, doc in enumerate(docs):
-        doc.shard_index = index
-    return [dumps_document(doc) for doc in docs]
+    return [_publish(doc, index) for index, doc in enumerate(docs)]
 
 
 T0 = "2026-01-01T00:00:00Z"
 
 
 def _collect(texts: list[tuple[str, str | None]], expected: int = 2) -> Collected:
-    readout = read_shards(texts)
+    readout = _read(texts, expected)
     return merged_status(
         expected=expected,
         succeeded=expected,
@@ -80,7 +105,7 @@ def _tamper(text: str) -> str:
 
 async def test_two_good_shards_merge(refserver: RunningServer) -> None:
     texts = await _shard_texts(refserver, _spec(slo={"latencyP99Ms": 5000}))
-    collected = _collect([("s-0", texts[0]), ("s-1", texts[1])])
+    collected = _collect([(S0, texts[0]), (S1, texts[1])])
     ready = _ready(collected)
     assert (ready["status"], ready["reason"]) == ("True", "SloMet")
     status = collected.status
@@ -106,7 +131,7 @@ async def test_two_good_shards_merge(refserver: RunningServer) -> None:
 
 async def test_no_slo_declared_is_measured_not_met(refserver: RunningServer) -> None:
     texts = await _shard_texts(refserver, _spec(), shards=1)
-    collected = _collect([("s-0", texts[0])], expected=1)
+    collected = _collect([(S0, texts[0])], expected=1)
     ready = _ready(collected)
     assert (ready["status"], ready["reason"]) == ("True", "Measured")
     assert collected.status["results"][0]["slo"] == ""
@@ -116,10 +141,10 @@ async def test_tampered_shard_is_rejected_and_never_merged(refserver: RunningSer
     good, other = await _shard_texts(refserver, _spec())
     bad = _tamper(other)
     json.loads(bad)  # still JSON: only the checksum can tell
-    collected = _collect([("s-0", good), ("s-1", bad)])
+    collected = _collect([(S0, good), (S1, bad)])
     ready = _ready(collected)
     assert (ready["status"], ready["reason"]) == ("False", "ShardResultRejected")
-    assert "s-1" in ready["message"] and "crc32c" in ready["message"]
+    assert S1 in ready["message"] and "crc32c" in ready["message"]
     status = collected.status
     assert status["shards"]["reported"] == 1 and status["shards"]["rejected"] == 1
     assert status["verdict"] == "Error" and status["phase"] == "Failed"
@@ -129,7 +154,7 @@ async def test_tampered_shard_is_rejected_and_never_merged(refserver: RunningSer
 
 async def test_missing_shard_is_reported(refserver: RunningServer) -> None:
     (text,) = await _shard_texts(refserver, _spec(), shards=1)
-    collected = _collect([("s-0", text)], expected=2)
+    collected = _collect([(S0, text)], expected=2)
     ready = _ready(collected)
     assert (ready["status"], ready["reason"]) == ("False", "ShardResultMissing")
     assert "1 of 2 shards" in ready["message"]
@@ -140,7 +165,7 @@ async def test_missing_shard_is_reported(refserver: RunningServer) -> None:
 async def test_slo_the_run_cannot_meet_fails(refserver: RunningServer) -> None:
     # every request sleeps 20 ms on the server, so a 1 ms P99 cannot hold
     texts = await _shard_texts(refserver, _spec(slo={"latencyP99Ms": 1}, path="/delay?ms=20"))
-    collected = _collect([("s-0", texts[0]), ("s-1", texts[1])])
+    collected = _collect([(S0, texts[0]), (S1, texts[1])])
     ready = _ready(collected)
     assert (ready["status"], ready["reason"]) == ("False", "SloMissed")
     assert "c=4" in ready["message"]
@@ -153,7 +178,7 @@ async def test_slo_the_run_cannot_meet_fails(refserver: RunningServer) -> None:
 async def test_cluster_wide_throughput_slo_is_checked(refserver: RunningServer) -> None:
     """A declared throughput objective must be judged, not dropped: no data is never a pass."""
     texts = await _shard_texts(refserver, _spec(slo={"throughputRps": 1_000_000}))
-    collected = _collect([("s-0", texts[0]), ("s-1", texts[1])])
+    collected = _collect([(S0, texts[0]), (S1, texts[1])])
     ready = _ready(collected)
     assert (ready["status"], ready["reason"]) == ("False", "SloMissed")
 
@@ -161,7 +186,7 @@ async def test_cluster_wide_throughput_slo_is_checked(refserver: RunningServer) 
 async def test_nothing_measured_is_not_a_pass(refserver: RunningServer) -> None:
     # every request answers 404 from the server: runs, but completes nothing
     texts = await _shard_texts(refserver, _spec(path="/no-such-path"), shards=1)
-    collected = _collect([("s-0", texts[0])], expected=1)
+    collected = _collect([(S0, texts[0])], expected=1)
     ready = _ready(collected)
     assert (ready["status"], ready["reason"]) == ("False", "NothingMeasured")
     assert collected.status["results"][0]["errors"] == REQUESTS
@@ -171,7 +196,6 @@ async def test_nothing_measured_is_not_a_pass(refserver: RunningServer) -> None:
     ("text", "why"),
     [
         ("", "empty result"),
-        (None, "empty result"),
         ("{not json", "format:"),
         ('{"a": 1}', "checksum:"),
         ('{"a": 1, "crc32c": "00000000"}', "checksum:"),
@@ -179,10 +203,10 @@ async def test_nothing_measured_is_not_a_pass(refserver: RunningServer) -> None:
     ],
 )
 def test_unreadable_results_are_rejected_with_a_reason(text: str | None, why: str) -> None:
-    readout = read_shards([("s-0", text)])
+    readout = _read([(S0, text)], expected=1)
     assert readout.documents == []
-    assert readout.rejected["s-0"].startswith(why)
-    collected = _collect([("s-0", text)], expected=1)
+    assert readout.rejected[S0].startswith(why)
+    collected = _collect([(S0, text)], expected=1)
     ready = _ready(collected)
     assert (ready["status"], ready["reason"]) == ("False", "ShardResultRejected")
     assert "results" not in collected.status and collected.merged is None
@@ -236,9 +260,7 @@ async def test_status_row_and_cli_table_agree_on_errors_with_dropped_arrivals(
         }
     )
     docs = await asyncio.gather(*(run_plan(plan) for _ in range(2)))
-    for index, doc in enumerate(docs):
-        doc.shard_index = index
-    collected = _collect([(f"s-{i}", dumps_document(d)) for i, d in enumerate(docs)])
+    collected = _collect([(_name(i), _publish(d, i)) for i, d in enumerate(docs)])
     assert collected.merged is not None
     (level,) = collected.merged.levels
     assert level.dropped > 20  # the server holds 2 connections for 100 ms each: most arrivals drop
@@ -252,7 +274,7 @@ async def test_status_row_and_cli_table_agree_on_errors_with_dropped_arrivals(
 
 
 def test_status_is_built_through_the_model_and_uses_the_time_given() -> None:
-    collected = _collect([("s-0", None)], expected=1)
+    collected = _collect([(S0, None)], expected=1)
     assert collected.status["completedAt"] == T0
     assert all(c["lastTransitionTime"] == T0 for c in collected.status["conditions"])
     MCPBenchmarkStatus.model_validate(collected.status)  # every field is declared in the CRD
