@@ -174,15 +174,16 @@ def _plan(args: argparse.Namespace) -> tuple[dict[str, Any], str | None, str]:
     if args.file is not None:
         gate = _manifest(args.file)
         spec = gate.get("spec") or {}
-        checks = dict(spec.get("checks") or {"healthProbe": {}})
+        checks = dict(spec.get("checks") or {})
         url = url or (spec.get("target") or {}).get("url")
         namespace = namespace or (gate.get("metadata") or {}).get("namespace")
     if args.check != "all":
         key = SUBCOMMAND_KEYS[args.check]
-        checks = {key: {**(checks.get(key) or {}), **_flag_entry(args)}}
+        entry = {**(checks.get(key) or {}), **_flag_entry(args)}
+        checks = {"healthProbe": {"enabled": False}, key: {**entry, "enabled": True}}
     elif args.file is None:
         raise SpecError("mcp-check all needs -f MANIFEST")
-    if checks.get("healthProbe") is not None and not url:
+    if (checks.get("healthProbe") or {}).get("enabled", True) and not url:
         raise SpecError("the health probe needs a target: --url or a manifest's spec.target.url")
     return checks, url, namespace or "default"
 

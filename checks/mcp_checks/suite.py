@@ -10,6 +10,7 @@ a check that times out or raises becomes an Inconclusive or Error row, never a m
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -98,7 +99,7 @@ def _opt_float(value: Any) -> float | None:
 async def _pods_to_proxies(ctx: CheckContext, proxies: Mapping[str, Any]) -> tuple[str, ...] | None:
     """Node IDs the target's proxies should have: listed, or from the pods a label selector picks
     (``{pod}``, ``{namespace}`` and ``{ip}`` in ``nodeIdTemplate``)."""
-    if "ids" in proxies:
+    if proxies.get("ids") is not None:
         return tuple(str(p) for p in proxies["ids"])
     labels = proxies.get("matchLabels")
     if not labels:
@@ -202,18 +203,27 @@ BUILDERS: dict[str, Callable[[Mapping[str, Any]], PlannedCheck]] = {
 
 
 def plan_checks(checks: Mapping[str, Any], only: set[str] | None = None) -> list[PlannedCheck]:
-    """The enabled checks of ``spec.checks`` (camelCase keys), optionally only some of them."""
+    """The enabled checks of ``spec.checks`` (camelCase keys), optionally only some of them.
+    The health probe is on unless it says ``enabled: false``, as the operator's API has it."""
     planned = []
-    for key, entry in checks.items():
+    for key, entry in {"healthProbe": {}, **checks}.items():
         if key not in BUILDERS:
             raise SpecError(f"spec.checks.{key}: unknown check (known: {', '.join(BUILDERS)})")
-        if entry is None or (only is not None and key not in only):
+        if entry is None or entry.get("enabled") is False or (only is not None and key not in only):
             continue
         planned.append(BUILDERS[key](entry))
     return planned
 
 
 async def _guarded(check: PlannedCheck, ctx: CheckContext) -> CheckOutcome:
+    """The check's row, with how long it took."""
+    started = time.monotonic()
+    outcome = await _outcome_of(check, ctx)
+    outcome.duration_s = time.monotonic() - started
+    return outcome
+
+
+async def _outcome_of(check: PlannedCheck, ctx: CheckContext) -> CheckOutcome:
     """A check that overruns or raises is a row saying so: never missing, never a pass."""
     try:
         return await asyncio.wait_for(check.run(ctx), check.timeout_s)

@@ -64,6 +64,7 @@ class CheckOutcome:
     measured_at: str = field(default_factory=utc_now)
     source: str = ""
     findings: list[Finding] = field(default_factory=list)
+    duration_s: float | None = None  # how long the check took (set by the suite that ran it)
 
 
 @dataclass(frozen=True)

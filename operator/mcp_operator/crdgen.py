@@ -70,6 +70,8 @@ def _openapi_v3(node: dict[str, Any]) -> dict[str, Any]:
             node[bound] = True
     if node.get("default") is None:
         node.pop("default", None)
+    if "const" in node:  # a one-value Literal: OpenAPI 3.0 says it as a one-value enum
+        node["enum"] = [node.pop("const")]
     extra = node.get("additionalProperties")
     if extra is False:
         # extra="forbid" models: the API server prunes and, with strict field validation,
@@ -130,6 +132,7 @@ DEFINITIONS = [
             _column("Ready", '.status.conditions[?(@.type=="Ready")].status', description="Ready condition"),
             _column("Verdict", ".status.verdict", description="Worst check verdict"),
             _column("Score %", ".status.score", "integer", description="Share of checks passed (%)"),
+            _column("Stage", ".status.stage", description="The drill's stage now (i/n)"),
             _column("Reason", '.status.conditions[?(@.type=="Ready")].reason', priority=1),
             _column("Target", ".status.targetUrl", priority=1),
             AGE,

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from .common import ApiModel, Condition, TargetRef, Verdict, cel, with_rules
+from .drill import DrillSpec, FaultRecord, KpiRow, Stage, StageSummary
 
 KIND = "MCPReadiness"
 PLURAL = "mcpreadinesses"
@@ -47,6 +48,9 @@ class HealthProbeCheck(ApiModel):
         ),
     )
 
+    enabled: bool = Field(
+        default=True, description="The probe runs unless this is false (it is on by default for every gate)."
+    )
     path: str = Field(
         default="/health", description="Path probed on the target.", pattern=r"^/", max_length=1024
     )
@@ -266,6 +270,11 @@ class MCPReadinessSpec(ApiModel):
     pod_readiness_gate: PodReadinessGate | None = Field(
         default=None, description="Pods whose readiness follows this gate's verdict."
     )
+    drill: DrillSpec | None = Field(
+        default=None,
+        description="Staged load and fault drills judged on a KPI board; the checks run after the last "
+        "stage.",
+    )
 
 
 class EvaluationRecord(ApiModel):
@@ -310,6 +319,7 @@ class CheckResult(ApiModel):
     )
     thresholds: dict[str, str] = Field(default_factory=dict, description="Thresholds applied.")
     measured_at: str = Field(description="When the check finished (RFC 3339).")
+    duration_ms: int | None = Field(default=None, ge=0, description="How long the check took.")
     source: str | None = Field(
         default=None,
         description="Where the check read its data (a URL with credentials redacted, an object).",
@@ -324,7 +334,9 @@ class CheckResult(ApiModel):
 
 class MCPReadinessStatus(ApiModel):
     observed_generation: int | None = Field(default=None, description="Generation the verdict reflects.")
-    phase: str | None = Field(default=None, description="Pending, Running, Succeeded, Failed or Invalid.")
+    phase: str | None = Field(
+        default=None, description="Pending, Running, Succeeded, Failed, Invalid, Suspended or Aborted."
+    )
     verdict: Verdict | None = Field(default=None, description="Worst verdict over all checks.")
     score: int | None = Field(default=None, ge=0, le=100, description="Share of checks passed, 0-100.")
     target_url: str | None = Field(default=None, description="URL the checks ran against.")
@@ -336,6 +348,19 @@ class MCPReadinessStatus(ApiModel):
     evaluations: int = Field(
         default=0, ge=0, description="Evaluations of this resource so far: every round that ran is counted."
     )
+    stage: str | None = Field(default=None, description="The drill's stage now, as i/n (printer column).")
+    plan: list[Stage] = Field(
+        default_factory=list, description="The drill's stages as they run (a profile expanded).", max_length=8
+    )
+    stages: list[StageSummary] = Field(
+        default_factory=list, description="Per-stage load figures of the drill.", max_length=8
+    )
+    faults: list[FaultRecord] = Field(
+        default_factory=list,
+        description="The fault journal: every fault, written before it is applied, and its revert.",
+        max_length=64,
+    )
+    kpis: list[KpiRow] = Field(default_factory=list, description="The KPI board.", max_length=16)
     evaluation: EvaluationMarker | None = Field(
         default=None, description="The round claimed last (in progress while phase is Running)."
     )

@@ -7,6 +7,7 @@ recheck) is evaluated exactly once however often kopf replays an older body.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
 import time
@@ -23,18 +24,24 @@ from mcp_checks.verdict import CheckOutcome, Verdict
 from .. import events, kube, metrics
 from ..api.common import GROUP, VERSION
 from ..api.readiness import KIND, PLURAL, MCPReadinessSpec, PodReadinessGate
-from ..conditions import condition, utc_now
+from ..conditions import condition, set_condition, utc_now
 from ..readiness import podgate
 from ..readiness.claim import Claims, Marker, new_marker, skip_reason
+from ..readiness.drill import journal
+from ..readiness.drill.load import LoadRunner
+from ..readiness.drill.registry import Drills
+from ..readiness.drill.run import Drill, DrillContext, DrillOutcome, replay_journal
 from ..readiness.evaluate import recheck_due, resolve_target, run_checks, semantic_problems
 from ..readiness.prober import Prober
-from ..readiness.status import rejected_status, running_status, verdict_status
+from ..readiness.status import drill_status, rejected_status, running_status, verdict_status
 from ..settings import OperatorSettings
 from ..targets import SpecProblem
 from .common import reject
 
 log = logging.getLogger(__name__)
 CLAIMS = Claims()
+DRILLS = Drills()
+LOADS = LoadRunner()
 _PROBER: Prober | None = None
 
 
@@ -51,6 +58,55 @@ def prober() -> Prober:
 def stop_prober(**_: Any) -> None:
     if _PROBER is not None:
         _PROBER.close()
+    LOADS.close()
+
+
+async def _write_status(namespace: str, name: str, fields: dict[str, Any]) -> None:
+    await kube.patch_status(PLURAL, namespace, name, fields)
+
+
+async def _settle_drills(uid: str, generation: int, obj: Mapping[str, Any]) -> dict[str, Any]:
+    """Before anything else: a drill of an older generation is stopped (it reverts its faults),
+    and a journal that shows faults still open with no drill running here (the operator died
+    mid-drill) is replayed. Returns the status as it is afterwards."""
+    meta = obj["metadata"]
+    status: dict[str, Any] = dict(obj.get("status") or {})
+    running = DRILLS.get(uid)
+    if running is not None and running.generation != generation:
+        await DRILLS.stop(uid)
+        refreshed = await _fresh(meta["namespace"], meta["name"])
+        status = dict((refreshed or {}).get("status") or {})
+    if DRILLS.get(uid) is None and journal.open_entries(list(status.get("faults") or [])):
+        faults = await replay_journal(list(status["faults"]), kube.api_client())
+        reverted = journal.all_reverted(faults)
+        conds = set_condition(
+            list(status.get("conditions") or []),
+            "FaultsReverted",
+            reverted,
+            "Reverted" if reverted else "RevertFailed",
+            "every injected fault is reverted"
+            if reverted
+            else "a fault could not be reverted: see status.faults",
+            int(meta["generation"]),
+            utc_now(),
+        )
+        await _write_status(meta["namespace"], meta["name"], {"faults": faults, "conditions": conds})
+        status.update(faults=faults, conditions=conds)
+    return status
+
+
+@kopf.on.delete(GROUP, VERSION, PLURAL, when=lambda spec, **_: bool(spec.get("drill")))
+@metrics.counted_errors("revert_on_delete")
+async def revert_on_delete(meta: kopf.Meta, status: kopf.Status, **_: Any) -> None:
+    """A deleted drill stops at once and every fault it injected is reverted before the
+    finalizer lets the object go."""
+    await DRILLS.stop(str(meta["uid"]))
+    fresh = await _fresh(meta["namespace"], meta["name"])
+    faults = list(((fresh or {}).get("status") or status or {}).get("faults") or [])
+    if journal.open_entries(faults):
+        faults = await replay_journal(faults, kube.api_client())
+        if not journal.all_reverted(faults):
+            raise kopf.TemporaryError("a fault could not be reverted yet; retrying", delay=10)
 
 
 async def _fresh(namespace: str, name: str) -> dict[str, Any] | None:
@@ -100,7 +156,7 @@ async def evaluate_readiness(
         obj = await _fresh(namespace, name)
         if obj is None or int(obj["metadata"]["generation"]) != generation:
             return  # deleted, or a newer spec whose own event follows
-        status: dict[str, Any] = dict(obj.get("status") or {})
+        status = await _settle_drills(str(meta["uid"]), generation, obj)
         why = skip_reason(status, generation, CLAIMS.running)
         if why is not None:
             log.debug("%s/%s generation %d not evaluated again: %s", namespace, name, generation, why)
@@ -115,6 +171,9 @@ async def evaluate_readiness(
         if parsed.suspend:
             patch.status.update({"phase": "Suspended", "observedGeneration": generation})
             return
+        if parsed.drill is not None and (parsed.drill.abort or _interrupted(status, generation)):
+            _end_drill(patch, status, generation, aborted=parsed.drill.abort)
+            return
         target = await resolve_target(parsed, namespace, kube.service_exists)
         problems = semantic_problems(parsed)
         if isinstance(target, SpecProblem):
@@ -128,7 +187,46 @@ async def evaluate_readiness(
         progress = running_status(conditions, generation, target, now)
         if not await _claim(obj, {**progress, "evaluation": marker.to_wire()}):
             raise kopf.TemporaryError("the object changed while claiming the evaluation", delay=1)
-        await _evaluate(parsed, target, {**status, **progress}, generation, body, marker, announce=True)
+        evaluation = _evaluate(
+            parsed, target, {**status, **progress}, generation, body, marker, announce=True
+        )
+        if parsed.drill is None:
+            await evaluation
+            return
+        CLAIMS.running.add(marker.id)  # until the task's own bookkeeping takes over
+        DRILLS.start(str(meta["uid"]), generation, asyncio.create_task(evaluation))
+
+
+def _interrupted(status: Mapping[str, Any], generation: int) -> bool:
+    """A drill of this generation claimed by a process that no longer runs it."""
+    marker = status.get("evaluation") or {}
+    return status.get("phase") == "Running" and marker.get("generation") == generation
+
+
+def _end_drill(patch: kopf.Patch, status: Mapping[str, Any], generation: int, *, aborted: bool) -> None:
+    """An aborted drill, or one the operator lost mid-run: its faults are already reverted
+    (``_settle_drills``); the run proved nothing, so it is Inconclusive and not Ready."""
+    reason = "DrillAborted" if aborted else "DrillInterrupted"
+    message = (
+        "spec.drill.abort is true: the drill stopped and its faults were reverted"
+        if aborted
+        else "the operator stopped during the drill; its faults were reverted; change the spec to run it "
+        "again"
+    )
+    now = utc_now()
+    conds = set_condition(
+        list(status.get("conditions") or []), "Ready", False, reason, message, generation, now
+    )
+    conds = set_condition(conds, "Complete", False, reason, message, generation, now)
+    patch.status.update(
+        {
+            "observedGeneration": generation,
+            "phase": "Aborted" if aborted else "Failed",
+            "verdict": "Inconclusive",
+            "completedAt": now,
+            "conditions": conds,
+        }
+    )
 
 
 @kopf.timer(
@@ -207,6 +305,20 @@ async def sync_pod_gate(
         patch.status["gatedPods"] = gated
 
 
+async def _run_drill(parsed: MCPReadinessSpec, target: str, body: kopf.Body) -> DrillOutcome:
+    assert parsed.drill is not None
+    namespace, name = str(body.metadata.namespace), str(body.metadata.name)
+    probe = parsed.checks.health_probe
+    context = DrillContext(
+        namespace=namespace,
+        base_url=target,
+        health_path=probe.path if probe is not None else "/health",
+        api=kube.api_client(),
+        write_status=lambda fields: _write_status(namespace, name, fields),
+    )
+    return await Drill(parsed.drill, context, LOADS).run()
+
+
 def _ready_status(status: Mapping[str, Any]) -> str | None:
     ready = condition(list(status.get("conditions") or []), "Ready")
     return None if ready is None else str(ready.get("status"))
@@ -228,6 +340,9 @@ async def _evaluate(
     while the claim is held, count it, and post an event when it is news."""
     CLAIMS.running.add(marker.id)
     try:
+        drill = None
+        if outcomes is None and parsed.drill is not None:
+            drill = await _run_drill(parsed, target, body)
         if outcomes is None:
             started = time.monotonic()
             outcomes = await run_checks(
@@ -238,10 +353,15 @@ async def _evaluate(
                 api_client=kube.api_client(),
             )
             for outcome in outcomes:
-                metrics.CHECK_SECONDS.labels(outcome.name).observe(time.monotonic() - started)
+                took = outcome.duration_s if outcome.duration_s is not None else time.monotonic() - started
+                metrics.CHECK_SECONDS.labels(outcome.name).observe(took)
+        if drill is not None:
+            outcomes = drill.outcomes + outcomes
         new_status, verdict = verdict_status(
             previous, generation, target, str(previous["startedAt"]), outcomes, utc_now()
         )
+        if drill is not None:
+            new_status.update(drill_status(drill, new_status["conditions"], generation, utc_now()))
         gate = parsed.pod_readiness_gate
         if gate is not None:  # at once, rather than at the next gate sync
             ready = condition(new_status["conditions"], "Ready") or {}

@@ -28,7 +28,7 @@ def semantic_problems(spec: MCPReadinessSpec) -> list[SpecProblem]:
     """Thresholds that no run could verify as written, and checks that cannot be built."""
     problems = []
     probe = spec.checks.health_probe
-    if probe is not None:
+    if probe is not None and probe.enabled:
         needed = required_samples(probe.min_success_ratio)
         if probe.requests < needed:
             problems.append(
@@ -39,7 +39,7 @@ def semantic_problems(spec: MCPReadinessSpec) -> list[SpecProblem]:
                 )
             )
     try:
-        planned = plan_checks(spec.checks.to_wire())
+        planned = plan_checks(checks_wire(spec))
     except SpecError as exc:
         problems.append(SpecProblem("InvalidCheck", str(exc)))
     else:
@@ -62,7 +62,16 @@ async def run_checks(
     path ``mcp-check -f`` takes); ``health_probe`` runs a round (the operator passes its bounded,
     out-of-process prober)."""
     context = CheckContext(namespace, base_url, api_client, health_probe)
-    return await run_suite(plan_checks(spec.checks.to_wire()), context)
+    return await run_suite(plan_checks(checks_wire(spec)), context)
+
+
+def checks_wire(spec: MCPReadinessSpec) -> dict[str, Any]:
+    """``spec.checks`` as the suite reads it; a health probe set to null stays off (the suite
+    otherwise turns it on, as a manifest without the key means)."""
+    checks = spec.checks.to_wire()
+    if spec.checks.health_probe is None:
+        checks["healthProbe"] = None
+    return checks
 
 
 def recheck_due(spec: MCPReadinessSpec, status: Mapping[str, Any], now: dt.datetime) -> bool:

@@ -26,6 +26,8 @@ def check_row(outcome: CheckOutcome) -> dict[str, Any]:
         "thresholds": outcome.thresholds,
         "measuredAt": outcome.measured_at,
     }
+    if outcome.duration_s is not None:
+        row["durationMs"] = round(outcome.duration_s * 1000)
     if outcome.source:
         row["source"] = outcome.source
     if findings:
@@ -102,4 +104,30 @@ def running_status(
     conds = set_condition(conditions, "Accepted", True, "SpecAccepted", "spec is valid", generation, now)
     conds = set_condition(conds, "Ready", None, "Evaluating", "checks are running", generation, now)
     fields = {"phase": "Running", "targetUrl": base_url, "startedAt": now, "conditions": conds}
+    return MCPReadinessStatus.model_validate(fields).to_patch()
+
+
+def drill_status(drill: Any, conditions: list[dict[str, Any]], generation: int, now: str) -> dict[str, Any]:
+    """The drill's part of the final status: stages, the KPI board, the journal, and the
+    FaultsReverted and Complete conditions (``drill`` is a ``DrillOutcome``)."""
+    reverted = bool(drill.reverted)
+    conds = set_condition(
+        conditions,
+        "FaultsReverted",
+        reverted,
+        "Reverted" if reverted else "RevertFailed",
+        "every injected fault is reverted"
+        if reverted
+        else "a fault could not be reverted: see status.faults",
+        generation,
+        now,
+    )
+    conds = set_condition(conds, "Complete", True, "DrillFinished", "every stage ran", generation, now)
+    fields = {
+        "stage": f"{len(drill.stages)}/{len(drill.stages)}",
+        "stages": drill.stages,
+        "kpis": drill.kpis,
+        "faults": drill.journal[-64:],
+        "conditions": conds,
+    }
     return MCPReadinessStatus.model_validate(fields).to_patch()

@@ -201,3 +201,42 @@ def test_no_outcomes_is_not_ready() -> None:
     assert verdict.ready is False and status["verdict"] == "Inconclusive" and status["phase"] == "Failed"
     ready = condition(status["conditions"], "Ready")
     assert ready is not None and (ready["status"], ready["reason"]) == ("False", "NoChecks")
+
+
+def test_the_health_probe_is_on_unless_disabled_and_nothing_enabled_is_no_checks() -> None:
+    off = MCPReadinessSpec.model_validate(
+        {"target": {"url": "http://svc"}, "checks": {"healthProbe": {"enabled": False}}}
+    )
+    assert [p.reason for p in semantic_problems(off)] == ["NoChecks"]
+    xds_only = MCPReadinessSpec.model_validate(
+        {
+            "target": {"url": "http://svc"},
+            "checks": {"xdsSync": {"sources": [{"kind": "csds", "address": "cp:18000"}]}},
+        }
+    )
+    assert semantic_problems(xds_only) == []
+    # the probe stays on beside xdsSync, in the operator as in mcp-check -f
+    from mcp_checks.suite import plan_checks
+    from mcp_operator.readiness.evaluate import checks_wire
+
+    assert [c.name for c in plan_checks(checks_wire(xds_only))] == ["health-probe", "xds-sync"]
+    assert [c.name for c in plan_checks({"xdsSync": {"sources": []}})] == ["health-probe", "xds-sync"]
+
+
+async def test_every_row_says_how_long_its_check_took() -> None:
+    spec = MCPReadinessSpec.model_validate(
+        {
+            "target": {"url": "http://127.0.0.1:1"},
+            "checks": {
+                "healthProbe": {"enabled": False},
+                "metricDrift": {
+                    "prometheusUrl": "http://127.0.0.1:1",
+                    "rules": [{"record": "r"}],
+                    "timeoutSeconds": 1,
+                },
+            },
+        }
+    )
+    (row,) = await run_checks(spec, "http://127.0.0.1:1", "ns")
+    assert row.name == "metric-drift" and row.outcome == Verdict.INCONCLUSIVE
+    assert row.duration_s is not None and 0 <= row.duration_s < 5

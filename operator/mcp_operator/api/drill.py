@@ -1,0 +1,193 @@
+"""MCPReadiness drills: staged load, the faults injected in each stage, and the KPI board that
+judges them. Faults are journaled in ``status.faults`` before they are applied and reverted on
+every path, so the journal is the one record of what was done to the cluster."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from .common import ApiModel, Verdict, cel, with_rules
+
+FaultKind = Literal["podKill", "zoneOutage", "configHotUpdate", "scaleDown", "rolloutRestart", "nodeDrain"]
+FaultPhase = Literal["Planned", "Injected", "Reverted", "RevertFailed", "Skipped"]
+MAX_STAGES = 8
+MAX_FAULTS = 16
+FAULT_OPT_IN_LABEL = "mcp2026.io/fault-injection"
+FAULT_OPT_IN_VALUE = "enabled"
+
+
+class PodSelection(ApiModel):
+    """Pods of this resource's namespace, by label; how many of them a fault takes."""
+
+    match_labels: dict[str, str] = Field(description="Pods with all of these labels.", min_length=1)
+    mode: Literal["one", "count", "percent", "all"] = Field(default="one", description="How many to take.")
+    value: int = Field(default=1, ge=1, le=100, description="The count, or the percent, for those modes.")
+
+
+class FaultSpec(ApiModel):
+    """One fault of a stage. Each kind reads the fields it needs; the others must be unset."""
+
+    model_config = with_rules(
+        cel("self.kind != 'podKill' || has(self.pods)", "podKill needs pods", ".pods"),
+        cel("self.kind != 'zoneOutage' || has(self.zone)", "zoneOutage needs zone", ".zone"),
+        cel(
+            "self.kind != 'configHotUpdate' || (has(self.configMap) && has(self.data) && has(self.workload))",
+            "configHotUpdate needs configMap, data and workload",
+            ".configMap",
+        ),
+        cel(
+            "!(self.kind in ['scaleDown', 'rolloutRestart']) || has(self.workload)",
+            "scaleDown and rolloutRestart need workload",
+            ".workload",
+        ),
+        cel("self.kind != 'nodeDrain' || has(self.node)", "nodeDrain needs node", ".node"),
+    )
+
+    kind: FaultKind = Field(description="What to break.")
+    at_seconds: float = Field(default=0, ge=0, le=86400, description="When, counted from the stage's start.")
+    pods: PodSelection | None = Field(default=None, description="podKill: the pods to kill.")
+    evict: bool = Field(
+        default=True,
+        description="podKill, zoneOutage, nodeDrain: use the Eviction API (PodDisruptionBudgets are "
+        "respected; a refused eviction is reported, never forced); false deletes the pods.",
+    )
+    zone: str | None = Field(
+        default=None,
+        description="zoneOutage: cordon and evict every node with this topology.kubernetes.io/zone.",
+    )
+    node: str | None = Field(default=None, description="nodeDrain: the node to cordon and drain.")
+    workload: str | None = Field(
+        default=None,
+        description="A Deployment of this namespace (scaleDown, rolloutRestart, configHotUpdate).",
+    )
+    replicas: int = Field(default=0, ge=0, le=10000, description="scaleDown: replicas during the fault.")
+    config_map: str | None = Field(default=None, description="configHotUpdate: the ConfigMap patched.")
+    data: dict[str, str] | None = Field(default=None, description="configHotUpdate: keys written into it.")
+    annotation: str = Field(
+        default="checksum/config",
+        description="configHotUpdate: the pod-template annotation that carries the config hash (rolled out).",
+    )
+    hold_seconds: float = Field(
+        default=0,
+        ge=0,
+        le=3600,
+        description="How long the fault stays before it is reverted (0: to the stage end).",
+    )
+
+
+class StageLoad(ApiModel):
+    model_config = with_rules(
+        cel("has(self.rate) != has(self.concurrency)", "set exactly one of rate and concurrency"),
+    )
+
+    rate: float | None = Field(default=None, gt=0, le=1_000_000, description="Open-loop requests per second.")
+    concurrency: int | None = Field(
+        default=None, ge=1, le=4096, description="Closed-loop requests in flight."
+    )
+    duration_seconds: float = Field(gt=0, le=86400, description="How long the stage loads the target.")
+    path: str = Field(default="/health", pattern=r"^/", description="Request path on the target.")
+    window_seconds: float = Field(
+        default=5,
+        gt=0,
+        le=600,
+        description="Latency is summarised per window, to find when within the stage P99 jumps.",
+    )
+
+
+class Stage(ApiModel):
+    name: str = Field(description="Stage name, e.g. baseline, mixed, spike.", min_length=1, max_length=63)
+    load: StageLoad | None = Field(default=None, description="The load of this stage; unset: no load.")
+    faults: list[FaultSpec] = Field(
+        default_factory=list, description="Faults injected in this stage.", max_length=8
+    )
+
+
+class KpiThresholds(ApiModel):
+    """The KPI board's limits; a value past ``warn`` but within the limit is ⚠️ (Warn)."""
+
+    health_success_ratio: float = Field(
+        default=0.9999, ge=0, le=1, description="Lowest success share of probes."
+    )
+    health_success_ratio_warn: float | None = Field(default=None, ge=0, le=1, description="Warn below this.")
+    hot_update_seconds: float = Field(default=2.5, gt=0, description="Longest config hot-update rollout.")
+    hot_update_seconds_warn: float | None = Field(default=None, gt=0, description="Warn above this.")
+    recovery_seconds: float = Field(default=17, gt=0, description="Longest recovery after a fault.")
+    recovery_seconds_warn: float | None = Field(default=None, gt=0, description="Warn above this.")
+    p99_jump_factor: float = Field(
+        default=3.0,
+        gt=1,
+        description="A window whose P99 exceeds the previous stage's by this factor is a jump.",
+    )
+    recovery_window_seconds: float = Field(
+        default=2,
+        gt=0,
+        le=600,
+        description="Recovered: the first moment from which every probe in this long succeeds.",
+    )
+
+
+class FaultPolicy(ApiModel):
+    max_pods: int = Field(default=10, ge=0, le=10000, description="Blast radius: pods one fault may take.")
+    max_nodes: int = Field(default=1, ge=0, le=1000, description="Blast radius: nodes one fault may take.")
+
+
+class DrillSpec(ApiModel):
+    """Staged load with faults; the run is judged on the KPI board."""
+
+    model_config = with_rules(
+        cel("has(self.profile) || (has(self.stages) && size(self.stages) > 0)", "set a profile or stages"),
+    )
+
+    profile: Literal["MCP2026"] | None = Field(
+        default=None,
+        description="MCP2026: baseline 500 req/s, mixed 3200, spike +180% for 90 s, with the reference KPIs; "
+        "stages given here replace the profile's.",
+    )
+    scale: float = Field(default=1.0, gt=0, le=10, description="Scales the profile's rates and durations.")
+    stages: list[Stage] = Field(default_factory=list, description="Stages, in order.", max_length=MAX_STAGES)
+    kpis: KpiThresholds = Field(default_factory=KpiThresholds, description="The KPI board's thresholds.")
+    fault_policy: FaultPolicy = Field(default_factory=FaultPolicy, description="Blast-radius limits.")
+    dry_run: bool = Field(default=False, description="Plan and report the faults without touching anything.")
+    abort: bool = Field(default=False, description="Stop the drill and revert every injected fault now.")
+
+
+class FaultRecord(ApiModel):
+    """One journal entry, written before the fault is applied; ``undo`` holds what reverting needs."""
+
+    id: str = Field(description="Identifies the fault within the run.")
+    stage: str = Field(description="The stage it belongs to.")
+    kind: str = Field(description="Fault kind.")
+    target: str = Field(description="What it acts on (pods, nodes, a workload, a ConfigMap).")
+    phase: FaultPhase = Field(description="Planned, Injected, Reverted, RevertFailed or Skipped.")
+    undo: str = Field(default="", description="JSON: what reverting restores.")
+    planned_at: str = Field(description="When it was journaled (RFC 3339).")
+    injected_at: str | None = Field(default=None, description="When it was applied.")
+    reverted_at: str | None = Field(default=None, description="When it was undone.")
+    message: str = Field(
+        default="", description="What happened, or why it was skipped or could not be undone."
+    )
+
+
+class StageSummary(ApiModel):
+    name: str = Field(description="Stage name.")
+    phase: Literal["Pending", "Running", "Done", "Skipped"] = Field(description="Where the stage is.")
+    requested: str = Field(default="", description="Requested load (rate or concurrency).")
+    achieved_rps: str = Field(default="", description="Completed requests per second.")
+    p50_ms: str = Field(default="", description="Median latency over the stage.")
+    p99_ms: str = Field(default="", description="P99 latency over the stage.")
+    errors: int = Field(default=0, ge=0, description="Requests that failed or were dropped.")
+    p99_jump_at_seconds: float | None = Field(
+        default=None, description="When within the stage P99 first rose past the jump factor, if it did."
+    )
+
+
+class KpiRow(ApiModel):
+    name: str = Field(description="KPI, e.g. healthSuccessRatio, hotUpdateSeconds, recoverySeconds.")
+    verdict: Verdict = Field(description="Pass (✅), Warn (⚠️), Fail (❌), Inconclusive (no data) or Error.")
+    mark: str = Field(description="✅, ⚠️, ❌ or ?.")
+    measured: str = Field(description="The value measured, or why there is none.")
+    threshold: str = Field(description="The limit.")
+    warn: str = Field(default="", description="The warn band, if any.")
+    evidence: str = Field(default="", description="Which stage and fault it comes from.")

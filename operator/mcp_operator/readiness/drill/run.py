@@ -1,0 +1,304 @@
+"""One drill, stage by stage: the stage's load, its faults at their offsets (each journaled in
+status before it is applied, and reverted when its hold ends or the stage does), a sentinel
+probe all along, and at the end the KPI board.
+
+Every path reverts: the ``finally`` of ``run_drill`` reverts whatever the journal still shows
+open, also when the drill is cancelled (abort, deletion) or a step raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes import client
+
+from mcp_checks.config import ConfigConsistencySpec, run_config_consistency
+from mcp_checks.sentinel import SentinelRecord, run_sentinel
+from mcp_checks.verdict import CheckOutcome, Verdict, utc_now
+
+from ...api.drill import DrillSpec, FaultSpec, Stage
+from ..faults import FaultRefused, inject_fault, plan_fault, revert_fault
+from . import journal as jr
+from .kpi import FaultTiming, board, refused_outcome
+from .load import LoadRunner, StageFigures
+from .profile import expand
+
+log = logging.getLogger(__name__)
+WriteStatus = Callable[[dict[str, Any]], Awaitable[None]]
+RECOVERY_KINDS = ("podKill", "zoneOutage", "nodeDrain", "scaleDown", "rolloutRestart")
+HOT_UPDATE_TIMEOUT_S = 60.0
+
+
+@dataclass
+class DrillContext:
+    namespace: str
+    base_url: str
+    health_path: str
+    api: client.ApiClient
+    write_status: WriteStatus
+
+
+@dataclass
+class DrillOutcome:
+    outcomes: list[CheckOutcome]
+    kpis: list[dict[str, str]]
+    stages: list[dict[str, Any]]
+    journal: jr.Journal
+    reverted: bool
+
+
+@dataclass
+class _State:
+    """What the drill has written so far; every status write sends the whole of it."""
+
+    stages: list[dict[str, Any]]
+    journal: jr.Journal = field(default_factory=list)
+    refused: list[CheckOutcome] = field(default_factory=list)
+    timings: list[FaultTiming] = field(default_factory=list)
+    hot_updates: list[tuple[str, float | None]] = field(default_factory=list)
+    injected_at: dict[str, float] = field(default_factory=dict)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+def _summary(
+    stage: Stage, phase: str, figures: StageFigures | None = None, jump: float | None = None
+) -> dict[str, Any]:
+    row: dict[str, Any] = {"name": stage.name, "phase": phase}
+    if stage.load is not None:
+        row["requested"] = (
+            f"{stage.load.rate:g} req/s"
+            if stage.load.rate is not None
+            else f"concurrency {stage.load.concurrency}"
+        )
+    if figures is not None:
+        row.update(
+            achievedRps="" if figures.achieved_rps is None else f"{figures.achieved_rps:.1f}",
+            p50Ms="" if figures.p50_ms is None else f"{figures.p50_ms:.2f}",
+            p99Ms="" if figures.p99_ms is None else f"{figures.p99_ms:.2f}",
+            errors=figures.errors,
+        )
+    if jump is not None:
+        row["p99JumpAtSeconds"] = round(jump, 2)
+    return row
+
+
+class Drill:
+    def __init__(self, spec: DrillSpec, ctx: DrillContext, loads: LoadRunner) -> None:
+        self.spec = spec
+        self.ctx = ctx
+        self.loads = loads
+        self.stages = expand(spec, ctx.health_path)
+        self.state = _State([_summary(s, "Pending") for s in self.stages])
+        self.sentinel = SentinelRecord()
+
+    async def _write(self, **extra: Any) -> None:
+        async with self.state.lock:
+            await self.ctx.write_status(
+                {"stages": self.state.stages, "faults": self.state.journal[-64:], **extra}
+            )
+
+    async def run(self) -> DrillOutcome:
+        stop = asyncio.Event()
+        url = self.ctx.base_url.rstrip("/") + self.ctx.health_path
+        sentinel = asyncio.create_task(run_sentinel(url, self.sentinel, stop))
+        figures: list[tuple[str, StageFigures]] = []
+        try:
+            await self._write(stage=f"0/{len(self.stages)}", plan=[s.to_wire() for s in self.stages], kpis=[])
+            for index, stage in enumerate(self.stages):
+                self.state.stages[index] = _summary(stage, "Running")
+                await self._write(stage=f"{index + 1}/{len(self.stages)}")
+                result = await self._stage(stage)
+                if result is not None:
+                    figures.append((stage.name, result))
+                self.state.stages[index] = _summary(stage, "Done", result)
+                await self._write()
+        finally:
+            stop.set()
+            await asyncio.gather(sentinel, return_exceptions=True)
+            await self.revert_open()
+        ok = sum(s.ok for s in self.sentinel.samples) + sum(f.completed for _, f in figures)
+        total = len(self.sentinel.samples) + sum(f.completed + f.errors for _, f in figures)
+        self._recoveries()
+        rows = board(
+            ok=ok,
+            total=total,
+            stages=figures,
+            recoveries=self.state.timings,
+            hot_updates=self.state.hot_updates,
+            thresholds=self.spec.kpis,
+        )
+        for row in rows:
+            if row.name == "p99JumpPoint" and row.verdict == Verdict.WARN:
+                self._mark_jump(row.measured)
+        return DrillOutcome(
+            outcomes=[r.outcome() for r in rows] + self.state.refused,
+            kpis=[r.to_wire() for r in rows],
+            stages=self.state.stages,
+            journal=self.state.journal,
+            reverted=jr.all_reverted(self.state.journal),
+        )
+
+    def _mark_jump(self, measured: str) -> None:
+        stage, _, rest = measured.partition(" at ")
+        offset = rest.split(" s", 1)[0]
+        for row in self.state.stages:
+            if row["name"] == stage:
+                with contextlib.suppress(ValueError):
+                    row["p99JumpAtSeconds"] = float(offset)
+
+    def _recoveries(self) -> None:
+        window = self.spec.kpis.recovery_window_seconds
+        for entry in self.state.journal:
+            if entry["kind"] not in RECOVERY_KINDS or entry["id"] not in self.state.injected_at:
+                continue
+            since = self.state.injected_at[entry["id"]]
+            outage = self.sentinel.first_failure(since, float("inf")) is not None
+            recovery = self.sentinel.recovery_seconds(since, window) if outage else 0.0
+            self.state.timings.append(
+                FaultTiming(entry["id"], entry["stage"], entry["kind"], recovery, outage)
+            )
+
+    async def _stage(self, stage: Stage) -> StageFigures | None:
+        started = time.monotonic()
+        length = (
+            stage.load.duration_seconds
+            if stage.load is not None
+            else max((f.at_seconds + f.hold_seconds for f in stage.faults), default=0.0)
+        )
+        load = (
+            asyncio.create_task(self.loads.run(stage.load, self.ctx.base_url))
+            if stage.load is not None
+            else None
+        )
+        faults = [
+            asyncio.create_task(self._fault(stage, f"{stage.name}-{i}", fault, started, length))
+            for i, fault in enumerate(stage.faults)
+        ]
+        try:
+            result = await load if load is not None else None
+            await asyncio.gather(*faults)
+        finally:
+            for task in faults:
+                task.cancel()
+            await asyncio.gather(*faults, return_exceptions=True)
+        return result
+
+    async def _fault(
+        self, stage: Stage, fault_id: str, fault: FaultSpec, started: float, length: float
+    ) -> None:
+        await asyncio.sleep(max(0.0, started + fault.at_seconds - time.monotonic()))
+        try:
+            planned = await plan_fault(fault, self.ctx.namespace, self.spec.fault_policy, self.ctx.api)
+        except FaultRefused as exc:
+            self.state.journal = jr.skipped(
+                self.state.journal,
+                fault_id=fault_id,
+                stage=stage.name,
+                kind=fault.kind,
+                message=f"{exc.reason}: {exc}",
+                now=utc_now(),
+            )
+            self.state.refused.append(refused_outcome(fault_id, exc.reason, str(exc)))
+            await self._write()
+            return
+        self.state.journal = jr.planned(
+            self.state.journal,
+            fault_id=fault_id,
+            stage=stage.name,
+            kind=fault.kind,
+            target=planned.target,
+            undo=planned.undo,
+            now=utc_now(),
+        )
+        await self._write()  # journaled before anything is touched
+        if self.spec.dry_run:
+            self.state.journal = jr.updated(
+                self.state.journal,
+                fault_id,
+                phase="Skipped",
+                message=f"dry run: would {fault.kind} {planned.target}",
+            )
+            await self._write()
+            return
+        try:
+            message = await inject_fault(planned, self.ctx.api)
+        except FaultRefused as exc:
+            self.state.refused.append(refused_outcome(fault_id, exc.reason, str(exc)))
+            await self._revert(fault_id, f"{exc.reason}: {exc}")
+            return
+        self.state.injected_at[fault_id] = time.time()
+        self.state.journal = jr.updated(
+            self.state.journal, fault_id, phase="Injected", injectedAt=utc_now(), message=message
+        )
+        await self._write()
+        if fault.kind == "configHotUpdate":
+            self.state.hot_updates.append(
+                (f"configHotUpdate {fault_id} in {stage.name}", await self._hot_update(fault))
+            )
+        hold_until = started + (fault.at_seconds + fault.hold_seconds if fault.hold_seconds else length)
+        await asyncio.sleep(max(0.0, hold_until - time.monotonic()))
+        await self._revert(fault_id)
+
+    async def _hot_update(self, fault: FaultSpec) -> float | None:
+        """Seconds from the patch until every ready pod of the workload runs the new config."""
+        assert fault.config_map is not None and fault.workload is not None
+        spec = ConfigConsistencySpec(
+            namespace=self.ctx.namespace,
+            workload=fault.workload,
+            config_maps=(fault.config_map,),
+            annotation=fault.annotation,
+            timeout_s=5.0,
+        )
+        started = time.monotonic()
+        while time.monotonic() - started < HOT_UPDATE_TIMEOUT_S:
+            outcome = await run_config_consistency(spec, self.ctx.api)
+            if outcome.outcome == Verdict.PASS:
+                return time.monotonic() - started
+            await asyncio.sleep(0.1)
+        return None
+
+    async def _revert(self, fault_id: str, why: str = "") -> None:
+        entry = next(e for e in self.state.journal if e["id"] == fault_id)
+        if entry["phase"] not in jr.OPEN_PHASES:
+            return
+        try:
+            message = await revert_fault(entry["kind"], jr.undo_of(entry), self.ctx.api)
+        except Exception as exc:  # recorded in the journal and the FaultsReverted condition
+            log.exception("reverting %s failed", fault_id)
+            fields = {"phase": "RevertFailed", "message": f"{type(exc).__name__}: {exc}"}
+        else:
+            fields = {
+                "phase": "Reverted",
+                "revertedAt": utc_now(),
+                "message": "; ".join(x for x in (why, message) if x),
+            }
+        self.state.journal = jr.updated(self.state.journal, fault_id, **fields)
+        await self._write()
+
+    async def revert_open(self) -> None:
+        """Revert whatever is still open; shielded so a cancellation cannot stop it half way."""
+        for entry in jr.open_entries(self.state.journal):
+            await asyncio.shield(self._revert(entry["id"]))
+
+
+async def replay_journal(journal: jr.Journal, api: client.ApiClient) -> jr.Journal:
+    """Revert what a journal left open (an operator that died mid-drill, a deleted resource)."""
+    for entry in jr.open_entries(journal):
+        try:
+            message = await revert_fault(entry["kind"], jr.undo_of(entry), api)
+        except Exception as exc:
+            log.exception("replaying the journal: reverting %s failed", entry["id"])
+            journal = jr.updated(
+                journal, entry["id"], phase="RevertFailed", message=f"{type(exc).__name__}: {exc}"
+            )
+        else:
+            journal = jr.updated(
+                journal, entry["id"], phase="Reverted", revertedAt=utc_now(), message=f"replayed: {message}"
+            )
+    return journal

@@ -1,0 +1,72 @@
+"""The sentinel's judgement of a record: success share and recovery after a fault."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from aiohttp import web
+
+from mcp_checks.sentinel import Sample, SentinelRecord, run_sentinel
+
+
+def _record(pattern: str, step: float = 0.1, start: float = 100.0) -> SentinelRecord:
+    """One sample per character: '+' succeeded, '-' failed."""
+    return SentinelRecord([Sample(start + i * step, c == "+", 1.0) for i, c in enumerate(pattern)])
+
+
+def test_recovery_is_the_first_moment_of_a_sustained_success_window() -> None:
+    record = _record("++++----+-++++++++")
+    # fault at t=100.4 (index 4); the success at index 8 is not sustained, index 10 is
+    assert record.recovery_seconds(since=100.4, window_s=0.5) == pytest.approx(0.6)
+    assert record.first_failure(100.0, 200.0) == pytest.approx(100.4)
+
+
+def test_never_recovered_is_none_not_zero() -> None:
+    assert _record("++++------").recovery_seconds(since=100.4, window_s=0.3) is None
+    # a success window that the record does not see the end of does not count either
+    assert _record("----++").recovery_seconds(since=100.0, window_s=1.0) is None
+
+
+def test_no_outage_recovers_at_once() -> None:
+    assert _record("++++++++").recovery_seconds(since=100.2, window_s=0.3) == pytest.approx(0.0)
+
+
+def test_success_ratio_over_a_span_and_no_data() -> None:
+    record = _record("++-+")
+    assert record.success_ratio() == 0.75
+    assert record.success_ratio(100.15, 100.25) == 0.0
+    assert record.success_ratio(500, 600) is None
+
+
+async def test_the_sentinel_sees_a_real_outage_and_the_recovery() -> None:
+    healthy = {"up": True}
+
+    async def health(_: web.Request) -> web.Response:
+        return web.Response(status=200 if healthy["up"] else 503)
+
+    app = web.Application()
+    app.router.add_get("/health", health)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    record, stop = SentinelRecord(), asyncio.Event()
+    task = asyncio.create_task(run_sentinel(f"http://127.0.0.1:{port}/health", record, stop, interval_s=0.02))
+    try:
+        await asyncio.sleep(0.2)
+        import time
+
+        healthy["up"], fault = False, time.time()
+        await asyncio.sleep(0.3)
+        healthy["up"] = True
+        await asyncio.sleep(0.4)
+    finally:
+        stop.set()
+        await task
+        await runner.cleanup()
+    recovery = record.recovery_seconds(fault, window_s=0.2)
+    assert recovery is not None and 0.25 <= recovery <= 0.45
+    ratio = record.success_ratio()
+    assert ratio is not None and 0.4 < ratio < 0.9

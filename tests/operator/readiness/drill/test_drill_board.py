@@ -1,0 +1,157 @@
+"""The drill's pure parts: the MCP2026 profile, the journal, and the KPI board."""
+
+from __future__ import annotations
+
+import pytest
+
+from mcp_checks.verdict import Verdict
+from mcp_operator.api.drill import DrillSpec, KpiThresholds
+from mcp_operator.readiness.drill import journal as jr
+from mcp_operator.readiness.drill.kpi import FaultTiming, board, jump_point, success_kpi
+from mcp_operator.readiness.drill.load import StageFigures, WindowFigures, load_plan
+from mcp_operator.readiness.drill.profile import expand
+
+T0 = "2026-01-01T00:00:00Z"
+
+
+def _figures(p99: float, windows: list[float | None], completed: int = 100, errors: int = 0) -> StageFigures:
+    return StageFigures(
+        requested="10 req/s",
+        achieved_rps=10.0,
+        p50_ms=p99 / 2,
+        p99_ms=p99,
+        completed=completed,
+        errors=errors,
+        windows=tuple(WindowFigures(i * 5.0, w, 10, 0) for i, w in enumerate(windows)),
+    )
+
+
+def test_mcp2026_expands_to_the_reference_rates_scaled() -> None:
+    full = expand(DrillSpec.model_validate({"profile": "MCP2026"}))
+    assert [(s.name, s.load.rate, s.load.duration_seconds) for s in full if s.load] == [
+        ("baseline", 500.0, 60.0),
+        ("mixed", 3200.0, 60.0),
+        ("spike", 8960.0, 90.0),  # +180% of mixed, for 90 s
+    ]
+    small = expand(DrillSpec.model_validate({"profile": "MCP2026", "scale": 0.01}))
+    assert [s.load.rate for s in small if s.load] == [5.0, 32.0, 89.6]
+    assert all(s.load.duration_seconds >= 1.0 for s in small if s.load)  # still measures something
+
+
+def test_a_profile_stage_named_in_the_spec_carries_its_faults() -> None:
+    spec = DrillSpec.model_validate(
+        {
+            "profile": "MCP2026",
+            "scale": 0.01,
+            "stages": [
+                {"name": "spike", "faults": [{"kind": "scaleDown", "workload": "srv", "replicas": 1}]}
+            ],
+        }
+    )
+    stages = {s.name: s for s in expand(spec)}
+    assert [f.kind for f in stages["spike"].faults] == ["scaleDown"]
+    assert stages["spike"].load is not None and stages["spike"].load.rate == 89.6
+
+
+def test_load_plan_splits_the_stage_into_windows() -> None:
+    spec = DrillSpec.model_validate(
+        {
+            "stages": [
+                {"name": "s", "load": {"rate": 50, "durationSeconds": 12, "windowSeconds": 5, "path": "/x"}}
+            ]
+        }
+    )
+    load = spec.stages[0].load
+    assert load is not None
+    plan = load_plan(load, "http://svc:8000/")
+    assert plan["url"] == "http://svc:8000/x"
+    assert plan["levels"]["rate"] == [50.0, 50.0, 50.0] and plan["stage"]["duration_s"] == pytest.approx(4.0)
+
+
+def test_journal_keeps_undo_and_knows_what_is_open() -> None:
+    journal = jr.planned(
+        [],
+        fault_id="f1",
+        stage="s",
+        kind="scaleDown",
+        target="Deployment ns/srv",
+        undo={"replicas": 3},
+        now=T0,
+    )
+    journal = jr.skipped(journal, fault_id="f2", stage="s", kind="podKill", message="NothingSelected", now=T0)
+    assert [e["id"] for e in jr.open_entries(journal)] == ["f1"]
+    assert jr.undo_of(journal[0]) == {"replicas": 3}
+    assert not jr.all_reverted(journal)
+    journal = jr.updated(journal, "f1", phase="Reverted", revertedAt=T0)
+    assert jr.open_entries(journal) == [] and jr.all_reverted(journal)
+    assert jr.all_reverted(jr.updated(journal, "f1", phase="RevertFailed")) is False
+
+
+def test_success_kpi_never_passes_on_too_few_samples() -> None:
+    t = KpiThresholds()  # 99.99%: 10,000 requests are needed to verify it
+    assert success_kpi(0, 0, t).verdict == Verdict.INCONCLUSIVE
+    assert success_kpi(500, 500, t).reason == "InsufficientSamples"
+    assert success_kpi(20_000, 20_000, t).verdict == Verdict.PASS
+    assert success_kpi(19_990, 20_000, t).verdict == Verdict.FAIL
+    warned = success_kpi(
+        19_999, 20_000, KpiThresholds(health_success_ratio=0.999, health_success_ratio_warn=0.99999)
+    )
+    assert warned.verdict == Verdict.WARN and warned.to_wire()["mark"] == "⚠️"
+
+
+def test_recovery_and_hot_update_rows() -> None:
+    t = KpiThresholds(recovery_seconds=17, recovery_seconds_warn=10, hot_update_seconds=2.5)
+    rows = {
+        r.name: r
+        for r in board(
+            ok=20_000,
+            total=20_000,
+            stages=[],
+            recoveries=[
+                FaultTiming("a", "s1", "podKill", 3.0, True),
+                FaultTiming("b", "s2", "zoneOutage", 12.5, True),
+            ],
+            hot_updates=[("configHotUpdate c in s1", 1.2)],
+            thresholds=t,
+        )
+    }
+    assert rows["recoverySeconds"].verdict == Verdict.WARN and rows["recoverySeconds"].measured == "12.50 s"
+    assert "zoneOutage b" in rows["recoverySeconds"].evidence
+    assert rows["hotUpdateSeconds"].verdict == Verdict.PASS
+    never = board(
+        ok=1,
+        total=1,
+        stages=[],
+        recoveries=[FaultTiming("a", "s", "podKill", None, True)],
+        hot_updates=[("x", None)],
+        thresholds=t,
+    )
+    assert {r.name: r.reason for r in never}["recoverySeconds"] == "NeverRecovered"
+    assert {r.name: r.verdict for r in never}["hotUpdateSeconds"] == Verdict.FAIL
+    too_slow = board(
+        ok=1,
+        total=1,
+        stages=[],
+        recoveries=[FaultTiming("a", "s", "podKill", 20.0, True)],
+        hot_updates=[],
+        thresholds=t,
+    )
+    assert {r.name: r.verdict for r in too_slow}["recoverySeconds"] == Verdict.FAIL
+
+
+def test_the_jump_point_is_the_first_window_past_the_factor() -> None:
+    stages = [("baseline", _figures(10.0, [9.0, 10.0])), ("spike", _figures(80.0, [12.0, 45.0, 80.0]))]
+    assert jump_point(stages, 3.0) == ("spike", 5.0, 45.0, 10.0)
+    assert jump_point(stages, 10.0) is None
+    rows = {
+        r.name: r
+        for r in board(
+            ok=1,
+            total=1,
+            stages=stages,
+            recoveries=[],
+            hot_updates=[],
+            thresholds=KpiThresholds(p99_jump_factor=3.0),
+        )
+    }
+    assert rows["p99JumpPoint"].verdict == Verdict.WARN and "spike at 5.0 s" in rows["p99JumpPoint"].measured
