@@ -98,7 +98,16 @@ class FastHttpClient(HttpSettings):
         return await fut
 
     async def fingerprint(self) -> dict[str, str]:
-        probe = HttpClient(self.url, timeout_s=min(self.timeout_s, 5.0), max_connections=1)
+        # the same request as the measured ones (method, body, headers: a secret Authorization
+        # too), so the fingerprint is the server's answer to it and not to an anonymous probe
+        probe = HttpClient(
+            self.url,
+            method=self.method,
+            body=self.body,
+            headers=self.headers,
+            timeout_s=min(self.timeout_s, 5.0),
+            max_connections=1,
+        )
         await probe.open()
         try:
             return await probe.fingerprint()

@@ -267,11 +267,6 @@ async def test_result_object_gone_is_exit_4_and_never_created_by_the_shard(
     assert kube_fake.get("ConfigMap", NS, shard.result_name) is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="mcp_bench/protocols/http_fast.py:101 builds the fingerprint probe as HttpClient(self.url, ...) "
-    "without self.headers: one request per run reaches the target without the secret header",
-)
 async def test_fingerprint_probe_carries_the_secret_header_too(
     kube_fake: FakeKube,
     header_echo: tuple[str, list[str]],
