@@ -11,7 +11,7 @@ import asyncio
 import datetime as dt
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from typing import Any
 
 import kopf
@@ -194,7 +194,38 @@ async def evaluate_readiness(
             await evaluation
             return
         CLAIMS.running.add(marker.id)  # until the task's own bookkeeping takes over
-        DRILLS.start(str(meta["uid"]), generation, asyncio.create_task(evaluation))
+        task = asyncio.create_task(_drill_task(evaluation, namespace, name, generation, marker))
+        DRILLS.start(str(meta["uid"]), generation, task)
+
+
+async def _drill_task(
+    evaluation: Coroutine[Any, Any, None], namespace: str, name: str, generation: int, marker: Marker
+) -> None:
+    """A drill's evaluation as a task: a failure is logged, counted and written as the verdict
+    (the drill has already reverted its faults), never lost with the task."""
+    try:
+        await evaluation
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        log.exception("drill of %s/%s failed", namespace, name)
+        metrics.ERRORS.labels("drill").inc()
+        now = utc_now()
+        message = f"the drill failed: {type(exc).__name__}: {exc}"[:1000]
+        fresh = await _fresh(namespace, name)
+        conds = set_condition(
+            list(((fresh or {}).get("status") or {}).get("conditions") or []),
+            "Ready",
+            False,
+            "DrillFailed",
+            message,
+            generation,
+            now,
+        )
+        fields = {"phase": "Failed", "verdict": "Error", "observedGeneration": generation, "completedAt": now}
+        await _write_status(namespace, name, {**fields, "conditions": conds})
+    finally:
+        CLAIMS.running.discard(marker.id)
 
 
 def _interrupted(status: Mapping[str, Any], generation: int) -> bool:

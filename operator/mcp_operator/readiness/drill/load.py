@@ -1,5 +1,5 @@
-"""A stage's load, run by the project's engine in a worker process (its own event loop, so the
-operator's work does not bend the figures), as consecutive windows of the same load: the
+"""A stage's load, run by the project's engine in a process of its own, as consecutive windows
+of the same load: the
 windows say when within the stage P99 jumps, and their histograms add up to the stage's exact
 percentiles."""
 
@@ -8,14 +8,13 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
+import sys
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from mcp_bench.engines import run_plan_sync
-from mcp_bench.plan import RunPlan
-from mcp_bench.results.document import ResultDocument, dumps_document, loads_document
+from mcp_bench.results.document import ResultDocument, loads_document
 from mcp_bench.results.histogram import LatencyHistogram
 
 from ...api.drill import StageLoad
@@ -59,11 +58,6 @@ def load_plan(load: StageLoad, base_url: str) -> dict[str, Any]:
     }
 
 
-def run_load_blocking(plan: dict[str, Any]) -> str:
-    """Worker-process entry: run the plan, return the checksummed result document."""
-    return dumps_document(run_plan_sync(RunPlan.from_dict(plan, source="drill stage")))
-
-
 def figures(doc: ResultDocument, load: StageLoad) -> StageFigures:
     total = LatencyHistogram()
     windows = []
@@ -98,25 +92,45 @@ def figures(doc: ResultDocument, load: StageLoad) -> StageFigures:
 
 
 class LoadRunner:
-    """Stages one at a time per drill, in worker processes started on first use."""
+    """Each stage's load as an ``mcp-bench run`` process of its own: its own event loop and core,
+    so the operator's work does not bend the figures, and killed at once when the drill is
+    cancelled (a pool worker would go on loading the target after an abort)."""
 
-    def __init__(self, workers: int = 2) -> None:
-        self._workers = workers
-        self._pool: ProcessPoolExecutor | None = None
+    def __init__(self) -> None:
+        self._running: set[asyncio.subprocess.Process] = set()
 
     async def run(self, load: StageLoad, base_url: str) -> StageFigures:
-        if self._pool is None:
-            self._pool = ProcessPoolExecutor(self._workers, mp_context=multiprocessing.get_context("spawn"))
-        text = await asyncio.get_running_loop().run_in_executor(
-            self._pool, run_load_blocking, load_plan(load, base_url)
-        )
-        return figures(loads_document(text), load)
+        with tempfile.TemporaryDirectory(prefix="mcp-drill-") as work:
+            plan, out = Path(work) / "plan.json", Path(work) / "result.json"
+            plan.write_text(json.dumps(load_plan(load, base_url)), encoding="utf-8")
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "mcp_bench.cli",
+                "run",
+                "--plan",
+                str(plan),
+                "-o",
+                str(out),
+                "--quiet",
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.PIPE,
+            )
+            self._running.add(proc)
+            try:
+                _, err = await proc.communicate()
+            finally:
+                if proc.returncode is None:
+                    proc.kill()
+                    await proc.wait()
+                self._running.discard(proc)
+            if not out.exists():
+                raise RuntimeError(
+                    f"the stage's load did not run (exit {proc.returncode}): {err.decode()[-500:]}"
+                )
+            return figures(loads_document(out.read_text(encoding="utf-8")), load)
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
-
-
-def plan_json(load: StageLoad, base_url: str) -> str:
-    return json.dumps(load_plan(load, base_url), sort_keys=True)
+        for proc in list(self._running):
+            if proc.returncode is None:
+                proc.kill()

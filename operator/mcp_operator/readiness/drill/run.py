@@ -232,6 +232,11 @@ class Drill:
             self.state.refused.append(refused_outcome(fault_id, exc.reason, str(exc)))
             await self._revert(fault_id, f"{exc.reason}: {exc}")
             return
+        except Exception as exc:  # half injected, perhaps: the journal's undo covers it
+            reason = "FaultInjectionFailed"
+            self.state.refused.append(refused_outcome(fault_id, reason, f"{type(exc).__name__}: {exc}"))
+            await self._revert(fault_id, f"{reason}: {type(exc).__name__}: {exc}")
+            return
         self.state.injected_at[fault_id] = time.time()
         self.state.journal = jr.updated(
             self.state.journal, fault_id, phase="Injected", injectedAt=utc_now(), message=message

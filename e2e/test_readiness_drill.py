@@ -1,0 +1,187 @@
+"""MCPReadiness drills through the real operator: staged load against the reference server,
+faults on a Deployment that kwok runs, the KPI board as the verdict, and every fault reverted
+on every path (success, a namespace that did not opt in, abort, deletion, an operator SIGKILLed
+mid-drill), each checked through the API.
+
+The load and the sentinel probe go to the reference server on loopback; the faulted Deployment
+runs on the kwok node, so the faults here prove the journal and the reverts, not recovery
+times (those need pods that serve, see the harness's service proxy).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from mcp_devcluster import stack
+
+OPT_IN = "mcp2026.io/fault-injection=enabled"
+
+
+def _deployment(name: str = "srv", replicas: int = 3) -> str:
+    return json.dumps(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name},
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": {"app": name}},
+                "template": {
+                    "metadata": {"labels": {"app": name}},
+                    "spec": {
+                        "nodeSelector": {"type": "kwok"},
+                        "terminationGracePeriodSeconds": 0,
+                        "containers": [{"name": "main", "image": "registry.example/srv:1"}],
+                    },
+                },
+            },
+        }
+    )
+
+
+def _gate(name: str, url: str, drill: dict[str, Any], ratio: float = 0.98) -> str:
+    spec = {
+        "target": {"url": url},
+        "checks": {"healthProbe": {"requests": 100, "minSuccessRatio": 0.99, "maxProberLagMs": 250}},
+        "drill": {"kpis": {"healthSuccessRatio": ratio}, **drill},
+    }
+    return stack.custom_resource("MCPReadiness", name, spec)
+
+
+def _replicas(kube: Any, name: str = "srv") -> int:
+    return int(kube.get("deployment", name)["spec"]["replicas"])
+
+
+def _until(
+    check: Callable[[], bool], what: str, timeout_s: float = 90, state: Callable[[], str] = str
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting until {what}\n{state()}"
+        time.sleep(0.3)
+
+
+def _faults(kube: Any, name: str) -> list[dict[str, Any]]:
+    return list((kube.get("mcpreadiness", name).get("status") or {}).get("faults") or [])
+
+
+def _setup(kube: Any, opt_in: bool = True) -> None:
+    if opt_in:
+        kube.run("label", "namespace", kube.namespace, OPT_IN)
+    kube.apply(_deployment())
+    _until(
+        lambda: int(kube.get("deployment", "srv").get("status", {}).get("readyReplicas") or 0) == 3,
+        "srv ready",
+    )
+
+
+SCALE_DOWN = {"kind": "scaleDown", "workload": "srv", "replicas": 1, "atSeconds": 0.2}
+
+
+def test_a_profile_drill_passes_its_kpi_board_and_reverts_its_fault(kube: Any, refserver: str) -> None:
+    _setup(kube)
+    drill = {"profile": "MCP2026", "scale": 0.004, "stages": [{"name": "mixed", "faults": [SCALE_DOWN]}]}
+    kube.apply(_gate("mcp2026", refserver, drill))
+    waited = kube.wait("mcpreadiness/mcp2026", "condition=Complete", timeout_s=120)
+    obj = kube.get("mcpreadiness", "mcp2026")
+    status = obj["status"]
+    assert waited.returncode == 0, json.dumps(status, indent=1)
+    assert [s["name"] for s in status["plan"]] == ["baseline", "mixed", "spike"]  # the profile, expanded
+    assert status["stage"] == "3/3" and all(s["phase"] == "Done" for s in status["stages"])
+    assert all(float(s["p99Ms"]) > 0 for s in status["stages"])
+    (fault,) = status["faults"]
+    assert (fault["kind"], fault["stage"], fault["phase"]) == ("scaleDown", "mixed", "Reverted")
+    assert fault["injectedAt"] and fault["revertedAt"] and json.loads(fault["undo"])
+    assert _replicas(kube) == 3  # restored, checked through the API
+    kpis = {k["name"]: k for k in status["kpis"]}
+    assert kpis["healthSuccessRatio"]["mark"] == "✅", kpis
+    assert kpis["recoverySeconds"]["verdict"] == "Pass"  # the target never saw an outage
+    assert stack.condition_of(obj, "FaultsReverted")["status"] == "True"
+    assert stack.condition_of(obj)["status"] == "True", status["checks"]
+    table = kube.run("get", "mcpr", "mcp2026").stdout
+    assert "3/3" in table
+
+
+def test_a_namespace_that_did_not_opt_in_is_never_touched(kube: Any, refserver: str) -> None:
+    _setup(kube, opt_in=False)
+    drill = {"stages": [{"name": "only", "load": {"rate": 20, "durationSeconds": 1}, "faults": [SCALE_DOWN]}]}
+    kube.apply(_gate("no-opt-in", refserver, drill))
+    assert kube.wait("mcpreadiness/no-opt-in", "condition=Ready=false", timeout_s=90).returncode == 0
+    status = kube.get("mcpreadiness", "no-opt-in")["status"]
+    (fault,) = status["faults"]
+    assert fault["phase"] == "Skipped" and "NamespaceNotOptedIn" in fault["message"]
+    assert status["verdict"] == "Error" and _replicas(kube) == 3
+    assert any(c["reason"] == "NamespaceNotOptedIn" for c in status["checks"])
+
+
+def _long_drill(dry_run: bool = False) -> dict[str, Any]:
+    stage = {"name": "long", "load": {"rate": 5, "durationSeconds": 120}, "faults": [SCALE_DOWN]}
+    return {"stages": [stage], "dryRun": dry_run}
+
+
+def _injected(kube: Any, name: str) -> bool:
+    return any(f["phase"] == "Injected" for f in _faults(kube, name))
+
+
+def test_abort_reverts_at_once(kube: Any, refserver: str) -> None:
+    _setup(kube)
+    kube.apply(_gate("abort-me", refserver, _long_drill()))
+    _until(lambda: _injected(kube, "abort-me") and _replicas(kube) == 1, "the fault is in place")
+    started = time.monotonic()
+    kube.run("patch", "mcpreadiness", "abort-me", "--type=merge", "-p", '{"spec":{"drill":{"abort":true}}}')
+    _until(lambda: _replicas(kube) == 3, "replicas restored after abort", timeout_s=30)
+    _until(
+        lambda: (kube.get("mcpreadiness", "abort-me").get("status") or {}).get("phase") == "Aborted",
+        "Aborted",
+    )
+    print(f"abort to revert: {time.monotonic() - started:.2f}s")
+    obj = kube.get("mcpreadiness", "abort-me")
+    assert stack.condition_of(obj)["reason"] == "DrillAborted" and obj["status"]["verdict"] == "Inconclusive"
+    assert [f["phase"] for f in obj["status"]["faults"]] == ["Reverted"]
+
+
+def test_deleting_a_drill_reverts_before_the_object_goes(kube: Any, refserver: str) -> None:
+    _setup(kube)
+    kube.apply(_gate("delete-me", refserver, _long_drill()))
+    _until(lambda: _injected(kube, "delete-me") and _replicas(kube) == 1, "the fault is in place")
+    kube.run("delete", "mcpreadiness", "delete-me", "--wait=true", "--timeout=60s")
+    assert _replicas(kube) == 3
+
+
+def test_dry_run_plans_and_touches_nothing(kube: Any, refserver: str) -> None:
+    _setup(kube)
+    drill = {"stages": [{"name": "s", "load": {"rate": 20, "durationSeconds": 1}, "faults": [SCALE_DOWN]}]}
+    kube.apply(_gate("dry", refserver, {**drill, "dryRun": True}))
+    assert kube.wait("mcpreadiness/dry", "condition=Complete", timeout_s=90).returncode == 0
+    (fault,) = _faults(kube, "dry")
+    assert fault["phase"] == "Skipped" and fault["message"].startswith("dry run: would scaleDown")
+    assert fault["target"] and _replicas(kube) == 3
+
+
+def test_an_operator_killed_mid_drill_reverts_on_restart(
+    kube: Any, refserver: str, operator: Any, tmp_path: Any
+) -> None:
+    _setup(kube)
+    kube.apply(_gate("crash", refserver, _long_drill()))
+    _until(lambda: _injected(kube, "crash") and _replicas(kube) == 1, "the fault is in place")
+    operator.process.popen.kill()  # SIGKILL: no finally, no finalizer, nothing reverted
+    operator.process.popen.wait()
+    time.sleep(1)
+    assert _replicas(kube) == 1  # still broken while no operator runs
+    started = time.monotonic()
+    replacement = stack.start_operator(kube.kubeconfig, tmp_path)
+    operator.process = replacement.process  # the session fixture stops whichever runs last
+    operator.metrics_url = replacement.metrics_url
+    _until(lambda: _replicas(kube) == 3, "the replayed journal restored the replicas", timeout_s=60)
+    print(f"operator start to stale fault reverted: {time.monotonic() - started:.2f}s")
+    _until(
+        lambda: (kube.get("mcpreadiness", "crash").get("status") or {}).get("verdict") == "Inconclusive",
+        "end",
+    )
+    obj = kube.get("mcpreadiness", "crash")
+    assert stack.condition_of(obj)["reason"] == "DrillInterrupted"
+    assert [f["phase"] for f in obj["status"]["faults"]] == ["Reverted"]
+    assert "replayed" in obj["status"]["faults"][0]["message"]
