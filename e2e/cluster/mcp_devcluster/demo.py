@@ -48,13 +48,19 @@ def configured_kubeconfig() -> Path | None:
 
 def _figures(kind: str, status: dict[str, Any]) -> str:
     if kind == "MCPReadiness":
-        rows = status.get("checks") or []
+        kpis = [f"{k['mark']} {k['name']} {k['measured']}" for k in status.get("kpis") or []]
+        rows = [r for r in status.get("checks") or [] if not r["name"].startswith("kpi:")]
         return "; ".join(
-            f"{r['name']}: "
-            + ", ".join(
-                f"{k}={v}" for k, v in r.get("observed", {}).items() if k in ("p50", "p99", "successRatio")
-            )
-            for r in rows
+            kpis
+            + [
+                f"{r['name']}: "
+                + ", ".join(
+                    f"{k}={v}"
+                    for k, v in r.get("observed", {}).items()
+                    if k in ("p50", "p99", "successRatio")
+                )
+                for r in rows
+            ]
         )
     rows = status.get("results") or []
     return "; ".join(f"{r['level']}: P99 {r['p99Ms']} ms, {r['throughputRps']} rps" for r in rows)
