@@ -97,17 +97,23 @@ def _opt_float(value: Any) -> float | None:
 
 
 async def _pods_to_proxies(ctx: CheckContext, proxies: Mapping[str, Any]) -> tuple[str, ...] | None:
-    """Node IDs the target's proxies should have: listed, or from the pods a label selector picks
-    (``{pod}``, ``{namespace}`` and ``{ip}`` in ``nodeIdTemplate``)."""
+    """Node IDs the target's proxies should have: listed, or from the pods a label selector or a
+    Service's selector picks (``{pod}``, ``{namespace}`` and ``{ip}`` in ``nodeIdTemplate``)."""
     if proxies.get("ids") is not None:
         return tuple(str(p) for p in proxies["ids"])
-    labels = proxies.get("matchLabels")
-    if not labels:
+    labels: dict[str, str] = dict(proxies.get("matchLabels") or {})
+    service = proxies.get("service")
+    if not labels and not service:
         return None
     if ctx.api_client is None:
-        raise SpecError("xdsSync.proxies.matchLabels needs a Kubernetes client (a kubeconfig)")
-    selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+        raise SpecError("xdsSync.proxies needs a Kubernetes client (a kubeconfig) to find the pods")
     core = client.CoreV1Api(ctx.api_client)
+    if service:
+        svc = await asyncio.to_thread(core.read_namespaced_service, str(service), ctx.namespace)
+        labels = dict(svc.spec.selector or {})
+        if not labels:
+            raise SpecError(f"Service {ctx.namespace}/{service} has no selector, so it names no pods")
+    selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
     pods = await asyncio.to_thread(core.list_namespaced_pod, ctx.namespace, label_selector=selector)
     template = str(proxies.get("nodeIdTemplate", "{pod}.{namespace}"))
     return tuple(

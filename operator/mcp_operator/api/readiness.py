@@ -104,10 +104,14 @@ class XdsSourceRef(ApiModel):
 
 class XdsProxies(ApiModel):
     """Which proxies must have acknowledged the configuration: listed node IDs, or the Running
-    pods of this namespace that the labels select, named by nodeIdTemplate."""
+    pods of this namespace that the labels (or a Service's selector) select, named by
+    nodeIdTemplate."""
 
     ids: list[str] | None = Field(default=None, description="Node IDs, as the control plane reports them.")
     match_labels: dict[str, str] | None = Field(default=None, description="Pods of the target, by label.")
+    service: str | None = Field(
+        default=None, description="Pods of the target, as this Service of the namespace selects them."
+    )
     node_id_template: str = Field(
         default="{pod}.{namespace}",
         description="A selected pod's node ID from {pod}, {namespace} and {ip} (Istio: {pod}.{namespace}).",

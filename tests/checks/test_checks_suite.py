@@ -1,0 +1,77 @@
+"""The suite that builds checks from ``spec.checks``: proxies named by a Service's selector,
+checks that overrun or raise become rows, and usage errors before anything runs."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from mcp_checks.suite import CheckContext, PlannedCheck, SpecError, _pods_to_proxies, plan_checks, run_checks
+from mcp_checks.verdict import CheckOutcome, Verdict
+
+
+class FakeCore:
+    """Just the two reads the proxy lookup makes."""
+
+    def __init__(self, selector: dict[str, str] | None) -> None:
+        self.selector = selector
+        self.asked: list[str] = []
+
+    def read_namespaced_service(self, name: str, namespace: str) -> Any:
+        return SimpleNamespace(spec=SimpleNamespace(selector=self.selector))
+
+    def list_namespaced_pod(self, namespace: str, label_selector: str) -> Any:
+        self.asked.append(label_selector)
+        pods = [
+            SimpleNamespace(
+                metadata=SimpleNamespace(name=n, deletion_timestamp=None),
+                status=SimpleNamespace(phase=phase, pod_ip=f"10.0.0.{i}"),
+            )
+            for i, (n, phase) in enumerate([("srv-a", "Running"), ("srv-b", "Running"), ("srv-c", "Pending")])
+        ]
+        return SimpleNamespace(items=pods)
+
+
+async def test_proxies_from_a_service_selector(monkeypatch: pytest.MonkeyPatch) -> None:
+    core = FakeCore({"app": "srv", "tier": "edge"})
+    monkeypatch.setattr("mcp_checks.suite.client.CoreV1Api", lambda _api: core)
+    ctx = CheckContext("ml", api_client=object())  # type: ignore[arg-type]
+    ids = await _pods_to_proxies(ctx, {"service": "srv", "nodeIdTemplate": "sidecar~{ip}~{pod}.{namespace}"})
+    assert ids == ("sidecar~10.0.0.0~srv-a.ml", "sidecar~10.0.0.1~srv-b.ml")  # Running pods only
+    assert core.asked == ["app=srv,tier=edge"]
+    monkeypatch.setattr("mcp_checks.suite.client.CoreV1Api", lambda _api: FakeCore({}))
+    with pytest.raises(SpecError, match="has no selector"):
+        await _pods_to_proxies(ctx, {"service": "headless"})
+    assert await _pods_to_proxies(ctx, {}) is None  # every proxy the sources know
+    assert await _pods_to_proxies(ctx, {"ids": ["a"]}) == ("a",)
+
+
+async def test_a_check_that_overruns_or_raises_is_a_row() -> None:
+    async def slow(_: CheckContext) -> CheckOutcome:
+        await asyncio.sleep(5)
+        raise AssertionError("not reached")
+
+    async def broken(_: CheckContext) -> CheckOutcome:
+        raise RuntimeError("source answered nonsense")
+
+    rows = await run_checks(
+        [PlannedCheck("slow", 0.05, slow), PlannedCheck("broken", 1.0, broken)], CheckContext("ns")
+    )
+    assert [(r.name, r.outcome, r.reason) for r in rows] == [
+        ("slow", Verdict.INCONCLUSIVE, "CheckTimedOut"),
+        ("broken", Verdict.ERROR, "CheckFailed"),
+    ]
+    assert all(r.duration_s is not None for r in rows)
+
+
+def test_usage_errors_before_anything_runs() -> None:
+    with pytest.raises(SpecError, match="unknown check"):
+        plan_checks({"nope": {}})
+    with pytest.raises(SpecError, match=r"workload\.name"):
+        plan_checks({"configConsistency": {"configMaps": ["c"]}})
+    with pytest.raises(SpecError, match="metricDrift"):
+        plan_checks({"metricDrift": {"rules": []}})
+    assert [c.name for c in plan_checks({"healthProbe": {"enabled": False}})] == []
