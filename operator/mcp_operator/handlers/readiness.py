@@ -33,7 +33,13 @@ from ..readiness.drill.registry import Drills
 from ..readiness.drill.run import Drill, DrillContext, DrillOutcome, replay_journal
 from ..readiness.evaluate import recheck_due, resolve_target, run_checks, semantic_problems
 from ..readiness.prober import Prober
-from ..readiness.status import drill_status, rejected_status, running_status, verdict_status
+from ..readiness.status import (
+    drill_status,
+    faults_reverted,
+    rejected_status,
+    running_status,
+    verdict_status,
+)
 from ..settings import OperatorSettings
 from ..targets import SpecProblem
 from .common import reject
@@ -78,15 +84,9 @@ async def _settle_drills(uid: str, generation: int, obj: Mapping[str, Any]) -> d
         status = dict((refreshed or {}).get("status") or {})
     if DRILLS.get(uid) is None and journal.open_entries(list(status.get("faults") or [])):
         faults = await replay_journal(list(status["faults"]), kube.api_client())
-        reverted = journal.all_reverted(faults)
-        conds = set_condition(
+        conds = faults_reverted(
             list(status.get("conditions") or []),
-            "FaultsReverted",
-            reverted,
-            "Reverted" if reverted else "RevertFailed",
-            "every injected fault is reverted"
-            if reverted
-            else "a fault could not be reverted: see status.faults",
+            journal.all_reverted(faults),
             int(meta["generation"]),
             utc_now(),
         )

@@ -107,11 +107,11 @@ def running_status(
     return MCPReadinessStatus.model_validate(fields).to_patch()
 
 
-def drill_status(drill: Any, conditions: list[dict[str, Any]], generation: int, now: str) -> dict[str, Any]:
-    """The drill's part of the final status: stages, the KPI board, the journal, and the
-    FaultsReverted and Complete conditions (``drill`` is a ``DrillOutcome``)."""
-    reverted = bool(drill.reverted)
-    conds = set_condition(
+def faults_reverted(
+    conditions: list[dict[str, Any]], reverted: bool, generation: int, now: str
+) -> list[dict[str, Any]]:
+    """The FaultsReverted condition: True only when every journaled fault is undone."""
+    return set_condition(
         conditions,
         "FaultsReverted",
         reverted,
@@ -122,6 +122,12 @@ def drill_status(drill: Any, conditions: list[dict[str, Any]], generation: int, 
         generation,
         now,
     )
+
+
+def drill_status(drill: Any, conditions: list[dict[str, Any]], generation: int, now: str) -> dict[str, Any]:
+    """The drill's part of the final status: stages, the KPI board, the journal, and the
+    FaultsReverted and Complete conditions (``drill`` is a ``DrillOutcome``)."""
+    conds = faults_reverted(conditions, bool(drill.reverted), generation, now)
     conds = set_condition(conds, "Complete", True, "DrillFinished", "every stage ran", generation, now)
     fields = {
         "stage": f"{len(drill.stages)}/{len(drill.stages)}",
