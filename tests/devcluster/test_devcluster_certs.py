@@ -20,14 +20,16 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from kubernetes import client, config
 
+from mcp_devcluster.addressplan import AddressPlan
 from mcp_devcluster.certs import PkiPaths, generate_pki, kubeconfig_dict, write_kubeconfig
-from mcp_devcluster.cluster import SERVICE_CIDR
 from mcp_devcluster.processes import client_ssl_context
+
+PLAN = AddressPlan(120)
 
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> PkiPaths:
-    return generate_pki(tmp_path_factory.mktemp("pki"))
+    return generate_pki(tmp_path_factory.mktemp("pki"), PLAN.kubernetes_service_ip)
 
 
 def _cert(path: Path) -> x509.Certificate:
@@ -59,7 +61,7 @@ def test_serving_cert_is_issued_by_the_ca_for_loopback(pki: PkiPaths) -> None:
     ips = set(sans.get_values_for_type(x509.IPAddress))
     assert ipaddress.ip_address("127.0.0.1") in ips
     # in-cluster clients reach the API server at the first address of the service range
-    assert next(ipaddress.ip_network(SERVICE_CIDR).hosts()) in ips
+    assert next(ipaddress.ip_network(PLAN.service_cidr).hosts()) in ips
     dns = set(sans.get_values_for_type(x509.DNSName))
     assert {"localhost", "kubernetes.default.svc"} <= dns
     assert _eku(serving) == {ExtendedKeyUsageOID.SERVER_AUTH}

@@ -25,10 +25,10 @@ from mcp_devcluster.cluster import (
     CONTROLLERS,
     KWOK_NODE_LABEL,
     LOCAL_NODE,
-    SERVICE_CIDR,
     ClusterState,
     DevCluster,
 )
+from mcp_devcluster.kubelet import parse_args as kubelet_args
 from mcp_devcluster.nodes import simulated_node_body
 from mcp_devcluster.nodespec import default_nodes
 from mcp_devcluster.processes import ManagedProcess, stop_pid
@@ -122,8 +122,30 @@ def test_apiserver_argv(dev: DevCluster) -> None:
     assert flags["client-ca-file"] == str(pki.ca_cert)
     assert flags["service-account-key-file"] == str(pki.sa_pub)
     assert flags["service-account-signing-key-file"] == str(pki.sa_key)
-    assert flags["service-cluster-ip-range"] == SERVICE_CIDR
+    assert flags["service-cluster-ip-range"] == dev.plan.service_cidr
     assert flags["authorization-mode"] == "RBAC"
+
+
+def test_one_local_kubelet_per_local_node(dev: DevCluster) -> None:
+    for node in dev.local_nodes:
+        argv = dev._kubelet_argv(node)
+        assert argv[1:3] == ["-m", "mcp_devcluster.kubelet"]
+        args = kubelet_args(argv[3:])
+        assert args.node == node and args.kubeconfig == dev.kubeconfig
+        assert args.pod_loopback == dev.plan.pod_loopback
+        assert args.work_dir.parent.parent == dev.state_dir
+    assert len({str(dev._kubelet_argv(n)) for n in dev.local_nodes}) == len(dev.local_nodes) == 2
+    assert dev.local_nodes[0].name == LOCAL_NODE
+
+
+def test_service_proxy_argv(dev: DevCluster) -> None:
+    argv = dev._proxy_argv(7)
+    assert argv[1:3] == ["-m", "mcp_devcluster.serviceproxy"]
+    assert _flags(argv[2:]) == {
+        "kubeconfig": str(dev.kubeconfig),
+        "pod-loopback": str(dev.plan.pod_loopback),
+        "admin-fd": "7",
+    }
 
 
 def test_controller_manager_runs_what_the_operator_needs(dev: DevCluster) -> None:

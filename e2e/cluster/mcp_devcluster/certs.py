@@ -97,8 +97,9 @@ def _name(common_name: str, organization: str | None = None) -> x509.Name:
     return x509.Name(attrs)
 
 
-def generate_pki(root: Path) -> PkiPaths:
-    """Create CA, API-server serving cert, admin client cert and service-account keys."""
+def generate_pki(root: Path, service_ip: str | None = None) -> PkiPaths:
+    """Create CA, API-server serving cert (also for ``service_ip``, the ClusterIP of the
+    ``kubernetes`` Service), admin client cert and service-account keys."""
     root.mkdir(parents=True, exist_ok=True)
     paths = PkiPaths(root)
 
@@ -133,8 +134,9 @@ def generate_pki(root: Path) -> PkiPaths:
         x509.DNSName("kubernetes.default"),
         x509.DNSName("kubernetes.default.svc"),
         x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-        x509.IPAddress(ipaddress.ip_address("10.96.0.1")),
     ]
+    if service_ip:
+        sans.append(x509.IPAddress(ipaddress.IPv4Address(service_ip)))
     serving = (
         _builder(_name("kube-apiserver"), ca_name, serving_key.public_key())
         .add_extension(x509.SubjectAlternativeName(sans), critical=False)

@@ -34,11 +34,15 @@ def dev_cluster(action: str, state_dir: Path | None) -> int:
     if action == "env":
         print(f"export KUBECONFIG={state.kubeconfig}")
     else:
-        print(
-            json.dumps(
-                {"server": state.server, "pids": state.pids, "startup": state.startup_seconds}, indent=2
-            )
-        )
+        shown = {
+            "server": state.server,
+            "serviceProxy": state.service_proxy,
+            "serviceCIDR": state.service_cidr,
+            "podLoopback": state.pod_loopback,
+            "pids": state.pids,
+            "startup": state.startup_seconds,
+        }
+        print(json.dumps(shown, indent=2))
     return 0
 
 
@@ -60,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("up", "start the local control plane and print its KUBECONFIG"),
         ("down", "stop the local control plane"),
         ("env", "print the KUBECONFIG of the running control plane"),
-        ("status", "print the running control plane's server, pids and start-up times"),
+        ("status", "print the running control plane's server, address ranges, pids and start-up times"),
     ):
         cmd = sub.add_parser(action, help=text)
         cmd.add_argument("--state-dir", type=Path, default=None)

@@ -1,6 +1,7 @@
 """A real Kubernetes control plane on 127.0.0.1: etcd, kube-apiserver, kube-controller-manager,
-kube-scheduler, kwok for simulated nodes, and our local kubelet for the one node whose pods
-really run.
+kube-scheduler, kwok for simulated nodes, our local kubelet for the two nodes (two zones) whose
+pods really run, and our service proxy, which routes each Service's ClusterIP (a loopback
+address: the service CIDR lies in 127.0.0.0/8) to its ready endpoints.
 
 ``DevCluster.up()`` starts everything in order and waits for each piece to be ready;
 ``down()`` stops them in reverse order. The state directory records PIDs and ports, so a
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import ssl
 import sys
 import time
@@ -20,9 +22,11 @@ from importlib import resources
 from pathlib import Path
 
 from . import build
+from .addressplan import SLOTS, AddressPlan, claim_plan, release
 from .certs import PkiPaths, generate_pki, kubeconfig_dict, write_kubeconfig
+from .localnode import format_taint
 from .nodes import create_simulated_nodes, wait_default_service_account, wait_nodes_ready
-from .nodespec import SimulatedNode, default_nodes
+from .nodespec import LocalNode, SimulatedNode, default_local_nodes, default_nodes
 from .processes import (
     ManagedProcess,
     StartupError,
@@ -33,9 +37,8 @@ from .processes import (
     wait_until,
 )
 
-LOCAL_NODE = "mcp-local"
+LOCAL_NODE = "mcp-local"  # the local node of zone-a, where pods go unless spread
 KWOK_NODE_LABEL = "type=kwok"
-SERVICE_CIDR = "10.96.0.0/16"
 CONTROLLERS = ",".join(
     f"{name}-controller"
     for name in [
@@ -72,6 +75,9 @@ class ClusterState:
     pids: dict[str, int]
     started_at: float
     startup_seconds: dict[str, float]
+    service_proxy: str = ""  # the service proxy's admin URL (/routes, /healthz)
+    service_cidr: str = ""  # every ClusterIP is in it: a loopback range of this cluster's own
+    pod_loopback: str = ""  # where pod IPs are served (``podnet.loopback_twin``)
 
     @classmethod
     def load(cls, state_dir: Path) -> ClusterState:
@@ -93,13 +99,18 @@ class DevCluster:
         state_dir: Path | None = None,
         *,
         nodes: list[SimulatedNode] | None = None,
+        local_nodes: list[LocalNode] | None = None,
         timeout_s: float = 90.0,
     ) -> None:
         self.state_dir = (state_dir or default_state_dir()).resolve()
         self.nodes = default_nodes() if nodes is None else nodes
+        self.local_nodes = default_local_nodes() if local_nodes is None else local_nodes
         self.timeout_s = timeout_s
         self.processes: list[ManagedProcess] = []
         self.state: ClusterState | None = None
+        # the loopback ranges this cluster uses; ``up`` claims a slot no other cluster holds
+        self.plan = AddressPlan(SLOTS[0])
+        self._claim: socket.socket | None = None
 
     # -- paths -----------------------------------------------------------------------------
     @property
@@ -122,13 +133,17 @@ class DevCluster:
         self.state_dir.mkdir(parents=True)
         build.ensure_all(["kubernetes", "etcd", "kwok"])
         try:
+            self.plan, self._claim = claim_plan()
             return self._start_all()
         except BaseException:
             self.down()
             raise
+        finally:
+            release(self._claim)  # the service proxy holds it from now on (or nobody)
+            self._claim = None
 
     def _start_all(self) -> ClusterState:
-        pki = generate_pki(self.state_dir / "pki")
+        pki = generate_pki(self.state_dir / "pki", self.plan.kubernetes_service_ip)
         etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
         server = f"https://127.0.0.1:{api_port}"
         write_kubeconfig(
@@ -177,26 +192,22 @@ class DevCluster:
             timeout_s=self.timeout_s,
             what="healthy",
         )
-        kubelet = self._spawn(
-            "local-kubelet",
-            [
-                sys.executable,
-                "-m",
-                "mcp_devcluster.kubelet",
-                "--kubeconfig",
-                str(self.kubeconfig),
-                "--node",
-                LOCAL_NODE,
-                "--work-dir",
-                str(self.state_dir / "pods"),
-            ],
-        )
+        kubelets = [self._spawn(f"kubelet-{n.name}", self._kubelet_argv(n)) for n in self.local_nodes]
         create_simulated_nodes(self.kubeconfig, self.nodes)
+        names = [n.name for n in self.local_nodes] + [n.name for n in self.nodes]
         timings["nodes"] = wait_until(
-            kubelet,
-            lambda: wait_nodes_ready(self.kubeconfig, [LOCAL_NODE, *[n.name for n in self.nodes]]),
+            kubelets[0],
+            lambda: all(k.exited() is None for k in kubelets) and wait_nodes_ready(self.kubeconfig, names),
             timeout_s=self.timeout_s,
             what="nodes Ready",
+        )
+        host, port = self.plan.proxy_address
+        proxy_admin = f"http://{host}:{port}"
+        assert self._claim is not None
+        claim = self._claim.fileno()
+        proxy = self._spawn("service-proxy", self._proxy_argv(claim), pass_fds=(claim,))
+        timings["service-proxy"] = wait_until(
+            proxy, lambda: http_ok(f"{proxy_admin}/healthz"), timeout_s=self.timeout_s, what="routing"
         )
         timings["default-serviceaccount"] = wait_until(
             kcm,
@@ -214,6 +225,9 @@ class DevCluster:
             pids={p.name: p.popen.pid for p in self.processes if p.popen},
             started_at=time.time(),
             startup_seconds={k: round(v, 2) for k, v in timings.items()},
+            service_proxy=proxy_admin,
+            service_cidr=self.plan.service_cidr,
+            pod_loopback=str(self.plan.pod_loopback),
         )
         self.state.save()
         return self.state
@@ -236,10 +250,10 @@ class DevCluster:
         (self.state_dir / "state.json").unlink(missing_ok=True)
 
     # -- process arguments -----------------------------------------------------------------
-    def _spawn(self, name: str, argv: list[str]) -> ManagedProcess:
+    def _spawn(self, name: str, argv: list[str], pass_fds: tuple[int, ...] = ()) -> ManagedProcess:
         env = dict(os.environ)
         env.pop("KUBECONFIG", None)
-        proc = ManagedProcess(name, argv, self.logs / f"{name}.log", env=env)
+        proc = ManagedProcess(name, argv, self.logs / f"{name}.log", env=env, pass_fds=pass_fds)
         proc.start()
         self.processes.append(proc)
         return proc
@@ -274,7 +288,7 @@ class DevCluster:
             "--service-account-issuer=https://kubernetes.default.svc",
             f"--service-account-key-file={pki.sa_pub}",
             f"--service-account-signing-key-file={pki.sa_key}",
-            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            f"--service-cluster-ip-range={self.plan.service_cidr}",
             "--authorization-mode=RBAC",
             "--allow-privileged=true",
             "--enable-priority-and-fairness=false",
@@ -316,6 +330,23 @@ class DevCluster:
             "--v=1",
         ]
 
+    def _kubelet_argv(self, node: LocalNode) -> list[str]:
+        argv = [sys.executable, "-m", "mcp_devcluster.kubelet", f"--kubeconfig={self.kubeconfig}"]
+        argv += [f"--node={node.name}", f"--zone={node.zone}", f"--pod-cidr={node.pod_cidr}"]
+        argv += [f"--pod-loopback={self.plan.pod_loopback}"]
+        argv += [f"--register-with-taints={format_taint(t)}" for t in node.taints]
+        return [*argv, f"--work-dir={self.state_dir / 'pods' / node.name}"]
+
+    def _proxy_argv(self, admin_fd: int) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "mcp_devcluster.serviceproxy",
+            f"--kubeconfig={self.kubeconfig}",
+            f"--pod-loopback={self.plan.pod_loopback}",
+            f"--admin-fd={admin_fd}",
+        ]
+
     def _kwok_argv(self, port: int) -> list[str]:
         stages = resources.files("mcp_devcluster") / "data" / "kwok-stages.yaml"
         config = self.state_dir / "kwok-stages.yaml"
@@ -339,4 +370,12 @@ def _no_verify_context() -> ssl.SSLContext:
     return ctx
 
 
-__all__ = ["LOCAL_NODE", "ClusterState", "DevCluster", "SimulatedNode", "StartupError"]
+__all__ = [
+    "LOCAL_NODE",
+    "AddressPlan",
+    "ClusterState",
+    "DevCluster",
+    "LocalNode",
+    "SimulatedNode",
+    "StartupError",
+]

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,7 @@ from kubernetes import client
 from mcp_checks.verdict import utc_now
 
 from .podenv import ContainerSpecError, expand_refs
+from .podnet import HOST_NETWORK, PodAddresses
 from .termination import MESSAGE_PATH_ENV, message_file
 
 
@@ -31,6 +33,8 @@ class RunningContainer:
     message_path: Path
     message_policy: str
     started_at: str
+    ready: bool = True  # a container with a readiness probe starts not ready
+    env: dict[str, str] = field(default_factory=dict)  # as the pod spec makes it, for hooks
 
 
 @dataclass
@@ -38,8 +42,12 @@ class RunningPod:
     namespace: str
     name: str
     uid: str
+    addresses: PodAddresses = HOST_NETWORK
     containers: list[RunningContainer] = field(default_factory=list)
     deleted: bool = False
+    # set once the pod's processes are gone or going: its probes stop
+    stopped: threading.Event = field(default_factory=threading.Event)
+    pod: client.V1Pod | None = None  # the latest object seen, for status updates between events
 
 
 def require_command(spec: client.V1Container) -> None:
@@ -70,7 +78,14 @@ def start_container(spec: client.V1Container, env: dict[str, str], pod_dir: Path
             start_new_session=True,
         )
     return RunningContainer(
-        spec.name, proc, log_path, message_path, spec.termination_message_policy or "File", utc_now()
+        spec.name,
+        proc,
+        log_path,
+        message_path,
+        spec.termination_message_policy or "File",
+        utc_now(),
+        ready=spec.readiness_probe is None,
+        env=env,
     )
 
 

@@ -3,34 +3,50 @@
 There is no container runtime here, so the image is ignored and each container's command
 and args run directly on this machine, with the pod's env (``podenv``) and a kubeconfig holding
 a token of the pod's service account (``podtoken``), so RBAC applies as it would in a cluster.
-The pod goes Running, then Succeeded or Failed with exit codes and a termination message
+Each pod gets a pod IP of its node's pod CIDR and a loopback twin to bind (``podnet``), so the
+service proxy can route a Service to it. The pod goes Running, Ready once its readiness probes
+pass (``probes``), then Succeeded or Failed with exit codes and a termination message
 (``termination``), reported through the API as a kubelet would (``podstatus``).
 
 This module is the kubelet's control loop: it watches the pods bound to its node and starts,
-waits for and stops their processes (``containers``); the Node itself is ``localnode``'s.
+waits for and stops their processes (``containers``); the Node itself is ``localnode``'s. One
+process plays one node; the cluster starts one per local node (one per zone).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import ipaddress
 import logging
+import os
 import signal
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from mcp_checks.verdict import utc_now
 
-from .containers import RunningPod, require_command, signal_containers, start_container, stop_containers
-from .localnode import HEARTBEAT_S, post_heartbeat, register_node
+from .containers import (
+    RunningContainer,
+    RunningPod,
+    require_command,
+    signal_containers,
+    start_container,
+    stop_containers,
+)
+from .localnode import HEARTBEAT_S, follow_cordon, parse_taint, post_heartbeat, register_node
 from .nodes import api_client
+from .nodespec import LocalNode
 from .podenv import ContainerSpecError, PodEnvironment
-from .podstatus import completed_status, ready_condition, running_status, unrunnable_status
+from .podnet import HOST_NETWORK, PodAddresses, PodIPAllocator
+from .podstatus import completed_status, readiness_status, running_status, unrunnable_status
 from .podtoken import pod_kubeconfig
+from .probes import run_pre_stop, start_readiness_probe
 
 log = logging.getLogger("mcp_devcluster.kubelet")
 
@@ -38,10 +54,14 @@ WATCH_TIMEOUT_S = 60
 
 
 class LocalKubelet:
-    def __init__(self, kubeconfig: Path, node: str, work_dir: Path) -> None:
+    def __init__(
+        self, kubeconfig: Path, node: LocalNode, work_dir: Path, pod_loopback: ipaddress.IPv4Network
+    ) -> None:
         self.kubeconfig = kubeconfig
-        self.node = node
+        self.local_node = node
+        self.node = node.name
         self.work_dir = work_dir
+        self.pod_ips = PodIPAllocator(node.pod_cidr, pod_loopback)
         self.api = api_client(kubeconfig)
         self.core = client.CoreV1Api(self.api)
         self.environment = PodEnvironment(self.core)
@@ -56,8 +76,11 @@ class LocalKubelet:
     def run(self) -> None:
         """Register the node, then follow its pods: a full list, then a watch from there, and a
         fresh list whenever the watch ends or fails, until ``shutdown``."""
-        register_node(self.core, self.node)
+        register_node(self.core, self.local_node)
         threading.Thread(target=self._heartbeat_loop, daemon=True, name="heartbeat").start()
+        threading.Thread(
+            target=follow_cordon, args=(self.core, self.node, self.stopping), daemon=True, name="cordon"
+        ).start()
         selector = f"spec.nodeName={self.node}"
         while not self.stopping.is_set():
             try:
@@ -95,7 +118,7 @@ class LocalKubelet:
             self._delete(pod, running)
             return
         if running is not None:
-            self._sync_ready(pod)
+            self._sync_ready(pod, running)
             return
         if pod.status.phase in ("Succeeded", "Failed"):
             return
@@ -113,19 +136,49 @@ class LocalKubelet:
         pod_dir = self.work_dir / f"{ns}_{name}_{uid[:8]}"
         pod_dir.mkdir(parents=True, exist_ok=True)
         kubeconfig = pod_kubeconfig(self.core, pod, pod_dir, server=self.server, ca_file=Path(self.ca_file))
-        running = RunningPod(ns, name, uid)
-        for spec in pod.spec.containers:
-            require_command(spec)
-            env = self.environment.container_env(pod, spec)
-            env["KUBECONFIG"] = str(kubeconfig)
-            running.containers.append(start_container(spec, env, pod_dir))
+        running = RunningPod(ns, name, uid, self._allocate(pod))
+        envs: dict[str, dict[str, str]] = {}
+        try:
+            for spec in pod.spec.containers:
+                require_command(spec)
+                env = self.environment.container_env(pod, spec, running.addresses)
+                env["KUBECONFIG"] = str(kubeconfig)
+                running.containers.append(start_container(spec, env, pod_dir))
+                envs[spec.name] = env
+        except BaseException:
+            signal_containers(running.containers, signal.SIGKILL)
+            self._release(running)
+            raise
         with self.lock:
             self.pods[uid] = running
-        self._patch_status(pod, running_status(pod, running.containers, utc_now()))
+        self._patch_status(pod, running_status(pod, running.containers, utc_now(), running.addresses))
+        for spec, container in zip(pod.spec.containers, running.containers, strict=True):
+            if spec.readiness_probe is not None:
+                start_readiness_probe(
+                    spec,
+                    running.addresses.bind_ip,
+                    {**os.environ, **envs[spec.name]},
+                    pod_dir,
+                    running.stopped,
+                    functools.partial(self._probed, pod, running, container),
+                )
         threading.Thread(target=self._wait, args=(pod, running), daemon=True, name=f"pod-{name}").start()
+
+    def _allocate(self, pod: client.V1Pod) -> PodAddresses:
+        if pod.spec.host_network:
+            return HOST_NETWORK
+        with self.lock:
+            return self.pod_ips.allocate(pod.status.pod_ip if pod.status else None)
+
+    def _release(self, running: RunningPod) -> None:
+        if running.addresses != HOST_NETWORK:
+            with self.lock:
+                self.pod_ips.release(running.addresses.pod_ip)
 
     def _wait(self, pod: client.V1Pod, running: RunningPod) -> None:
         codes = [c.proc.wait() for c in running.containers]
+        running.stopped.set()
+        self._release(running)
         if running.deleted:
             return
         self._patch_status(pod, completed_status(pod, running.containers, codes))
@@ -137,10 +190,19 @@ class LocalKubelet:
             self._remove(pod)
         elif not running.deleted:
             running.deleted = True
+            running.stopped.set()
             threading.Thread(target=self._terminate, args=(pod, running), daemon=True).start()
 
     def _terminate(self, pod: client.V1Pod, running: RunningPod) -> None:
-        stop_containers(running.containers, pod.metadata.deletion_grace_period_seconds or 0)
+        """preStop hooks first, then SIGTERM and SIGKILL, all within the grace period."""
+        grace = pod.metadata.deletion_grace_period_seconds or 0
+        deadline = time.monotonic() + grace
+        pod_dir = running.containers[0].log_path.parent if running.containers else self.work_dir
+        for spec, container in zip(pod.spec.containers, running.containers, strict=False):
+            budget = deadline - time.monotonic()
+            env = {**os.environ, **container.env}
+            run_pre_stop(spec, running.addresses.bind_ip, env, pod_dir, budget)
+        stop_containers(running.containers, max(0, round(deadline - time.monotonic())))
         self._remove(pod)
 
     def _remove(self, pod: client.V1Pod) -> None:
@@ -160,23 +222,38 @@ class LocalKubelet:
                 log.error("removing pod %s failed: %s", pod.metadata.name, exc)
 
     # -- status ----------------------------------------------------------------------------
-    def _sync_ready(self, pod: client.V1Pod) -> None:
-        """A running pod's Ready follows its readiness gates, as the kubelet's status manager does."""
-        if not pod.spec.readiness_gates or pod.status.phase != "Running":
+    def _sync_ready(self, pod: client.V1Pod, running: RunningPod) -> None:
+        """A running pod's Ready follows its probes and readiness gates, as the kubelet's status
+        manager does; ``running.pod`` keeps the latest object for the probes' updates."""
+        running.pod = pod
+        if pod.status.phase != "Running" or running.stopped.is_set():
             return
-        wanted = ready_condition(pod, utc_now())
-        current = next((c for c in pod.status.conditions or [] if c.type == "Ready"), None)
-        if current is None or current.status != wanted["status"]:
-            self._patch_status(pod, {"conditions": [wanted]})
+        wanted = readiness_status(pod, running.containers, utc_now())
+        current = {c.type: c.status for c in pod.status.conditions or []}
+        if any(current.get(c["type"]) != c["status"] for c in wanted["conditions"]):
+            self._patch_status(pod, wanted)
 
-    def _patch_status(self, pod: client.V1Pod, status: dict[str, Any]) -> None:
+    def _probed(
+        self, pod: client.V1Pod, running: RunningPod, container: RunningContainer, ready: bool
+    ) -> None:
+        """A readiness probe changed its verdict: publish the pod's readiness at once."""
+        container.ready = ready
+        latest = running.pod or pod
+        self._patch_status(latest, readiness_status(latest, running.containers, utc_now()), strict=True)
+
+    def _patch_status(self, pod: client.V1Pod, status: dict[str, Any], strict: bool = False) -> None:
+        """Patch the pod's status; with ``strict`` a failure other than a gone pod raises, so
+        the caller can try again."""
         try:
             self.core.patch_namespaced_pod_status(
                 pod.metadata.name, pod.metadata.namespace, {"status": status}
             )
         except ApiException as exc:
-            if exc.status != 404:
-                log.error("status update of %s failed: %s", pod.metadata.name, exc)
+            if exc.status == 404:
+                return
+            if strict:
+                raise
+            log.error("status update of %s failed: %s", pod.metadata.name, exc)
 
     def shutdown(self) -> None:
         """Stop watching and SIGTERM every pod's processes; the pods stay in the API."""
@@ -187,14 +264,35 @@ class LocalKubelet:
             signal_containers(pod.containers, signal.SIGTERM)
 
 
-def main(argv: list[str] | None = None) -> int:
+class KubeletArgs(NamedTuple):
+    kubeconfig: Path
+    node: LocalNode
+    work_dir: Path
+    pod_loopback: ipaddress.IPv4Network
+
+
+def parse_args(argv: list[str] | None = None) -> KubeletArgs:
+    """The kubeconfig, the node this process plays, where its pods' files go, and the cluster's
+    pod loopback range (``addressplan``)."""
     parser = argparse.ArgumentParser(description="Run pods of one node as local processes.")
     parser.add_argument("--kubeconfig", type=Path, required=True)
     parser.add_argument("--node", required=True)
+    parser.add_argument("--zone", required=True, help="the node's topology.kubernetes.io/zone")
+    parser.add_argument("--pod-cidr", required=True, help="its pod IPs' range, in 10.200.0.0/16")
+    parser.add_argument(
+        "--register-with-taints", action="append", default=[], type=parse_taint, metavar="KEY[=VALUE]:EFFECT"
+    )
+    parser.add_argument("--pod-loopback", type=ipaddress.IPv4Network, required=True)
     parser.add_argument("--work-dir", type=Path, required=True)
     args = parser.parse_args(argv)
+    node = LocalNode(args.node, args.zone, args.pod_cidr, taints=args.register_with_taints)
+    return KubeletArgs(args.kubeconfig, node, args.work_dir, args.pod_loopback)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    kubelet = LocalKubelet(args.kubeconfig, args.node, args.work_dir)
+    kubelet = LocalKubelet(args.kubeconfig, args.node, args.work_dir, args.pod_loopback)
 
     def stop(_sig: int, _frame: object) -> None:
         kubelet.shutdown()

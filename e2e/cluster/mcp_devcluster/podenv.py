@@ -9,6 +9,9 @@ import re
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from .podnet import HOST_NETWORK, PodAddresses
+
+POD_IP_ENV = "MCP_POD_IP"
 VAR_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 
 
@@ -30,8 +33,9 @@ class ContainerSpecError(ValueError):
 FIELD_PATH = re.compile(r"^metadata\.(labels|annotations)\['(.+)'\]$")
 
 
-def field_value(pod: client.V1Pod, path: str) -> str | None:
-    """The downward-API fields a container's env may reference."""
+def field_value(pod: client.V1Pod, path: str, addresses: PodAddresses = HOST_NETWORK) -> str | None:
+    """The downward-API fields a container's env may reference. The pod's IP is the loopback
+    twin its process can bind (``podnet``), not the pod IP the API shows."""
     match = FIELD_PATH.match(path)
     if match:
         mapping = getattr(pod.metadata, match.group(1)) or {}
@@ -42,8 +46,10 @@ def field_value(pod: client.V1Pod, path: str) -> str | None:
         "metadata.uid": pod.metadata.uid,
         "spec.nodeName": pod.spec.node_name,
         "spec.serviceAccountName": pod.spec.service_account_name,
-        "status.podIP": "127.0.0.1",
-        "status.hostIP": "127.0.0.1",
+        "status.podIP": addresses.bind_ip,
+        "status.podIPs": addresses.bind_ip,
+        "status.hostIP": addresses.host_ip,
+        "status.hostIPs": addresses.host_ip,
     }
     return simple.get(path)
 
@@ -54,8 +60,12 @@ class PodEnvironment:
     def __init__(self, core: client.CoreV1Api) -> None:
         self.core = core
 
-    def container_env(self, pod: client.V1Pod, spec: client.V1Container) -> dict[str, str]:
-        env: dict[str, str] = {}
+    def container_env(
+        self, pod: client.V1Pod, spec: client.V1Container, addresses: PodAddresses = HOST_NETWORK
+    ) -> dict[str, str]:
+        """The container's env; ``MCP_POD_IP`` (the address to bind) comes first, so the pod
+        spec may override it."""
+        env: dict[str, str] = {POD_IP_ENV: addresses.bind_ip}
         ns = pod.metadata.namespace
         for source in spec.env_from or []:
             prefix = source.prefix or ""
@@ -69,15 +79,17 @@ class PodEnvironment:
             if var.value_from is None:
                 env[var.name] = expand_refs(var.value or "", env)
                 continue
-            value = self._value_from(pod, var.value_from)
+            value = self._value_from(pod, var.value_from, addresses)
             if value is not None:
                 env[var.name] = value
         return env
 
-    def _value_from(self, pod: client.V1Pod, source: client.V1EnvVarSource) -> str | None:
+    def _value_from(
+        self, pod: client.V1Pod, source: client.V1EnvVarSource, addresses: PodAddresses
+    ) -> str | None:
         ns = pod.metadata.namespace
         if source.field_ref is not None:
-            return field_value(pod, source.field_ref.field_path)
+            return field_value(pod, source.field_ref.field_path, addresses)
         if source.config_map_key_ref is not None:
             ref = source.config_map_key_ref
             return self._config_map(ns, ref.name, ref.optional).get(ref.key)

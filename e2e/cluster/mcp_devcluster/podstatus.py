@@ -2,7 +2,7 @@
 
 Running with each container's state, then Succeeded or Failed with exit codes and termination
 messages, Failed with StartError for a pod this node cannot run, and Ready following the
-pod's readiness gates. Pure functions of the pod and its processes, so the wording and fields
+pod's readiness probes and gates. Pure functions of the pod and its processes, so the wording and fields
 can be read (and tested) apart from any process or API call.
 """
 
@@ -15,14 +15,22 @@ from kubernetes import client
 from mcp_checks.verdict import utc_now
 
 from .containers import RunningContainer
+from .podnet import HOST_NETWORK, PodAddresses
 from .termination import termination_message
 
-LOCAL_IP = "127.0.0.1"
 
-
-def ready_condition(pod: client.V1Pod, stamp: str) -> dict[str, str]:
-    """Ready for a pod whose containers run: True only when every readiness gate's condition is
-    True (the reason and message follow the kubelet's wording)."""
+def ready_condition(pod: client.V1Pod, stamp: str, unready: list[str] | None = None) -> dict[str, str]:
+    """Ready for a pod whose containers run: True only when no container is ``unready`` (its
+    readiness probe has not passed) and every readiness gate's condition is True (reasons and
+    messages follow the kubelet's wording)."""
+    if unready:
+        return {
+            "type": "Ready",
+            "status": "False",
+            "reason": "ContainersNotReady",
+            "message": f"containers with unready status: [{' '.join(unready)}]",
+            "lastTransitionTime": stamp,
+        }
     present = {c.type: c.status for c in pod.status.conditions or []}
     for gate in pod.spec.readiness_gates or []:
         if present.get(gate.condition_type) != "True":
@@ -38,33 +46,57 @@ def ready_condition(pod: client.V1Pod, stamp: str) -> dict[str, str]:
     return {"type": "Ready", "status": "True", "lastTransitionTime": stamp}
 
 
-def running_status(pod: client.V1Pod, containers: list[RunningContainer], stamp: str) -> dict[str, Any]:
-    """Every container started and ready; the pod Ready as its readiness gates allow."""
+def readiness_status(pod: client.V1Pod, containers: list[RunningContainer], stamp: str) -> dict[str, Any]:
+    """Each running container's readiness, ContainersReady and Ready: what a probe result changes."""
+    unready = [c.name for c in containers if not c.ready]
+    containers_ready: dict[str, str] = {
+        "type": "ContainersReady",
+        "status": "True",
+        "lastTransitionTime": stamp,
+    }
+    if unready:
+        containers_ready.update(
+            status="False",
+            reason="ContainersNotReady",
+            message=f"containers with unready status: [{' '.join(unready)}]",
+        )
     statuses = [
         {
             "name": c.name,
             "image": container_image(pod, c.name),
             "imageID": "",
-            "ready": True,
+            "ready": c.ready,
             "restartCount": 0,
             "started": True,
             "state": {"running": {"startedAt": c.started_at}},
         }
         for c in containers
     ]
-    conditions = [
-        {"type": t, "status": "True", "lastTransitionTime": stamp} for t in ("Initialized", "ContainersReady")
-    ]
-    conditions.append(ready_condition(pod, stamp))
+    return {
+        "containerStatuses": statuses,
+        "conditions": [containers_ready, ready_condition(pod, stamp, unready)],
+    }
+
+
+def running_status(
+    pod: client.V1Pod,
+    containers: list[RunningContainer],
+    stamp: str,
+    addresses: PodAddresses = HOST_NETWORK,
+) -> dict[str, Any]:
+    """Every container started; ready as its probe and the pod's readiness gates allow; the pod
+    IP the endpointslice controller publishes (``podnet``)."""
+    readiness = readiness_status(pod, containers, stamp)
+    conditions = [{"type": "Initialized", "status": "True", "lastTransitionTime": stamp}]
     return {
         "phase": "Running",
-        "hostIP": LOCAL_IP,
-        "podIP": LOCAL_IP,
-        "podIPs": [{"ip": LOCAL_IP}],
-        "hostIPs": [{"ip": LOCAL_IP}],
+        "hostIP": addresses.host_ip,
+        "podIP": addresses.pod_ip,
+        "podIPs": [{"ip": addresses.pod_ip}],
+        "hostIPs": [{"ip": addresses.host_ip}],
         "startTime": stamp,
-        "containerStatuses": statuses,
-        "conditions": conditions,
+        "containerStatuses": readiness["containerStatuses"],
+        "conditions": conditions + readiness["conditions"],
     }
 
 

@@ -38,6 +38,7 @@ class ManagedProcess:
     log_path: Path
     env: dict[str, str] | None = None
     popen: subprocess.Popen[bytes] | None = None
+    pass_fds: tuple[int, ...] = ()  # sockets the process inherits (the service proxy's claim)
 
     def start(self) -> int:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -49,6 +50,7 @@ class ManagedProcess:
                 stdin=subprocess.DEVNULL,
                 env=self.env,
                 start_new_session=True,
+                pass_fds=self.pass_fds,
             )
         return self.popen.pid
 
