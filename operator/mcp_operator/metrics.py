@@ -24,9 +24,29 @@ SHARD_RESULTS = Counter(
     "mcp_operator_shard_results_total", "Shard results read back, by outcome (merged, rejected).", ["outcome"]
 )
 ERRORS = Counter("mcp_operator_errors_total", "Runtime failures in handlers, by handler.", ["handler"])
+API_RETRIES = Counter(
+    "mcp_operator_api_retries_total", "Kubernetes API calls retried after a transient failure.", ["cause"]
+)
 READY = Gauge(
     "mcp_operator_readiness_ready", "1 when an MCPReadiness is Ready, else 0.", ["namespace", "name"]
 )
+FAULT_REVERT_FAILURES = Counter(
+    "mcp_operator_fault_revert_failures_total",
+    "Drill faults whose revert failed (journal phase RevertFailed), by fault kind.",
+    ["kind"],
+)
+
+# Every series an alert computes increase() or rate() over exists from the start, at 0: a counter
+# born at 1 on its first event shows no increase, so that first event would never alert.
+RESOURCE_KINDS = ("MCPReadiness", "MCPBenchmark")
+VERDICT_VALUES = ("Pass", "Warn", "Inconclusive", "Fail", "Error")
+FAULT_KINDS = ("podKill", "zoneOutage", "configHotUpdate", "scaleDown", "rolloutRestart", "nodeDrain")
+for _kind in RESOURCE_KINDS:
+    for _verdict in VERDICT_VALUES:
+        VERDICTS.labels(_kind, _verdict)
+for _fault in FAULT_KINDS:
+    FAULT_REVERT_FAILURES.labels(_fault)
+ERRORS.labels("drill")  # a drill task's failure (handlers.readiness); handlers: counted_errors
 
 
 def serve(port: int) -> None:
@@ -40,6 +60,8 @@ F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 def counted_errors(handler: str) -> Callable[[F], F]:
     """Count a handler's failures before kopf logs them, posts a Warning event and retries."""
+
+    ERRORS.labels(handler)  # the series exists, at 0, before the first failure
 
     def wrap(fn: F) -> F:
         @functools.wraps(fn)

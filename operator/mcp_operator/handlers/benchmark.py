@@ -130,6 +130,7 @@ async def start_benchmark(
     PLURAL,
     interval=2.0,
     initial_delay=1.0,
+    backoff=2.0,  # after a failure kopf would wait 60 s; the next tick is the retry
     when=lambda status, **_: status.get("phase") == "Running" and bool(status.get("jobName")),
 )
 @metrics.counted_errors("collect_benchmark")

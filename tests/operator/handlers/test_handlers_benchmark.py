@@ -266,8 +266,9 @@ async def test_missing_target_service_is_target_not_found(
 
 
 async def test_existing_target_service_in_another_namespace_resolves(
-    kube_fake: FakeKube, posted_events: EventLog
+    kube_fake: FakeKube, posted_events: EventLog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("MCP_TARGET_ALLOW_NAMESPACES", "models")  # allowed by the operator's settings
     kube_fake.put("Service", {"metadata": {"name": "triton", "namespace": "models"}, "spec": {}})
     spec = _spec()
     spec["target"] = {"serviceRef": {"name": "triton", "namespace": "models", "port": 8000}, "path": "/v2"}

@@ -48,7 +48,8 @@ async def test_url_target_needs_no_lookup() -> None:
     assert services.asked == []
 
 
-async def test_service_target_resolves_in_its_namespace() -> None:
+async def test_service_target_resolves_in_its_namespace(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MCP_TARGET_ALLOW_NAMESPACES", "team")  # another namespace, allowed by name
     services = Services(("ml", "triton"), ("team", "vllm"))
     got = await resolve_target(_ref_spec({"name": "triton", "port": 8000}), "ml", services)
     assert got == "http://triton.ml.svc:8000"
@@ -57,7 +58,8 @@ async def test_service_target_resolves_in_its_namespace() -> None:
     assert services.asked == [("ml", "triton"), ("team", "vllm")]
 
 
-async def test_missing_service_is_target_not_found() -> None:
+async def test_missing_service_is_target_not_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MCP_TARGET_ALLOW_NAMESPACES", "*")
     services = Services(("ml", "triton"))
     got = await resolve_target(_ref_spec({"name": "triton", "namespace": "other"}), "ml", services)
     assert isinstance(got, SpecProblem)
@@ -240,3 +242,22 @@ async def test_every_row_says_how_long_its_check_took() -> None:
     (row,) = await run_checks(spec, "http://127.0.0.1:1", "ns")
     assert row.name == "metric-drift" and row.outcome == Verdict.INCONCLUSIVE
     assert row.duration_s is not None and 0 <= row.duration_s < 5
+
+
+async def test_another_namespace_is_not_allowed_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MCP_TARGET_ALLOW_NAMESPACES", raising=False)
+    services = Services(("team", "vllm"))
+    got = await resolve_target(_ref_spec({"name": "vllm", "namespace": "team"}), "ml", services)
+    assert isinstance(got, SpecProblem) and got.reason == "TargetNotAllowed"
+    assert "MCP_TARGET_ALLOW_NAMESPACES" in got.message
+    assert services.asked == []  # refused before the Service is even read
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://169.254.169.254/latest/meta-data", "http://metadata.google.internal/", "http://[fe80::1]:8000/"],
+)
+async def test_metadata_and_link_local_targets_are_not_allowed(url: str) -> None:
+    spec = MCPReadinessSpec.model_validate({"target": {"url": url}})
+    got = await resolve_target(spec, "ml", Services())
+    assert isinstance(got, SpecProblem) and got.reason == "TargetNotAllowed", got

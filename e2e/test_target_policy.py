@@ -1,0 +1,40 @@
+"""The operator's target policy on the real control plane: a spec cannot point the operator at
+the cloud metadata address or at another namespace's Service; the answer is a condition,
+recorded once, and no request is sent."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from mcp_devcluster import stack
+
+
+def test_metadata_address_is_not_probed(kube: Any) -> None:
+    spec = {
+        "target": {"url": "http://169.254.169.254"},
+        "checks": {"healthProbe": {"path": "/latest/meta-data"}},
+    }
+    kube.apply(stack.custom_resource("MCPReadiness", "imds", spec))
+    assert kube.wait("mcpreadiness/imds", "condition=Ready=false", timeout_s=60).returncode == 0
+    obj = kube.get("mcpreadiness", "imds")
+    ready = stack.condition_of(obj)
+    assert ready["reason"] == "TargetNotAllowed" and "169.254.169.254" in ready["message"]
+    assert obj["status"]["phase"] == "Invalid" and not obj["status"].get("checks")
+    version = obj["metadata"]["resourceVersion"]
+    time.sleep(5)
+    assert kube.get("mcpreadiness", "imds")["metadata"]["resourceVersion"] == version  # no hot loop
+
+
+def test_another_namespaces_service_is_refused_for_a_benchmark(kube: Any) -> None:
+    spec = {
+        "target": {"serviceRef": {"name": "kube-dns", "namespace": "kube-system", "port": 53}},
+        "load": {"concurrency": [1], "requests": 10},
+    }
+    kube.apply(stack.custom_resource("MCPBenchmark", "elsewhere", spec))
+    assert kube.wait("mcpbenchmark/elsewhere", "condition=Ready=false", timeout_s=60).returncode == 0
+    obj = kube.get("mcpbenchmark", "elsewhere")
+    assert stack.condition_of(obj)["reason"] == "TargetNotAllowed"
+    assert "MCP_TARGET_ALLOW_NAMESPACES" in stack.condition_of(obj)["message"]
+    jobs = kube.run("get", "jobs", "-o", "name").stdout.strip()
+    assert jobs == ""  # nothing was started

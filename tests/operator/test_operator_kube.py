@@ -1,0 +1,59 @@
+"""Kubernetes API calls: transient failures are retried a few times, briefly; the rest raise at
+once for the handler's own error path."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import urllib3
+from kubernetes.client.exceptions import ApiException
+
+from mcp_operator import kube
+
+
+def _flaky(failures: list[BaseException]):  # type: ignore[no-untyped-def]
+    calls: list[float] = []
+
+    def fn(**_: object) -> str:
+        calls.append(time.monotonic())
+        if failures:
+            raise failures.pop(0)
+        return "ok"
+
+    return fn, calls
+
+
+async def test_a_503_then_success_costs_a_fraction_of_a_second() -> None:
+    fn, calls = _flaky([ApiException(status=503), ApiException(status=429)])
+    started = time.monotonic()
+    assert await kube.call(fn) == "ok"
+    assert len(calls) == 3 and time.monotonic() - started < 2.0
+
+
+async def test_connection_errors_are_retried_too() -> None:
+    fn, calls = _flaky([urllib3.exceptions.ProtocolError("connection reset")])
+    assert await kube.call(fn) == "ok" and len(calls) == 2
+
+
+@pytest.mark.parametrize("status", [400, 403, 404, 409, 422])
+async def test_answers_that_mean_something_are_not_retried(status: int) -> None:
+    fn, calls = _flaky([ApiException(status=status)])
+    with pytest.raises(ApiException):
+        await kube.call(fn)
+    assert len(calls) == 1
+
+
+async def test_retries_are_bounded() -> None:
+    fn, calls = _flaky([ApiException(status=503) for _ in range(10)])
+    with pytest.raises(ApiException):
+        await kube.call(fn)
+    assert len(calls) == 1 + len(kube.RETRY_DELAYS_S)
+
+
+def test_retry_after_is_honoured_up_to_a_limit() -> None:
+    throttled = ApiException(status=429)
+    throttled.headers = {"Retry-After": "1"}
+    assert kube.retry_delay(throttled, 0) == 1.0
+    throttled.headers = {"Retry-After": "120"}
+    assert kube.retry_delay(throttled, 0) == kube.MAX_RETRY_AFTER_S

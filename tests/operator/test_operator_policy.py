@@ -1,0 +1,43 @@
+"""The operator's target policy: what a spec may point the operator's own requests at."""
+
+from __future__ import annotations
+
+import ipaddress
+
+import pytest
+
+from mcp_operator.policy import TargetPolicy
+
+
+@pytest.mark.parametrize(
+    ("host", "addresses", "allowed"),
+    [
+        ("svc", ["10.96.0.12"], True),
+        ("127.0.0.1", ["127.0.0.1"], True),
+        ("imds", ["169.254.169.254"], False),
+        ("v6", ["fe80::1%eth0"], False),
+        ("aws-v6", ["fd00:ec2::254"], False),
+        ("metadata.google.internal", ["203.0.113.5"], False),  # by name, whatever it resolves to
+    ],
+)
+def test_default_policy(host: str, addresses: list[str], allowed: bool) -> None:
+    assert (TargetPolicy().address_problem(host, addresses) is None) is allowed
+
+
+def test_an_allow_list_confines_every_resolved_address() -> None:
+    policy = TargetPolicy(allow_cidrs=(ipaddress.ip_network("10.0.0.0/8"),))
+    assert policy.address_problem("svc", ["10.1.2.3"]) is None
+    assert "outside MCP_TARGET_ALLOW_CIDRS" in (policy.address_problem("svc", ["10.1.2.3", "8.8.8.8"]) or "")
+
+
+async def test_urls_are_checked_before_any_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert await TargetPolicy().url_problem("http://169.254.169.254/latest") is not None
+    assert await TargetPolicy().url_problem("http://127.0.0.1:8000/health") is None
+    assert await TargetPolicy().url_problem("http://no-such-host.invalid:8000/") is None  # the probe will say
+    strict = TargetPolicy(allow_cidrs=(ipaddress.ip_network("127.0.0.0/8"),))
+    assert "does not resolve" in (await strict.url_problem("http://no-such-host.invalid/") or "")
+    monkeypatch.setenv("MCP_TARGET_ALLOW_CIDRS", "127.0.0.0/8, 10.0.0.0/8")
+    monkeypatch.setenv("MCP_TARGET_ALLOW_NAMESPACES", "a,b")
+    loaded = TargetPolicy.from_env()
+    assert len(loaded.allow_cidrs) == 2 and loaded.allow_namespaces == frozenset({"a", "b"})
+    assert loaded.namespace_problem("ml", "a") is None and loaded.namespace_problem("ml", "c") is not None
