@@ -38,3 +38,23 @@ def test_another_namespaces_service_is_refused_for_a_benchmark(kube: Any) -> Non
     assert "MCP_TARGET_ALLOW_NAMESPACES" in stack.condition_of(obj)["message"]
     jobs = kube.run("get", "jobs", "-o", "name").stdout.strip()
     assert jobs == ""  # nothing was started
+
+
+def test_a_runner_image_or_account_outside_the_allow_lists_is_refused(kube: Any) -> None:
+    base = {"target": {"url": "http://127.0.0.1:1"}, "load": {"concurrency": [1], "requests": 10}}
+    kube.apply(
+        stack.custom_resource("MCPBenchmark", "own-image", {**base, "runner": {"image": "evil.example/x:1"}})
+    )
+    kube.apply(
+        stack.custom_resource(
+            "MCPBenchmark", "own-account", {**base, "runner": {"serviceAccountName": "admin"}}
+        )
+    )
+    for name, field in (
+        ("own-image", "spec.runner.image"),
+        ("own-account", "spec.runner.serviceAccountName"),
+    ):
+        assert kube.wait(f"mcpbenchmark/{name}", "condition=Ready=false", timeout_s=60).returncode == 0
+        ready = stack.condition_of(kube.get("mcpbenchmark", name))
+        assert ready["reason"] == "RunnerNotAllowed" and field in ready["message"]
+    assert kube.run("get", "jobs", "-o", "name").stdout.strip() == ""

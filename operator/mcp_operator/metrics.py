@@ -49,10 +49,10 @@ for _fault in FAULT_KINDS:
 ERRORS.labels("drill")  # a drill task's failure (handlers.readiness); handlers: counted_errors
 
 
-def serve(port: int) -> None:
-    """Start the metrics endpoint; port 0 disables it."""
+def serve(port: int, address: str = "0.0.0.0") -> None:
+    """Start the metrics endpoint on ``address`` (MCP_METRICS_ADDRESS); port 0 disables it."""
     if port:
-        start_http_server(port, addr="0.0.0.0")
+        start_http_server(port, addr=address)
 
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])

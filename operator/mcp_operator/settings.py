@@ -11,9 +11,17 @@ class OperatorSettings:
     metrics_port: int
     runner_image: str
     runner_command: tuple[str, ...]
+    metrics_address: str = "0.0.0.0"
+    # who may choose a shard pod's image and service account: fnmatch patterns, "*" for any;
+    # empty: only the operator's own runner image and the per-run account
+    runner_image_allow: tuple[str, ...] = ()
+    runner_account_allow: tuple[str, ...] = ()
     # measuring rounds at once (worker processes), and at once against one target
     max_concurrent_checks: int = 4
     max_checks_per_target: int = 2
+    # after SIGTERM: how long the operator may take to stop before it kills itself; keep it
+    # below the pod's terminationGracePeriodSeconds (the manifests give 60 against 45)
+    shutdown_timeout_seconds: float = 45.0
 
     @classmethod
     def from_env(cls) -> OperatorSettings:
@@ -22,6 +30,14 @@ class OperatorSettings:
             metrics_port=int(os.environ.get("MCP_METRICS_PORT", "9090")),
             runner_image=os.environ.get("MCP_RUNNER_IMAGE", "ghcr.io/mcp2026/mcp-operator:0.1.0"),
             runner_command=tuple(command.split()),
+            metrics_address=os.environ.get("MCP_METRICS_ADDRESS", "0.0.0.0"),
+            runner_image_allow=_list(os.environ.get("MCP_RUNNER_IMAGE_ALLOW", "")),
+            runner_account_allow=_list(os.environ.get("MCP_RUNNER_SERVICE_ACCOUNT_ALLOW", "")),
             max_concurrent_checks=max(1, int(os.environ.get("MCP_MAX_CONCURRENT_CHECKS", "4"))),
             max_checks_per_target=max(1, int(os.environ.get("MCP_MAX_CHECKS_PER_TARGET", "2"))),
+            shutdown_timeout_seconds=max(1.0, float(os.environ.get("MCP_SHUTDOWN_TIMEOUT_SECONDS", "45"))),
         )
+
+
+def _list(text: str) -> tuple[str, ...]:
+    return tuple(item.strip() for item in text.split(",") if item.strip())

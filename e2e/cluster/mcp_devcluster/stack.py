@@ -81,6 +81,11 @@ class OperatorProcess:
     metrics_url: str
 
 
+# the operator as the e2e tests run it: besides its own per-run account, shards may run under a
+# namespace's "default" account (one test shows a user's own account working) and nothing else
+TEST_OPERATOR_ENV = {"MCP_RUNNER_SERVICE_ACCOUNT_ALLOW": "default", "MCP_METRICS_ADDRESS": "127.0.0.1"}
+
+
 def start_operator(
     kubeconfig: Path, log_dir: Path, *, namespaces: list[str] | None = None
 ) -> OperatorProcess:
@@ -96,7 +101,12 @@ def start_operator(
     ]
     for ns in namespaces or []:
         argv += ["--namespace", ns]
-    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "MCP_METRICS_PORT": str(metrics_port)}
+    env = {
+        **TEST_OPERATOR_ENV,
+        **os.environ,
+        "KUBECONFIG": str(kubeconfig),
+        "MCP_METRICS_PORT": str(metrics_port),
+    }
     proc = ManagedProcess("operator", argv, log_dir / f"operator-{time.monotonic_ns()}.log", env=env)
     proc.start()
     liveness = f"http://127.0.0.1:{liveness_port}/healthz"

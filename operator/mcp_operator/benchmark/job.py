@@ -37,6 +37,12 @@ from .contract import (
     run_key_name,
 )
 
+CONTAINER_SECURITY: dict[str, Any] = {
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "capabilities": {"drop": ["ALL"]},
+}
+
 # an Indexed Job's pods get the hostname ``<job>-<index>``, a DNS label of at most 63 characters
 MAX_JOB_NAME = MAX_DNS_LABEL - len(f"-{MAX_SHARDS - 1}")
 
@@ -122,8 +128,13 @@ def shard_job(
                 "env": env,
                 "resources": resources,
                 "terminationMessagePolicy": "FallbackToLogsOnError",
+                "securityContext": CONTAINER_SECURITY,
+                "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
             }
         ],
+        # non-root, nothing to escalate to: the image's user (65532) and a writable /tmp only
+        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+        "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}}],
     }
     if runner.node_selector:
         pod_spec["nodeSelector"] = dict(runner.node_selector)

@@ -5,13 +5,15 @@ reference and the shard adds them at run time."""
 
 from __future__ import annotations
 
+import fnmatch
 from typing import Any
 
 from mcp_bench.engines import plan_feature_problem
 from mcp_bench.plan import PlanError, RunPlan
 
-from ..api.benchmark import MCPBenchmarkSpec
+from ..api.benchmark import MCPBenchmarkSpec, RunnerSpec
 from ..redact import url_has_credentials
+from ..settings import OperatorSettings
 from ..targets import ServiceExists, SpecProblem, resolve_url
 
 HEADER_BACKENDS = ("http", "openai", "openai-chat")
@@ -58,6 +60,29 @@ def plan_from_spec(spec: MCPBenchmarkSpec, url: str, benchmark: str) -> RunPlan:
         },
         source="spec",
     )
+
+
+def runner_problem(runner: RunnerSpec, settings: OperatorSettings) -> SpecProblem | None:
+    """Whoever can create an MCPBenchmark must not run any image under any account through the
+    operator: a runner image or service account other than the operator's own needs its allow-list."""
+    image, account = runner.image, runner.service_account_name
+    if image and image != settings.runner_image and not _allowed(image, settings.runner_image_allow):
+        return SpecProblem(
+            "RunnerNotAllowed",
+            f"spec.runner.image {image} is not the operator's runner image and MCP_RUNNER_IMAGE_ALLOW "
+            "does not allow it",
+        )
+    if account and not _allowed(account, settings.runner_account_allow):
+        return SpecProblem(
+            "RunnerNotAllowed",
+            f"spec.runner.serviceAccountName {account} is not allowed by MCP_RUNNER_SERVICE_ACCOUNT_ALLOW "
+            "(unset, the shards run under the run's own account)",
+        )
+    return None
+
+
+def _allowed(value: str, patterns: tuple[str, ...]) -> bool:
+    return any(fnmatch.fnmatchcase(value, pattern) for pattern in patterns)
 
 
 async def prepare_plan(

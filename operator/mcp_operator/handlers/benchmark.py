@@ -19,7 +19,7 @@ from ..api.benchmark import KIND, PLURAL, MCPBenchmarkSpec
 from ..api.common import GROUP, VERSION
 from ..benchmark import reconcile
 from ..benchmark.job import job_name, shard_job
-from ..benchmark.plan import prepare_plan
+from ..benchmark.plan import prepare_plan, runner_problem
 from ..benchmark.run import new_run_key, run_objects
 from ..benchmark.status import (
     child_rejected_status,
@@ -84,11 +84,13 @@ async def start_benchmark(
             patch.status["phase"] = "Suspended" if parsed.suspend else "Running"
         patch.status["observedGeneration"] = generation
         return
-    plan = await prepare_plan(parsed, namespace, name, kube.service_exists)
+    settings = OperatorSettings.from_env()
+    plan = runner_problem(parsed.runner, settings) or await prepare_plan(
+        parsed, namespace, name, kube.service_exists
+    )
     if isinstance(plan, SpecProblem):
         _reject(body, patch, status, generation, plan)
         return
-    settings = OperatorSettings.from_env()
     manifest = shard_job(
         spec=parsed,
         name=name,

@@ -28,7 +28,8 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.posting.level = logging.WARNING
     settings.posting.reporting_component = "mcp-operator"  # events name us, not the framework
     settings.execution.max_workers = 8
-    metrics.serve(OperatorSettings.from_env().metrics_port)
+    ours = OperatorSettings.from_env()
+    metrics.serve(ours.metrics_port, ours.metrics_address)
 
 
 @kopf.on.probe(id="api")

@@ -316,3 +316,46 @@ async def test_prepare_plan_checks_the_engine_limits_without_its_tool() -> None:
     )
     plan = await prepare_plan(k6_http, "ml", "b", exists)
     assert not isinstance(plan, SpecProblem) and plan.engine == "k6" and plan.levels.overload == "drop"
+
+
+def test_shard_pods_run_non_root_with_nothing_to_escalate_to() -> None:
+    spec = _spec()
+    job = shard_job(
+        spec=spec,
+        name="bench",
+        uid=UID,
+        plan=plan_from_spec(spec, "http://triton.ml.svc:8000", "bench"),
+        command=COMMAND,
+        default_image=DEFAULT_IMAGE,
+    )
+    pod = job["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert pod["securityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    security = container["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True and security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"] == {"drop": ["ALL"]}
+    assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]  # the only writable place
+
+
+def test_runner_image_and_account_need_the_operators_allow_lists() -> None:
+    from mcp_operator.benchmark.plan import runner_problem
+    from mcp_operator.settings import OperatorSettings
+
+    strict = OperatorSettings(metrics_port=0, runner_image=DEFAULT_IMAGE, runner_command=COMMAND)
+    runner = _spec().runner
+    assert runner_problem(runner, strict) is None  # defaults: the operator's image, the run's account
+    assert runner_problem(runner.model_copy(update={"image": DEFAULT_IMAGE}), strict) is None
+    refused = runner_problem(runner.model_copy(update={"image": "evil.example/x:1"}), strict)
+    assert refused is not None and refused.reason == "RunnerNotAllowed"
+    account = runner.model_copy(update={"service_account_name": "admin"})
+    assert runner_problem(account, strict) is not None
+    allowing = OperatorSettings(
+        metrics_port=0,
+        runner_image=DEFAULT_IMAGE,
+        runner_command=COMMAND,
+        runner_image_allow=("registry.example/*",),
+        runner_account_allow=("bench-*",),
+    )
+    assert runner_problem(runner.model_copy(update={"image": "registry.example/r:2"}), allowing) is None
+    assert runner_problem(runner.model_copy(update={"service_account_name": "bench-ml"}), allowing) is None
+    assert runner_problem(account, allowing) is not None

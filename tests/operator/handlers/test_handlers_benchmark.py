@@ -375,7 +375,10 @@ async def test_steering_a_job_that_is_gone_is_not_an_error(kube_fake: FakeKube) 
     assert out == {"phase": "Suspended", "observedGeneration": 2}
 
 
-async def test_suspended_from_the_start_with_its_own_service_account(kube_fake: FakeKube) -> None:
+async def test_suspended_from_the_start_with_its_own_service_account(
+    kube_fake: FakeKube, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MCP_RUNNER_SERVICE_ACCOUNT_ALLOW", "bench-*")  # the operator allows it
     spec = _spec(suspend=True, runner={"serviceAccountName": "bench-runner"})
     status = await _start(spec)
     job = str(status["jobName"])
