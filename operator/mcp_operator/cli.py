@@ -21,13 +21,15 @@ def _cmd_crds(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     import kopf
 
-    from . import handlers
+    from . import handlers, logs
+    from .handlers.startup import current_object
 
     del handlers  # imported for its registrations
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    try:
+        logs.setup(args.log_format, verbose=args.verbose, source=current_object)
+    except ValueError as exc:  # a bad MCP_LOG_FORMAT (argparse checks only the flag)
+        print(f"mcp-operator run: {exc}", file=sys.stderr)
+        return 2
     namespaces = args.namespace or []
     kopf.run(
         standalone=True,
@@ -62,6 +64,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--liveness", default=os.environ.get("MCP_LIVENESS", "http://0.0.0.0:8080/healthz"))
     run.add_argument("--verbose", action="store_true")
+    run.add_argument(
+        "--log-format",
+        choices=("json", "text"),
+        default=os.environ.get("MCP_LOG_FORMAT") or None,
+        help="json: one JSON object per line (the Deployment's); text: readable lines "
+        "(default: text on a terminal, json otherwise; env MCP_LOG_FORMAT)",
+    )
     run.set_defaults(func=_cmd_run)
 
     shard = sub.add_parser("shard", help="benchmark shard entrypoint (inside a Job pod)")

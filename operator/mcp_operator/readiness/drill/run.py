@@ -22,6 +22,7 @@ from mcp_checks.config import ConfigConsistencySpec, run_config_consistency
 from mcp_checks.sentinel import SentinelRecord, run_sentinel
 from mcp_checks.verdict import CheckOutcome, Verdict, utc_now
 
+from ... import metrics
 from ...api.drill import DrillSpec, FaultSpec, Stage
 from ..faults import FaultRefused, inject_fault, plan_fault, revert_fault
 from . import journal as jr
@@ -276,6 +277,7 @@ class Drill:
             message = await revert_fault(entry["kind"], jr.undo_of(entry), self.ctx.api)
         except Exception as exc:  # recorded in the journal and the FaultsReverted condition
             log.exception("reverting %s failed", fault_id)
+            metrics.FAULT_REVERT_FAILURES.labels(entry["kind"]).inc()
             fields = {"phase": "RevertFailed", "message": f"{type(exc).__name__}: {exc}"}
         else:
             fields = {
@@ -299,6 +301,7 @@ async def replay_journal(journal: jr.Journal, api: client.ApiClient) -> jr.Journ
             message = await revert_fault(entry["kind"], jr.undo_of(entry), api)
         except Exception as exc:
             log.exception("replaying the journal: reverting %s failed", entry["id"])
+            metrics.FAULT_REVERT_FAILURES.labels(entry["kind"]).inc()
             journal = jr.updated(
                 journal, entry["id"], phase="RevertFailed", message=f"{type(exc).__name__}: {exc}"
             )
