@@ -220,18 +220,30 @@ def render(definition: CrdDefinition) -> str:
     return HEADER + _dump(crd_manifest(definition))
 
 
+def render_for_crd_chart(definition: CrdDefinition) -> str:
+    """The CRD as the chart ``mcp-operator-crds`` installs and upgrades it: Helm keeps it on
+    uninstall (deleting a CRD deletes every object of its kind)."""
+    manifest = crd_manifest(definition)
+    manifest["metadata"]["annotations"] = {"helm.sh/resource-policy": "keep"}
+    return HEADER + _dump(manifest)
+
+
 def file_name(definition: CrdDefinition) -> str:
     return f"{GROUP}_{definition.plural}.yaml"
 
 
 def generated_files(repo: Path) -> dict[Path, str]:
-    """Every file generated from code, by path: the CRDs (top level and in the Helm chart)
-    and the operator's ClusterRole (kustomize base) and rules (Helm chart)."""
+    """Every file generated from code, by path: the CRDs (top level, in the Helm chart's crds/
+    and in the CRD chart, which upgrades them) and the operator's ClusterRole (kustomize base)
+    and rules (Helm chart)."""
     files: dict[Path, str] = {}
     for definition in DEFINITIONS:
         text = render(definition)
         files[repo / "crds" / file_name(definition)] = text
         files[repo / "charts" / "mcp-operator" / "crds" / file_name(definition)] = text
+        files[repo / "charts" / "mcp-operator-crds" / "files" / file_name(definition)] = render_for_crd_chart(
+            definition
+        )
     files[repo / "manifests" / "base" / "clusterrole.yaml"] = RBAC_HEADER + _dump(cluster_role())
     files[repo / "charts" / "mcp-operator" / "files" / "rules.yaml"] = RBAC_HEADER + _dump(OPERATOR_RULES)
     return files

@@ -1,0 +1,224 @@
+"""The Helm charts: lint, what they render by default and with monitoring on, and values the
+schema (or the templates) refuse with a message that says which value and why."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from mcp_operator import crdgen
+
+from .conftest import KUBE_VERSION, REPO
+
+CHART = REPO / "charts" / "mcp-operator"
+CRD_CHART = REPO / "charts" / "mcp-operator-crds"
+MONITORING = REPO / "manifests" / "monitoring"
+Helm = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def _render(helm: Helm, chart: Path = CHART, *args: str) -> list[dict[str, Any]]:
+    out = helm("template", "rel", str(chart), "--namespace", "ops", "--kube-version", KUBE_VERSION, *args)
+    return [doc for doc in yaml.safe_load_all(out.stdout) if doc]
+
+
+def _one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    (found,) = [d for d in docs if d["kind"] == kind]
+    return found
+
+
+def _env(container: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in container["env"]}
+
+
+@pytest.mark.parametrize("chart", [CHART, CRD_CHART], ids=lambda p: p.name)
+def test_charts_lint_strict(helm: Helm, chart: Path) -> None:
+    result = helm("lint", "--strict", str(chart))
+    assert "1 chart(s) linted, 0 chart(s) failed" in result.stdout
+
+
+def test_default_deployment_is_locked_down_and_budgeted(helm: Helm) -> None:
+    docs = _render(helm)
+    kinds = sorted(d["kind"] for d in docs)
+    assert kinds == [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Deployment",
+        "PodDisruptionBudget",
+        "Service",
+        "ServiceAccount",
+    ]
+    deployment = _one(docs, "Deployment")
+    spec = deployment["spec"]["template"]["spec"]
+    assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"]["type"] == "Recreate"
+    pod_sc = spec["securityContext"]
+    assert pod_sc["runAsNonRoot"] is True and pod_sc["runAsUser"] == 65532
+    assert pod_sc["seccompProfile"] == {"type": "RuntimeDefault"}
+    (container,) = spec["containers"]
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    # a read-only root, but drills write their load's results under /tmp
+    assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
+    assert {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}} in spec["volumes"]
+    assert "--log-format=json" in container["command"]
+    # the operator's own deadline ends before the kubelet's SIGKILL
+    assert float(_env(container)["MCP_SHUTDOWN_TIMEOUT_SECONDS"]) < spec["terminationGracePeriodSeconds"]
+    pdb = _one(docs, "PodDisruptionBudget")
+    assert pdb["spec"]["maxUnavailable"] == 1 and "minAvailable" not in pdb["spec"]
+    assert pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    assert deployment["spec"]["selector"]["matchLabels"] == pdb["spec"]["selector"]["matchLabels"]
+
+
+def test_values_steer_the_deployment(helm: Helm) -> None:
+    docs = _render(
+        helm,
+        CHART,
+        "--set",
+        "replicaCount=0,logFormat=text,verbose=true,terminationGracePeriodSeconds=120,shutdownTimeoutSeconds=100",
+        "--set",
+        "podDisruptionBudget.minAvailable=1,podLabels.team=ml,podAnnotations.note=x",
+    )
+    deployment = _one(docs, "Deployment")
+    assert deployment["spec"]["replicas"] == 0
+    template = deployment["spec"]["template"]
+    (container,) = template["spec"]["containers"]
+    assert "--log-format=text" in container["command"] and "--verbose" in container["command"]
+    assert template["spec"]["terminationGracePeriodSeconds"] == 120
+    assert _env(container)["MCP_SHUTDOWN_TIMEOUT_SECONDS"] == "100"
+    assert template["metadata"]["labels"]["team"] == "ml" and template["metadata"]["annotations"] == {
+        "note": "x"
+    }
+    assert _one(docs, "PodDisruptionBudget")["spec"] == {
+        "minAvailable": 1,
+        "unhealthyPodEvictionPolicy": "AlwaysAllow",
+        "selector": {
+            "matchLabels": {"app.kubernetes.io/name": "mcp-operator", "app.kubernetes.io/instance": "rel"}
+        },
+    }
+    assert not [
+        d
+        for d in _render(helm, CHART, "--set", "podDisruptionBudget.enabled=false")
+        if d["kind"] == "PodDisruptionBudget"
+    ]
+
+
+def test_monitoring_objects_when_enabled(helm: Helm) -> None:
+    docs = _render(
+        helm,
+        CHART,
+        "--set",
+        "metrics.serviceMonitor.enabled=true,metrics.serviceMonitor.labels.release=kps",
+        "--set",
+        "metrics.prometheusRule.enabled=true,metrics.prometheusRule.labels.release=kps",
+        "--set",
+        "metrics.dashboard.enabled=true,metrics.dashboard.namespace=grafana",
+    )
+    monitor = _one(docs, "ServiceMonitor")
+    assert monitor["metadata"]["labels"]["release"] == "kps"
+    service = _one(docs, "Service")
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["endpoints"] == [{"port": "metrics", "interval": "30s"}]
+    rule = _one(docs, "PrometheusRule")
+    assert rule["metadata"]["labels"]["release"] == "kps"
+    assert rule["spec"] == yaml.safe_load((MONITORING / "alerts.yaml").read_text())
+    dashboard = _one(docs, "ConfigMap")
+    assert dashboard["metadata"]["namespace"] == "grafana"
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(dashboard["data"]["mcp-operator.json"]) == json.loads(
+        (MONITORING / "dashboard.json").read_text()
+    )
+
+
+def test_chart_copies_of_the_monitoring_files_are_equal() -> None:
+    """The chart cannot read files outside itself: its copies must not drift from the sources."""
+    for name in ("alerts.yaml", "dashboard.json"):
+        assert (CHART / "files" / name).read_text() == (MONITORING / name).read_text(), (
+            f"cp manifests/monitoring/{name} charts/mcp-operator/files/{name}"
+        )
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"replicaCount": "two"}, "at '/replicaCount': got string, want integer"),
+        ({"replicaCount": 2}, "at '/replicaCount': maximum: got 2, want 1"),
+        ({"replicas": 1}, "additional properties 'replicas' not allowed"),
+        ({"metrics": {"port": -1}}, "at '/metrics/port': minimum: got -1, want 1"),
+        (
+            {"metrics": {"port": 9090, "scrape": True}},
+            "at '/metrics': additional properties 'scrape' not allowed",
+        ),
+        ({"image": {"tag": 1.2}}, "at '/image/tag': got number, want string"),
+        ({"logFormat": "xml"}, "at '/logFormat'"),
+        ({"watchNamespaces": "team-a"}, "at '/watchNamespaces': got string, want array"),
+        (
+            {"metrics": {"port": 9090, "serviceMonitor": {"interval": "soon"}}},
+            "at '/metrics/serviceMonitor/interval'",
+        ),
+        ({"podDisruptionBudget": {"maxUnavailable": "half"}}, "at '/podDisruptionBudget/maxUnavailable'"),
+        (
+            {"podDisruptionBudget": {"minAvailable": 1, "maxUnavailable": 1}},
+            "podDisruptionBudget: set minAvailable or maxUnavailable, not both",
+        ),
+        (
+            {"shutdownTimeoutSeconds": 60},
+            "shutdownTimeoutSeconds (60) must be below terminationGracePeriodSeconds (60)",
+        ),
+    ],
+)
+def test_invalid_values_are_refused_with_the_reason(
+    helm: Helm, tmp_path: Path, values: dict[str, Any], message: str
+) -> None:
+    """(`helm install` against the real API server refuses them the same way: e2e/test_chart_install.py.)"""
+    values_file = tmp_path / "values.yaml"
+    values_file.write_text(yaml.safe_dump(values))
+    result = helm(
+        "template", "rel", str(CHART), "--kube-version", KUBE_VERSION, "-f", str(values_file), check=False
+    )
+    assert result.returncode != 0, result.stdout[:500]
+    assert message in result.stderr, result.stderr
+
+
+def test_schema_describes_every_value() -> None:
+    """Every key of values.yaml is in the schema, and the schema forbids the ones it does not know."""
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+
+    def walk(value: Any, node: dict[str, Any], path: str) -> None:
+        if isinstance(value, dict) and node.get("additionalProperties") is False:
+            for key, child in value.items():
+                assert key in node["properties"], f"{path}.{key} is not in values.schema.json"
+                walk(child, node["properties"][key], f"{path}.{key}")
+
+    assert schema["additionalProperties"] is False
+    walk(values, schema, "")
+
+
+def test_crd_chart_installs_the_generated_crds_and_keeps_them(helm: Helm) -> None:
+    """charts/mcp-operator-crds: the CRDs of crds/ as templates (so `helm upgrade` upgrades them),
+    with Helm told to keep them on uninstall."""
+    docs = _render(helm, CRD_CHART)
+    assert sorted(d["metadata"]["name"] for d in docs) == sorted(d.name for d in crdgen.DEFINITIONS)
+    for doc in docs:
+        assert doc["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+        definition = next(d for d in crdgen.DEFINITIONS if d.name == doc["metadata"]["name"])
+        plain = yaml.safe_load((REPO / "crds" / crdgen.file_name(definition)).read_text())
+        del doc["metadata"]["annotations"]
+        assert doc == plain
+    main_chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    crd_chart = yaml.safe_load((CRD_CHART / "Chart.yaml").read_text())
+    assert crd_chart["appVersion"] == main_chart["appVersion"]
+    refused = helm(
+        "template", "c", str(CRD_CHART), "--kube-version", KUBE_VERSION, "--set", "x=1", check=False
+    )
+    assert refused.returncode != 0 and "additional properties 'x' not allowed" in refused.stderr
