@@ -7,6 +7,10 @@ operator uses; flags give one check without a manifest.
 Exit codes: 0 when the verdict is Pass or Warn, 1 on Fail, 3 on Inconclusive or Error (could
 not measure), 2 for usage errors; ``--json`` prints the check rows for machines and
 ``--junit FILE`` writes a JUnit XML report for CI.
+
+``mcp-check gate mcpreadiness/NAME`` (also ``kubectl mcp gate``) waits for the operator's verdict
+of this release instead (``mcp_checks.gate``), with codes of its own: 0 Pass or Warn, 1 Fail at
+once, 2 Inconclusive, Error or usage, 3 timeout.
 """
 
 from __future__ import annotations
@@ -22,8 +26,8 @@ from typing import Any
 
 import yaml
 
+from . import gate
 from .junit import write_junit
-from .suite import CheckContext, SpecError, plan_checks, run_checks
 from .verdict import CheckOutcome, Verdict, decide
 
 EXIT_USAGE = 2
@@ -69,11 +73,18 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--junit", type=Path, help="write a JUnit XML report here")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "mcp-check") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="mcp-check", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = parser.add_subparsers(dest="check", required=True)
+    gated = sub.add_parser(
+        "gate",
+        help="wait for the operator's verdict of this release of an MCPReadiness",
+        description=gate.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    gate.add_arguments(gated)
     health = sub.add_parser("health", help="HTTP health probe round")
     _common(health)
     health.add_argument("--path", default=None, help="with --url: the path probed (default /health)")
@@ -159,6 +170,8 @@ def _flag_entry(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _manifest(path: Path) -> Mapping[str, Any]:
+    from .suite import SpecError
+
     docs = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d]
     gates = [d for d in docs if d.get("kind") == "MCPReadiness"]
     if len(gates) != 1:
@@ -169,6 +182,8 @@ def _manifest(path: Path) -> Mapping[str, Any]:
 
 def _plan(args: argparse.Namespace) -> tuple[dict[str, Any], str | None, str]:
     """The ``spec.checks`` to run, the target URL and the namespace."""
+    from .suite import SpecError
+
     checks: dict[str, Any] = {}
     url, namespace = args.url, args.namespace
     if args.file is not None:
@@ -224,8 +239,13 @@ def _print(outcomes: list[CheckOutcome], as_json: bool) -> None:
     print(f"verdict: {verdict.outcome.value} score={verdict.score} ready={verdict.ready}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: list[str] | None = None, prog: str = "mcp-check") -> int:
+    args = build_parser(prog).parse_args(argv)
+    if args.check == "gate":
+        return gate.run(args)
+    # the checks' dependencies (gRPC, Prometheus client) load only here: the gate starts fast
+    from .suite import CheckContext, SpecError, plan_checks, run_checks
+
     try:
         checks, url, namespace = _plan(args)
         planned = plan_checks(checks)
@@ -240,6 +260,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.junit is not None:
         write_junit(outcomes, args.junit)
     return EXIT_CODES[decide(outcomes).outcome]
+
+
+def kubectl_main(argv: list[str] | None = None) -> int:
+    """``kubectl-mcp``: kubectl runs it for ``kubectl mcp ...`` (a kubectl plugin)."""
+    return main(argv, prog="kubectl mcp")
 
 
 if __name__ == "__main__":

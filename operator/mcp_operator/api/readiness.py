@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from .common import ApiModel, Condition, TargetRef, Verdict, cel, with_rules
 from .drill import DrillSpec, FaultRecord, KpiRow, Stage, StageSummary
@@ -260,7 +260,60 @@ class PodReadinessGate(ApiModel):
     )
 
 
+class WatchedWorkload(ApiModel):
+    kind: Literal["Deployment"] = Field(default="Deployment", description="Workload kind.")
+    name: str = Field(
+        description="Deployment name, in this resource's namespace.", min_length=1, max_length=253
+    )
+
+
+class WatchedApplication(ApiModel):
+    name: str = Field(description="Argo CD Application name.", min_length=1, max_length=253)
+    namespace: str = Field(default="argocd", description="Namespace of the Application.", max_length=63)
+
+
+class ReleaseWatch(ApiModel):
+    """What the gate gates: when the workload's pod template or the Application's synced
+    revision changes, a new evaluation starts (Ready is Unknown until it has a verdict), and
+    every evaluation first waits for the workload's rollout to settle, so the checks judge the
+    pods of the release they are recorded for."""
+
+    model_config = with_rules(
+        cel(
+            "has(self.workload) || has(self.application)",
+            "watch at least one of workload and application",
+        ),
+    )
+
+    workload: WatchedWorkload | None = Field(
+        default=None,
+        description="The Deployment whose pod template (hashed) makes a release; its rollout is awaited.",
+    )
+    application: WatchedApplication | None = Field(
+        default=None,
+        description="An Argo CD Application whose status.sync.revision makes a release; awaited until "
+        "Synced.",
+    )
+    settle_timeout_seconds: int = Field(
+        default=300,
+        ge=0,
+        le=3600,
+        description="How long an evaluation waits for the rollout (and the Application's Synced) before "
+        "it runs the checks anyway, with a rollout row that is Inconclusive (RolloutNotSettled).",
+    )
+
+    @model_validator(mode="after")
+    def _something_watched(self) -> ReleaseWatch:
+        if self.workload is None and self.application is None:
+            raise ValueError("watch at least one of workload and application")
+        return self
+
+
 class MCPReadinessSpec(ApiModel):
+    model_config = with_rules(
+        cel("!has(self.watch) || !has(self.drill)", "watch cannot be combined with drill", ".watch"),
+    )
+
     target: ReadinessTarget = Field(description="The service under assessment.")
     checks: ReadinessChecks = Field(default_factory=ReadinessChecks, description="Assertions to run.")
     suspend: bool = Field(default=False, description="When true, nothing runs and the verdict is left as is.")
@@ -279,6 +332,55 @@ class MCPReadinessSpec(ApiModel):
         description="Staged load and fault drills judged on a KPI board; the checks run after the last "
         "stage.",
     )
+    release: str | None = Field(
+        default=None,
+        description="The release this gate judges, set by the GitOps tool per sync (e.g. the Argo CD "
+        "revision through a Helm or kustomize value); a change is a spec change, so it is evaluated "
+        "again. Recorded in status.release.revision, which `mcp-check gate --release` waits for.",
+        max_length=256,
+    )
+    watch: ReleaseWatch | None = Field(
+        default=None,
+        description="Evaluate again when the gated workload's pod template or an Argo CD Application's "
+        "synced revision changes, even when this resource does not.",
+    )
+
+    @model_validator(mode="after")
+    def _watch_without_drill(self) -> MCPReadinessSpec:
+        if self.watch is not None and self.drill is not None:
+            raise ValueError("watch cannot be combined with drill")
+        return self
+
+
+class ReleaseRecord(ApiModel):
+    """What one evaluation judged, and when it started: written when the round is claimed and
+    again with the verdict (then with what the settled rollout showed)."""
+
+    revision: str | None = Field(
+        default=None,
+        description="spec.release, or else the watched Application's status.sync.revision.",
+    )
+    workload: str | None = Field(default=None, description="The watched workload, as Kind/name.")
+    workload_template_hash: str | None = Field(
+        default=None,
+        description="sha256 (16 hex digits) of the workload's .spec.template; absent when it does not exist.",
+    )
+    application_revision: str | None = Field(
+        default=None, description="The watched Application's status.sync.revision."
+    )
+    fingerprint: str | None = Field(
+        default=None,
+        description="Digest of what spec.watch observes; a change starts a new evaluation.",
+    )
+    trigger: str = Field(
+        description="What started the evaluation: Spec (created, changed or resumed), Watch (the "
+        "fingerprint changed) or Recheck (recheckIntervalSeconds)."
+    )
+    generation: int = Field(ge=0, description="Spec generation evaluated.")
+    started_at: str = Field(description="When the evaluation started (RFC 3339, milliseconds).")
+    completed_at: str | None = Field(
+        default=None, description="When its verdict was written (RFC 3339); absent while it runs."
+    )
 
 
 class EvaluationRecord(ApiModel):
@@ -288,6 +390,10 @@ class EvaluationRecord(ApiModel):
     verdict: Verdict = Field(description="The verdict of that evaluation.")
     score: int = Field(ge=0, le=100, description="Its score.")
     reason: str = Field(description="Reason of its Ready condition.")
+    started_at: str | None = Field(default=None, description="When it started (RFC 3339, milliseconds).")
+    revision: str | None = Field(default=None, description="The release revision it judged.")
+    workload_template_hash: str | None = Field(default=None, description="The pod template it judged.")
+    trigger: str | None = Field(default=None, description="Spec, Watch or Recheck.")
 
 
 class Finding(ApiModel):
@@ -309,6 +415,9 @@ class EvaluationMarker(ApiModel):
     id: str = Field(description="Identifies the round.")
     instance: str = Field(description="The operator process that runs it.")
     started_at: str = Field(description="When the round was claimed (RFC 3339).")
+    fingerprint: str | None = Field(
+        default=None, description="The watched fingerprint the round was claimed for (spec.watch)."
+    )
 
 
 class CheckResult(ApiModel):
@@ -370,6 +479,9 @@ class MCPReadinessStatus(ApiModel):
     )
     gated_pods: int | None = Field(
         default=None, ge=0, description="Pods that carry the gate condition (spec.podReadinessGate)."
+    )
+    release: ReleaseRecord | None = Field(
+        default=None, description="What the last evaluation judged (in progress while phase is Running)."
     )
     history: list[EvaluationRecord] = Field(
         default_factory=list,

@@ -2,7 +2,8 @@
 
 Each round is claimed first (``readiness.claim``) against the object as the API server has it
 now, and its verdict is written before the claim is let go, so one generation (or one due
-recheck) is evaluated exactly once however often kopf replays an older body.
+recheck, or one release that ``spec.watch`` saw) is evaluated exactly once however often kopf
+replays an older body or a timer ticks.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Coroutine, Mapping
 from typing import Any
 
 import kopf
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
@@ -33,6 +35,17 @@ from ..readiness.drill.registry import Drills
 from ..readiness.drill.run import Drill, DrillContext, DrillOutcome, replay_journal
 from ..readiness.evaluate import recheck_due, resolve_target, run_checks, semantic_problems
 from ..readiness.prober import Prober
+from ..readiness.release import (
+    Abandoned,
+    Observation,
+    ReadError,
+    Readers,
+    precise_now,
+    recorded_fingerprint,
+    release_record,
+    settle,
+)
+from ..readiness.release import observe as observe_release
 from ..readiness.status import (
     drill_status,
     faults_reverted,
@@ -48,7 +61,10 @@ log = logging.getLogger(__name__)
 CLAIMS = Claims()
 DRILLS = Drills()
 LOADS = LoadRunner()
+WATCH_INTERVAL_S = 2.0
+ARGO_APPLICATIONS = ("argoproj.io", "v1alpha1", "applications")  # group, version, plural
 _PROBER: Prober | None = None
+_SERIALIZER: client.ApiClient | None = None
 
 
 def prober() -> Prober:
@@ -122,6 +138,66 @@ async def _fresh(namespace: str, name: str) -> dict[str, Any] | None:
     return obj
 
 
+def _apps() -> client.AppsV1Api:
+    return client.AppsV1Api(kube.api_client())
+
+
+def _plain(model: Any) -> dict[str, Any]:
+    """A client model as the JSON the API server sent (camelCase, no None fields)."""
+    global _SERIALIZER
+    if _SERIALIZER is None:
+        _SERIALIZER = client.ApiClient()
+    plain: dict[str, Any] = _SERIALIZER.sanitize_for_serialization(model)
+    return plain
+
+
+async def _read_deployment(namespace: str, name: str) -> dict[str, Any] | None:
+    try:
+        deployment = await kube.call(_apps().read_namespaced_deployment, name, namespace)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise ReadError(f"Deployment {namespace}/{name}: {exc.status} {exc.reason}") from exc
+    return _plain(deployment)
+
+
+async def _read_application(namespace: str, name: str) -> dict[str, Any] | None:
+    try:
+        group, version, plural = ARGO_APPLICATIONS
+        app: dict[str, Any] = await kube.call(
+            kube.custom().get_namespaced_custom_object, group, version, namespace, plural, name
+        )
+    except ApiException as exc:
+        if exc.status == 404:  # also when Argo CD's CRD is not installed
+            return None
+        raise ReadError(f"Application {namespace}/{name}: {exc.status} {exc.reason}") from exc
+    return app
+
+
+def _readers() -> Readers:
+    return Readers(_read_deployment, _read_application)
+
+
+async def _observe(parsed: MCPReadinessSpec, namespace: str) -> Observation | None:
+    return None if parsed.watch is None else await observe_release(parsed.watch, namespace, _readers())
+
+
+def _running_message(release: Mapping[str, Any]) -> str:
+    what = [
+        f"{label} {release[key]}"
+        for key, label in (
+            ("revision", "revision"),
+            ("workloadTemplateHash", "template"),
+            ("applicationRevision", "Application revision"),
+        )
+        if release.get(key)
+    ]
+    message = "checks are running" if not what else f"evaluating release {', '.join(what)}"
+    if release.get("workload") or release.get("applicationRevision"):
+        message += ": waiting for the release to settle, then the checks run"
+    return message
+
+
 async def _claim(obj: Mapping[str, Any], fields: dict[str, Any]) -> bool:
     """Write the marker (and progress) only if nobody changed the object since we read it."""
     meta = obj["metadata"]
@@ -172,23 +248,27 @@ async def evaluate_readiness(
             patch.status.update({"phase": "Suspended", "observedGeneration": generation})
             return
         if parsed.drill is not None and (parsed.drill.abort or _interrupted(status, generation)):
-            _end_drill(patch, status, generation, aborted=parsed.drill.abort)
+            release = release_record(parsed, None, "Spec", generation, precise_now())
+            _end_drill(patch, status, generation, release, aborted=parsed.drill.abort)
             return
         target = await resolve_target(parsed, namespace, kube.service_exists)
         problems = semantic_problems(parsed)
         if isinstance(target, SpecProblem):
             problems.insert(0, target)
         if problems:
-            _reject(body, patch, conditions, generation, problems)
+            release = release_record(parsed, None, "Spec", generation, precise_now())
+            _reject(body, patch, conditions, generation, problems, release)
             return
         assert isinstance(target, str)
+        observation = await _observe(parsed, namespace)
+        release = release_record(parsed, observation, "Spec", generation, precise_now())
         now = utc_now()
-        marker = new_marker(generation, now)
-        progress = running_status(conditions, generation, target, now)
-        if not await _claim(obj, {**progress, "evaluation": marker.to_wire()}):
+        marker = new_marker(generation, now, release["fingerprint"])
+        progress = running_status(conditions, generation, target, now, _running_message(release))
+        if not await _claim(obj, {**progress, "evaluation": marker.to_wire(), "release": release}):
             raise kopf.TemporaryError("the object changed while claiming the evaluation", delay=1)
         evaluation = _evaluate(
-            parsed, target, {**status, **progress}, generation, body, marker, announce=True
+            parsed, target, {**status, **progress}, generation, body, marker, announce=True, release=release
         )
         if parsed.drill is None:
             await evaluation
@@ -222,7 +302,13 @@ async def _drill_task(
             generation,
             now,
         )
-        fields = {"phase": "Failed", "verdict": "Error", "observedGeneration": generation, "completedAt": now}
+        fields: dict[str, Any] = {
+            "phase": "Failed",
+            "verdict": "Error",
+            "observedGeneration": generation,
+            "completedAt": now,
+            "release": {"completedAt": now},  # merged into the record the claim wrote
+        }
         await _write_status(namespace, name, {**fields, "conditions": conds})
     finally:
         CLAIMS.running.discard(marker.id)
@@ -234,7 +320,14 @@ def _interrupted(status: Mapping[str, Any], generation: int) -> bool:
     return status.get("phase") == "Running" and marker.get("generation") == generation
 
 
-def _end_drill(patch: kopf.Patch, status: Mapping[str, Any], generation: int, *, aborted: bool) -> None:
+def _end_drill(
+    patch: kopf.Patch,
+    status: Mapping[str, Any],
+    generation: int,
+    release: Mapping[str, Any],
+    *,
+    aborted: bool,
+) -> None:
     """An aborted drill, or one the operator lost mid-run: its faults are already reverted
     (``_settle_drills``); the run proved nothing, so it is Inconclusive and not Ready."""
     reason = "DrillAborted" if aborted else "DrillInterrupted"
@@ -256,6 +349,7 @@ def _end_drill(patch: kopf.Patch, status: Mapping[str, Any], generation: int, *,
             "verdict": "Inconclusive",
             "completedAt": now,
             "conditions": conds,
+            "release": {**release, "completedAt": now},
         }
     )
 
@@ -288,6 +382,10 @@ async def recheck_readiness(spec: kopf.Spec, meta: kopf.Meta, body: kopf.Body, *
             return  # rejected by the change handler already
         if not recheck_due(parsed, status, dt.datetime.now(dt.UTC)):
             return
+        observation = await _observe(parsed, meta["namespace"])
+        fingerprint = None if observation is None else observation.fingerprint
+        if fingerprint is not None and fingerprint != recorded_fingerprint(status):
+            return  # a new release: watch_release evaluates it, with Ready Unknown meanwhile
         target = await resolve_target(parsed, meta["namespace"], kube.service_exists)
         outcomes = None
         if isinstance(target, SpecProblem):
@@ -295,8 +393,9 @@ async def recheck_readiness(spec: kopf.Spec, meta: kopf.Meta, body: kopf.Body, *
             outcomes = [CheckOutcome("target", Verdict.ERROR, target.reason, target.message)]
             target = str(status.get("targetUrl") or "")
         now = utc_now()
-        marker = new_marker(generation, now)
-        if not await _claim(obj, {"evaluation": marker.to_wire()}):
+        release = release_record(parsed, observation, "Recheck", generation, precise_now())
+        marker = new_marker(generation, now, fingerprint)
+        if not await _claim(obj, {"evaluation": marker.to_wire(), "release": release}):
             return  # changed meanwhile: the next tick looks again
         await _evaluate(
             parsed,
@@ -308,7 +407,101 @@ async def recheck_readiness(spec: kopf.Spec, meta: kopf.Meta, body: kopf.Body, *
             announce=False,
             previous_ready=_ready_status(status),
             outcomes=outcomes,
+            release=release,
         )
+
+
+@kopf.timer(
+    GROUP,
+    VERSION,
+    PLURAL,
+    interval=WATCH_INTERVAL_S,
+    initial_delay=WATCH_INTERVAL_S,
+    when=lambda spec, status, **_: (
+        bool(spec.get("watch"))
+        and not spec.get("suspend")
+        and status.get("phase") in ("Succeeded", "Failed", "Running")
+    ),
+)
+@metrics.counted_errors("watch_release")
+async def watch_release(spec: kopf.Spec, meta: kopf.Meta, body: kopf.Body, **_: Any) -> None:
+    """Level-triggered: when what ``spec.watch`` shows (the workload's pod template, the
+    Application's synced revision) differs from what the last evaluation recorded, a new release
+    is out: claim a round for its fingerprint (Ready turns Unknown) and evaluate it, once. A
+    watch round left Running by a failure (nothing runs it any more) is taken over the same way."""
+    generation = int(meta["generation"])
+    namespace, name = meta["namespace"], meta["name"]
+    lock = CLAIMS.lock(str(meta["uid"]))
+    if lock.locked():
+        return  # a round of this gate runs in this process now
+    async with lock:
+        obj = await _fresh(namespace, name)
+        if obj is None or int(obj["metadata"]["generation"]) != generation:
+            return
+        status: dict[str, Any] = dict(obj.get("status") or {})
+        orphaned = _orphaned_watch_round(status, generation)
+        decided = status.get("phase") in ("Succeeded", "Failed")
+        if not orphaned and (status.get("observedGeneration") != generation or not decided):
+            return  # the change handler's business, or a round in progress
+        try:
+            parsed = MCPReadinessSpec.model_validate(spec)
+        except ValidationError:
+            return
+        if parsed.watch is None or parsed.suspend or parsed.drill is not None:
+            return
+        observation = await observe_release(parsed.watch, namespace, _readers())
+        fingerprint = observation.fingerprint
+        if fingerprint is None or (fingerprint == recorded_fingerprint(status) and not orphaned):
+            return
+        target = await resolve_target(parsed, namespace, kube.service_exists)
+        outcomes = None
+        if isinstance(target, SpecProblem):
+            outcomes = [CheckOutcome("target", Verdict.ERROR, target.reason, target.message)]
+            target = str(status.get("targetUrl") or "")
+        release = release_record(parsed, observation, "Watch", generation, precise_now())
+        now = utc_now()
+        marker = new_marker(generation, now, fingerprint)
+        conditions = list(status.get("conditions") or [])
+        progress = running_status(conditions, generation, target, now, _running_message(release))
+        if not await _claim(obj, {**progress, "evaluation": marker.to_wire(), "release": release}):
+            return  # changed meanwhile: the next tick looks again
+        log.info(
+            "%s/%s: release changed (%s -> %s); evaluating",
+            namespace,
+            name,
+            recorded_fingerprint(status),
+            fingerprint,
+        )
+        await _evaluate(
+            parsed,
+            target,
+            {**status, **progress},
+            generation,
+            body,
+            marker,
+            announce=True,
+            previous_ready=_ready_status(status),
+            outcomes=outcomes,
+            release=release,
+        )
+
+
+def _orphaned_watch_round(status: Mapping[str, Any], generation: int) -> bool:
+    """A watch round of this generation still marked Running that no task here runs: it failed
+    before its verdict (a change handler's round is retried by kopf itself)."""
+    marker = status.get("evaluation") or {}
+    return (
+        status.get("phase") == "Running"
+        and (status.get("release") or {}).get("trigger") == "Watch"
+        and marker.get("generation") == generation
+        and marker.get("id") not in CLAIMS.running
+    )
+
+
+async def _still_wanted(namespace: str, name: str, generation: int) -> bool:
+    """The gate still exists with the spec the round judges."""
+    obj = await _fresh(namespace, name)
+    return obj is not None and int(obj["metadata"]["generation"]) == generation
 
 
 @kopf.timer(
@@ -366,11 +559,28 @@ async def _evaluate(
     announce: bool,
     previous_ready: str | None = None,
     outcomes: list[CheckOutcome] | None = None,
+    release: Mapping[str, Any] | None = None,
 ) -> None:
-    """Run the checks (unless ``outcomes`` already says why they cannot run), write the verdict
-    while the claim is held, count it, and post an event when it is news."""
+    """Wait for the watched release to settle (``spec.watch``), run the checks (unless
+    ``outcomes`` already says why they cannot run), write the verdict and what it judged while
+    the claim is held, count it, and post an event when it is news."""
+    namespace, name = str(body.metadata.namespace), str(body.metadata.name)
     CLAIMS.running.add(marker.id)
     try:
+        rollout: list[CheckOutcome] = []
+        if outcomes is None and parsed.watch is not None:
+            try:
+                observation, row = await settle(
+                    parsed.watch, namespace, _readers(), lambda: _still_wanted(namespace, name, generation)
+                )
+            except Abandoned:
+                log.info("%s/%s changed or went away while its release settled", namespace, name)
+                return
+            rollout = [row]
+            if release is not None:
+                release = release_record(
+                    parsed, observation, release["trigger"], generation, str(release["startedAt"])
+                )
         drill = None
         if outcomes is None and parsed.drill is not None:
             drill = await _run_drill(parsed, target, body)
@@ -379,7 +589,7 @@ async def _evaluate(
             outcomes = await run_checks(
                 parsed,
                 target,
-                str(body.metadata.namespace),
+                namespace,
                 health_probe=prober().health_probe,
                 api_client=kube.api_client(),
             )
@@ -388,18 +598,17 @@ async def _evaluate(
                 metrics.CHECK_SECONDS.labels(outcome.name).observe(took)
         if drill is not None:
             outcomes = drill.outcomes + outcomes
+        outcomes = rollout + outcomes
         new_status, verdict = verdict_status(
-            previous, generation, target, str(previous["startedAt"]), outcomes, utc_now()
+            previous, generation, target, str(previous["startedAt"]), outcomes, utc_now(), release
         )
         if drill is not None:
             new_status.update(drill_status(drill, new_status["conditions"], generation, utc_now()))
         gate = parsed.pod_readiness_gate
         if gate is not None:  # at once, rather than at the next gate sync
             ready = condition(new_status["conditions"], "Ready") or {}
-            new_status["gatedPods"] = await podgate.sync_pods(
-                gate, str(body.metadata.namespace), ready, utc_now()
-            )
-        await kube.patch_status(PLURAL, str(body.metadata.namespace), str(body.metadata.name), new_status)
+            new_status["gatedPods"] = await podgate.sync_pods(gate, namespace, ready, utc_now())
+        await kube.patch_status(PLURAL, namespace, name, new_status)
     finally:
         CLAIMS.running.discard(marker.id)
     metrics.VERDICTS.labels(KIND, verdict.outcome.value).inc()
@@ -421,5 +630,7 @@ def _reject(
     conditions: list[dict[str, Any]],
     generation: int,
     problems: list[SpecProblem],
+    release: Mapping[str, Any] | None = None,
 ) -> None:
-    reject(body, patch, KIND, rejected_status(conditions, generation, problems, utc_now()), problems)
+    status = rejected_status(conditions, generation, problems, utc_now(), release)
+    reject(body, patch, KIND, status, problems)

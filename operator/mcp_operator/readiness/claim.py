@@ -1,7 +1,8 @@
 """Exactly one evaluation per spec generation (and per due recheck), even when kopf hands the
 handler an older body again.
 
-Before a round starts, a marker (generation, a fresh id, this operator instance) is written into
+Before a round starts, a marker (generation, a fresh id, this operator instance, and for a gate
+with ``spec.watch`` the fingerprint of the release it judges) is written into
 ``status.evaluation`` with the object's resourceVersion as a precondition; the decision whether to
 run reads the object fresh from the API, never the body the event carried. A marker of this
 instance whose round is still running means "in progress"; a marker of another instance, or of
@@ -27,6 +28,7 @@ class Marker:
     id: str
     instance: str
     started_at: str
+    fingerprint: str | None = None  # what spec.watch showed when the round was claimed
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -34,11 +36,12 @@ class Marker:
             "id": self.id,
             "instance": self.instance,
             "startedAt": self.started_at,
+            "fingerprint": self.fingerprint,  # null removes an earlier round's in a merge patch
         }
 
 
-def new_marker(generation: int, now: str) -> Marker:
-    return Marker(generation, uuid.uuid4().hex[:12], INSTANCE, now)
+def new_marker(generation: int, now: str, fingerprint: str | None = None) -> Marker:
+    return Marker(generation, uuid.uuid4().hex[:12], INSTANCE, now, fingerprint)
 
 
 class Claims:

@@ -53,8 +53,10 @@ def verdict_status(
     started_at: str,
     outcomes: list[CheckOutcome],
     now: str,
+    release: Mapping[str, Any] | None = None,
 ) -> tuple[dict[str, Any], RunVerdict]:
-    """Status after an evaluation; ``previous`` is the status before it (conditions, history)."""
+    """Status after an evaluation; ``previous`` is the status before it (conditions, history);
+    ``release`` is what it judged (``status.release``), also kept in its history entry."""
     verdict = decide(outcomes)
     completed = now
     conds = set_condition(
@@ -73,8 +75,16 @@ def verdict_status(
         "score": verdict.score,
         "reason": verdict.reason,
     }
+    if release is not None:
+        record.update(
+            {
+                key: release[key]
+                for key in ("startedAt", "revision", "workloadTemplateHash", "trigger")
+                if release.get(key) is not None
+            }
+        )
     history = [*list(previous.get("history") or []), record][-MAX_HISTORY:]
-    status = {
+    status: dict[str, Any] = {
         "observedGeneration": generation,
         "phase": "Succeeded" if verdict.ready else "Failed",
         "verdict": verdict.outcome.value,
@@ -87,22 +97,35 @@ def verdict_status(
         "history": history,
         "conditions": conds,
     }
+    if release is not None:
+        status["release"] = {**release, "completedAt": completed}
     return MCPReadinessStatus.model_validate(status).to_patch(), verdict
 
 
 def rejected_status(
-    conditions: list[dict[str, Any]], generation: int, problems: list[SpecProblem], now: str
+    conditions: list[dict[str, Any]],
+    generation: int,
+    problems: list[SpecProblem],
+    now: str,
+    release: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Status for a spec that cannot run: Accepted and Ready both False, with the first reason."""
+    """Status for a spec that cannot run: Accepted and Ready both False, with the first reason
+    (and the release it was meant to judge, so a gate command waiting for it stops at once)."""
     fields = {**rejected_fields(conditions, generation, problems, now), "score": 0, "checks": []}
+    if release is not None:
+        fields["release"] = {**release, "completedAt": now}
     return MCPReadinessStatus.model_validate(fields).to_patch()
 
 
 def running_status(
-    conditions: list[dict[str, Any]], generation: int, base_url: str, now: str
+    conditions: list[dict[str, Any]],
+    generation: int,
+    base_url: str,
+    now: str,
+    message: str = "checks are running",
 ) -> dict[str, Any]:
     conds = set_condition(conditions, "Accepted", True, "SpecAccepted", "spec is valid", generation, now)
-    conds = set_condition(conds, "Ready", None, "Evaluating", "checks are running", generation, now)
+    conds = set_condition(conds, "Ready", None, "Evaluating", message, generation, now)
     fields = {"phase": "Running", "targetUrl": base_url, "startedAt": now, "conditions": conds}
     return MCPReadinessStatus.model_validate(fields).to_patch()
 

@@ -9,6 +9,7 @@ fake first and reads the verdict back from there.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import socket
 from collections.abc import Awaitable, Callable, Iterator
@@ -23,6 +24,7 @@ from mcp_operator.api.common import API_VERSION, GROUP
 from mcp_operator.api.readiness import KIND, PLURAL
 from mcp_operator.conditions import condition, utc_now
 from mcp_operator.handlers import readiness as handlers
+from mcp_operator.readiness import release as release_module
 from mcp_refserver import RunningServer
 
 NS = "serving"
@@ -301,7 +303,10 @@ async def test_due_recheck_adds_to_history_without_an_event_when_nothing_changed
     await _recheck(kube_fake, spec, {**first, "completedAt": _ago(120)})
     claim = kube_fake.calls_to("patch", CR)[-2]
     assert kube_fake.calls.index(claim) > before
-    assert list(claim.body["status"]) == ["evaluation"]  # Ready stays as it was while checks run
+    # Ready stays as it was while the checks run; the release record says a recheck runs
+    assert sorted(claim.body["status"]) == ["evaluation", "release"]
+    assert claim.body["status"]["release"]["trigger"] == "Recheck"
+    assert claim.body["status"]["release"]["completedAt"] is None
     status = _stored(kube_fake)
     assert status["verdict"] == "Pass" and status["evaluations"] == 2
     assert len(status["history"]) == 2 and status["history"][-1]["completedAt"] == status["completedAt"]
@@ -353,3 +358,247 @@ async def test_recheck_of_a_service_that_went_away_is_not_ready(
     assert posted_events.events == [
         PostedEvent("Warning", "TargetNotFound", f"verdict Error: {message['message']}", INVOLVED)
     ]
+
+
+# --- one evaluation per release: spec.release and spec.watch ---
+
+watch_release = cast(Handler, handlers.watch_release)
+
+
+@pytest.fixture
+def apps(kube_fake: FakeKube, monkeypatch: pytest.MonkeyPatch) -> FakeKube:
+    """Deployments from the fake too (the handlers build their AppsV1Api on ``kube.api_client``),
+    and the settle loop polling every few milliseconds."""
+    monkeypatch.setattr(handlers, "_apps", lambda: kube_fake.apps)
+    monkeypatch.setattr(release_module, "POLL_S", 0.01)
+    return kube_fake
+
+
+def _deployment(
+    image: str, *, generation: int = 1, updated: int = 2, total: int = 2, **status: Any
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": NS, "generation": generation},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "srv", "image": image}]},
+            },
+        },
+        "status": {
+            "observedGeneration": generation,
+            "replicas": total,
+            "updatedReplicas": updated,
+            "availableReplicas": updated,
+            **status,
+        },
+    }
+
+
+def _watching(url: str, **overrides: Any) -> dict[str, Any]:
+    return _spec(url, release="r1", watch={"workload": {"name": "web"}}, **overrides)
+
+
+async def _tick(kube: FakeKube) -> None:
+    """One tick of the watch timer with the object as kopf last saw it."""
+    stored = kube.get(CR, NS, NAME)
+    assert stored is not None
+    body = kopf.Body(cast(kopf.RawBody, stored))
+    await watch_release(spec=body.spec, status=body.status, meta=body.meta, body=body)
+
+
+def _hash(image: str) -> str:
+    return release_module.template_hash(_deployment(image))
+
+
+async def test_a_watching_gate_records_the_release_it_judged(
+    apps: FakeKube, posted_events: EventLog, refserver: RunningServer
+) -> None:
+    apps.put("Deployment", _deployment("srv:1"))
+    await _evaluate(apps, _watching(refserver.url))
+    claim = apps.calls_to("patch", CR)[0].body["status"]
+    assert _cond(claim, "Ready") == ("Unknown", "Evaluating")
+    assert claim["release"]["completedAt"] is None and claim["release"]["trigger"] == "Spec"
+    assert claim["evaluation"]["fingerprint"] == claim["release"]["fingerprint"]
+    status = _stored(apps)
+    assert status["verdict"] == "Pass" and _cond(status, "Ready") == ("True", "ChecksPassed")
+    rel = status["release"]
+    assert rel["revision"] == "r1" and rel["workload"] == "Deployment/web"
+    assert rel["workloadTemplateHash"] == _hash("srv:1") and rel["generation"] == 1
+    assert rel["startedAt"].endswith("Z") and "." in rel["startedAt"] and rel["completedAt"]
+    assert [c["name"] for c in status["checks"]] == ["rollout", "health-probe"]
+    assert (status["checks"][0]["verdict"], status["checks"][0]["reason"]) == ("Pass", "RolloutSettled")
+    (entry,) = status["history"]
+    assert entry["revision"] == "r1" and entry["trigger"] == "Spec"
+    assert entry["workloadTemplateHash"] == _hash("srv:1")
+    MCPReadinessStatus.model_validate(status)
+
+
+async def test_a_new_pod_template_starts_exactly_one_evaluation_with_ready_unknown(
+    apps: FakeKube, posted_events: EventLog, refserver: RunningServer
+) -> None:
+    apps.put("Deployment", _deployment("srv:1"))
+    await _evaluate(apps, _watching(refserver.url))
+    first = _stored(apps)
+    patches = len(apps.calls_to("patch", CR))
+    await _tick(apps)  # nothing changed: nothing runs
+    assert len(apps.calls_to("patch", CR)) == patches
+
+    apps.put("Deployment", _deployment("srv:2", generation=2))
+    await asyncio.gather(_tick(apps), _tick(apps))  # two ticks at once: one round
+    claims = apps.calls_to("patch", CR)[patches:]
+    assert len(claims) == 2  # the claim, then the verdict
+    claimed = claims[0].body["status"]
+    assert claimed["phase"] == "Running" and _cond(claimed, "Ready") == ("Unknown", "Evaluating")
+    assert "template " + _hash("srv:2") in (condition(claimed["conditions"], "Ready") or {})["message"]
+    assert claimed["release"]["trigger"] == "Watch" and claimed["release"]["completedAt"] is None
+    status = _stored(apps)
+    assert status["evaluations"] == first["evaluations"] + 1 == 2
+    assert status["release"]["workloadTemplateHash"] == _hash("srv:2")
+    assert status["release"]["revision"] == "r1"  # spec.release is unchanged
+    assert status["release"]["startedAt"] > first["release"]["startedAt"]
+    assert [h["trigger"] for h in status["history"]] == ["Spec", "Watch"]
+    assert posted_events.reasons() == [("Normal", "Ready"), ("Normal", "Ready")]  # every release is news
+    await _tick(apps)  # the new release is recorded: nothing more
+    assert len(apps.calls_to("patch", CR)) == patches + 2
+
+
+async def test_the_checks_wait_for_the_rollout_of_the_new_template(
+    apps: FakeKube, posted_events: EventLog, refserver: RunningServer
+) -> None:
+    apps.put("Deployment", _deployment("srv:2", updated=1, total=3))  # an old pod still serves
+
+    async def finish_rollout() -> None:
+        await asyncio.sleep(0.3)
+        apps.set_status("Deployment", NS, "web", _deployment("srv:2")["status"])
+
+    rollout = asyncio.create_task(finish_rollout())
+    await _evaluate(apps, _watching(refserver.url))
+    await rollout
+    status = _stored(apps)
+    row = status["checks"][0]
+    assert (row["name"], row["verdict"]) == ("rollout", "Pass") and row["durationMs"] >= 250
+    probe = status["checks"][1]
+    # the probe ran after the rollout had settled, not against the old pod
+    assert probe["measuredAt"] >= status["release"]["startedAt"][:19] + "Z"
+    reads = [c for c in apps.calls if c.kind == "Deployment"]
+    assert len(reads) >= 3  # one to claim, then polled until settled
+
+
+async def test_a_failed_rollout_fails_the_gate_and_one_that_never_settles_is_inconclusive(
+    apps: FakeKube, posted_events: EventLog, refserver: RunningServer
+) -> None:
+    deadline = {
+        "conditions": [
+            {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded", "message": "x"}
+        ]
+    }
+    apps.put("Deployment", _deployment("srv:2", updated=1, total=3, **deadline))
+    await _evaluate(apps, _watching(refserver.url))
+    status = _stored(apps)
+    assert status["verdict"] == "Fail" and _cond(status, "Ready") == ("False", "RolloutFailed")
+    assert [c["verdict"] for c in status["checks"]] == ["Fail", "Pass"]
+
+    apps.put("Deployment", _deployment("srv:3", updated=1, total=3))
+    spec = _watching(refserver.url)
+    spec["watch"]["settleTimeoutSeconds"] = 0
+    await _evaluate(apps, spec, generation=2)
+    status = _stored(apps)
+    assert status["verdict"] == "Inconclusive" and _cond(status, "Ready")[0] == "False"
+    assert status["checks"][0]["reason"] == "RolloutNotSettled"
+
+
+async def test_a_gate_deleted_while_its_release_settles_writes_no_verdict(
+    apps: FakeKube, posted_events: EventLog, refserver: RunningServer
+) -> None:
+    apps.put("Deployment", _deployment("srv:2", updated=1, total=3))
+
+    async def delete_gate() -> None:
+        await asyncio.sleep(0.1)
+        with apps._lock:
+            del apps.objects[(CR, NS, NAME)]
+
+    deleting = asyncio.create_task(delete_gate())
+    await _evaluate(apps, _watching(refserver.url))
+    await deleting
+    assert len(apps.calls_to("patch", CR)) == 1  # the claim only
+    assert handlers.CLAIMS.running == set() and posted_events.events == []
+
+
+async def test_a_due_recheck_leaves_a_new_release_to_the_watch(
+    apps: FakeKube, posted_events: EventLog, refserver: RunningServer
+) -> None:
+    apps.put("Deployment", _deployment("srv:1"))
+    spec = _watching(refserver.url, recheckIntervalSeconds=60)
+    await _evaluate(apps, spec)
+    first = _stored(apps)
+    apps.put("Deployment", _deployment("srv:2", generation=2))
+    patches = len(apps.calls_to("patch", CR))
+    await _recheck(apps, spec, {**first, "completedAt": _ago(120)})
+    assert len(apps.calls_to("patch", CR)) == patches  # watch_release takes it, with Ready Unknown
+    apps.put("Deployment", _deployment("srv:1"))
+    await _recheck(apps, spec, {**first, "completedAt": _ago(120)})
+    status = _stored(apps)
+    assert status["evaluations"] == 2 and status["release"]["trigger"] == "Recheck"
+
+
+async def test_a_watched_application_revision_is_the_release_revision(
+    apps: FakeKube, posted_events: EventLog, refserver: RunningServer
+) -> None:
+    application = custom_kind("argoproj.io", "applications")
+
+    def synced(revision: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "Application",
+            "metadata": {"name": "shop", "namespace": "argocd"},
+            "status": {"sync": {"status": "Synced", "revision": revision}},
+        }
+
+    apps.put(application, synced("aaa111"))
+    spec = _spec(refserver.url, watch={"application": {"name": "shop"}})
+    await _evaluate(apps, spec)
+    assert _stored(apps)["release"]["revision"] == "aaa111"
+    apps.put(application, synced("bbb222"))
+    await _tick(apps)
+    status = _stored(apps)
+    assert status["release"]["revision"] == status["release"]["applicationRevision"] == "bbb222"
+    assert status["release"]["trigger"] == "Watch" and status["evaluations"] == 2
+
+
+async def test_a_rejected_spec_records_the_release_it_was_meant_to_judge(
+    kube_fake: FakeKube, posted_events: EventLog
+) -> None:
+    spec = _spec("http://127.0.0.1:9", release="r9", checks={"healthProbe": {"requests": 5}})
+    status = await _evaluate(kube_fake, spec)
+    assert status["phase"] == "Invalid"
+    assert status["release"]["revision"] == "r9" and status["release"]["completedAt"]
+
+
+async def test_a_watch_round_left_running_by_a_failure_is_taken_over_once(
+    apps: FakeKube, posted_events: EventLog, refserver: RunningServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    apps.put("Deployment", _deployment("srv:2"))
+    left = {
+        "observedGeneration": 1,
+        "phase": "Running",
+        "evaluations": 1,
+        "evaluation": {"generation": 1, "id": "d3adr0und", "instance": "x", "fingerprint": "f"},
+        "release": {"trigger": "Watch", "generation": 1, "startedAt": "2026-05-01T12:00:00.000Z"},
+    }
+    _seed(apps, _watching(refserver.url), left, 1)
+    monkeypatch.setattr(handlers.CLAIMS, "running", {"d3adr0und"})  # still running here: hands off
+    await _tick(apps)
+    assert apps.calls_to("patch", CR) == []
+    monkeypatch.setattr(handlers.CLAIMS, "running", set())  # its task failed: taken over
+    await _tick(apps)
+    status = _stored(apps)
+    assert status["phase"] == "Succeeded" and status["evaluations"] == 2
+    assert status["evaluation"]["id"] != "d3adr0und" and status["release"]["trigger"] == "Watch"
+    assert status["release"]["workloadTemplateHash"] == _hash("srv:2")
+    await _tick(apps)
+    assert len(apps.calls_to("patch", CR)) == 2  # one claim, one verdict

@@ -1,0 +1,466 @@
+"""``mcp-check gate mcpreadiness/NAME``: wait for the verdict of *this* release, never an older one.
+
+``kubectl wait --for=condition=Ready`` returns at once on the previous release's ``Ready=True``
+and waits out its whole timeout on a ``Fail``. The gate command instead waits for an
+evaluation that is complete (``status.release.completedAt``), of the MCPReadiness's current spec
+(``status.observedGeneration`` is ``metadata.generation``, and so is ``status.release.generation``)
+and either of the given release (``--release REV``: ``status.release.revision``) or started
+after a point in time (``--since``, by default when the command started: ``status.release.startedAt``).
+It watches the object (a watch from the resourceVersion it read, so it hears the verdict as soon
+as it is written) and answers as soon as that verdict is there:
+
+    0  Pass or Warn
+    1  Fail (at once: no timeout is waited out)
+    2  Inconclusive or Error (nothing was verified: an unreachable target, a rejected spec,
+       a suspended gate), or a usage error, or an API error other than a passing outage
+    3  timeout: no such evaluation finished in time
+
+It prints the verdict table (one row per check) and, with ``--junit FILE``, writes it as JUnit XML.
+It talks to the API server with the ``kubernetes`` client only (get, list and watch of
+mcpreadinesses), so it runs as a CI step, an Argo CD hook's container command, or a kubectl
+plugin (``kubectl mcp gate ...``, installed as ``kubectl-mcp``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import re
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from .junit import junit_xml
+from .verdict import CheckOutcome, Finding, Verdict
+
+GROUP, VERSION, PLURAL = "mcp2026.io", "v1alpha1", "mcpreadinesses"
+RESOURCE_NAMES = frozenset(
+    {"mcpreadiness", "mcpreadinesses", "mcpr", f"mcpreadiness.{GROUP}", f"mcpreadinesses.{GROUP}"}
+)
+EXIT_PASS, EXIT_FAIL, EXIT_NOT_VERIFIED, EXIT_TIMEOUT = 0, 1, 2, 3
+EXIT_USAGE = 2
+CODES = {"Pass": EXIT_PASS, "Warn": EXIT_PASS, "Fail": EXIT_FAIL}  # anything else: not verified
+FINAL_PHASES = ("Succeeded", "Failed", "Invalid", "Aborted")
+WATCH_CHUNK_S = 60  # one watch request at most this long, then read again
+RETRY_S = 1.0
+IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+Obj = Mapping[str, Any]
+
+
+class UsageError(Exception):
+    pass
+
+
+class GateApiError(Exception):
+    """The API server refused in a way waiting cannot fix (401, 403, a bad request)."""
+
+
+def parse_duration(text: str) -> float:
+    """Seconds from ``90``, ``90s``, ``10m``, ``1h30m``, ``500ms`` (kubectl's forms)."""
+    text = text.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        if not text or _DURATION.sub("", text):
+            raise UsageError(
+                f"--timeout {text!r}: use seconds or a duration such as 90s, 10m, 1h30m"
+            ) from None
+        seconds = sum(float(n) * _UNITS[unit] for n, unit in _DURATION.findall(text))
+    if seconds <= 0:
+        raise UsageError(f"--timeout must be positive, got {text!r}")
+    return seconds
+
+
+def parse_time(text: str) -> dt.datetime:
+    """RFC 3339 with a zone (``2026-05-01T12:00:00Z``, ``...+02:00``, fractions allowed)."""
+    try:
+        parsed = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"{text!r} is not an RFC 3339 time such as 2026-05-01T12:00:00Z") from None
+    if parsed.tzinfo is None:
+        raise UsageError(f"{text!r} has no time zone: add Z or an offset")
+    return parsed
+
+
+def parse_resource(text: str) -> str:
+    """The gate's name from ``mcpreadiness/NAME`` (or ``mcpr/NAME``, or a bare NAME)."""
+    kind, slash, name = text.rpartition("/")
+    if slash and kind.lower() not in RESOURCE_NAMES:
+        raise UsageError(f"{text!r}: the gate is an MCPReadiness: mcpreadiness/NAME")
+    if not name:
+        raise UsageError(f"{text!r}: name the gate, e.g. mcpreadiness/release-gate")
+    return name
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """Which evaluation counts: of ``release``, or started at or after ``since``."""
+
+    release: str | None = None
+    since: dt.datetime | None = None
+
+    def describe(self) -> str:
+        if self.release is not None:
+            return f"release {self.release}"
+        assert self.since is not None
+        return f"an evaluation started at or after {_stamp(self.since)}"
+
+
+@dataclass
+class Decision:
+    code: int
+    verdict: str  # Pass, Warn, Fail, Inconclusive, Error, or Timeout
+    reason: str
+    message: str
+    outcomes: list[CheckOutcome] = field(default_factory=list)
+    release: dict[str, Any] = field(default_factory=dict)
+
+
+def _stamp(when: dt.datetime) -> str:
+    return when.astimezone(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _ready(status: Obj) -> Obj:
+    return next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+
+
+def _verdict(text: Any) -> Verdict:
+    try:
+        return Verdict(str(text))
+    except ValueError:
+        return Verdict.ERROR
+
+
+def row_outcome(row: Obj) -> CheckOutcome:
+    """A ``status.checks[]`` row as the check outcome it was written from."""
+    findings = [
+        Finding(
+            str(f.get("subject", "")),
+            _verdict(f.get("verdict")),
+            str(f.get("reason", "")),
+            str(f.get("observed", "")),
+            str(f.get("threshold", "")),
+            str(f.get("source", "")),
+        )
+        for f in row.get("findings") or []
+    ]
+    duration = row.get("durationMs")
+    return CheckOutcome(
+        name=str(row.get("name", "check")),
+        outcome=_verdict(row.get("verdict")),
+        reason=str(row.get("reason", "")),
+        message=str(row.get("message", "")),
+        observed={str(k): str(v) for k, v in (row.get("observed") or {}).items()},
+        thresholds={str(k): str(v) for k, v in (row.get("thresholds") or {}).items()},
+        measured_at=str(row.get("measuredAt", "")),
+        source=str(row.get("source") or ""),
+        findings=findings,
+        duration_s=None if duration is None else float(duration) / 1000,
+    )
+
+
+def judge(obj: Obj, wanted: Wanted) -> Decision | None:
+    """The decision the gate's object allows now, or None: keep waiting."""
+    meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+    generation = meta.get("generation")
+    if status.get("observedGeneration") != generation:
+        return None  # the operator has not yet taken up the current spec
+    ready = _ready(status)
+    if spec.get("suspend"):
+        message = "spec.suspend is true: the gate evaluates nothing, so no verdict will come"
+        row = CheckOutcome("gate", Verdict.ERROR, "Suspended", message)
+        return Decision(EXIT_NOT_VERIFIED, "Error", "Suspended", message, [row])
+    release = dict(status.get("release") or {})
+    if status.get("phase") not in FINAL_PHASES or not release.get("completedAt"):
+        return None  # an evaluation is running, or none has finished since it was claimed
+    if release.get("generation") != generation:
+        return None
+    if wanted.release is not None and release.get("revision") != wanted.release:
+        return None
+    if wanted.since is not None:
+        try:
+            started = parse_time(str(release.get("startedAt")))
+        except UsageError:
+            return None
+        if started < wanted.since:
+            return None
+    verdict = str(status.get("verdict") or "Error")
+    reason = str(ready.get("reason") or status.get("phase"))
+    message = str(ready.get("message") or "")
+    outcomes = [row_outcome(r) for r in status.get("checks") or []]
+    if not outcomes:  # a rejected spec: the Ready condition says why
+        outcomes = [CheckOutcome("gate", _verdict(verdict), reason, message)]
+    return Decision(CODES.get(verdict, EXIT_NOT_VERIFIED), verdict, reason, message, outcomes, release)
+
+
+def timed_out(obj: Obj | None, wanted: Wanted, waited_s: float) -> Decision:
+    if obj is None:
+        seen = "the MCPReadiness does not exist"
+    else:
+        status, meta = obj.get("status") or {}, obj.get("metadata") or {}
+        release = status.get("release") or {}
+        seen = (
+            f"generation {meta.get('generation')}, observed {status.get('observedGeneration')}, phase "
+            f"{status.get('phase')}, verdict {status.get('verdict')}, release "
+            f"{release.get('revision')} started {release.get('startedAt')} "
+            f"completed {release.get('completedAt')}"
+        )
+    message = f"no verdict for {wanted.describe()} after {waited_s:.0f}s; last seen: {seen}"
+    return Decision(
+        EXIT_TIMEOUT,
+        "Timeout",
+        "TimedOut",
+        message,
+        [CheckOutcome("gate", Verdict.ERROR, "TimedOut", message)],
+    )
+
+
+class GateSource(Protocol):
+    """Reads of one MCPReadiness: the object now, and a watch of it from a resourceVersion."""
+
+    def get(self) -> Obj | None: ...
+
+    def changes(self, resource_version: str | None, timeout_s: float) -> Iterator[tuple[str, Obj]]: ...
+
+
+class Transient(Exception):
+    """An API error worth retrying until the deadline (5xx, 429, a broken connection, 410 Gone)."""
+
+
+class ApiSource:
+    """The MCPReadiness through the ``kubernetes`` client: get, and a watch (list with a field
+    selector on its name, from the resourceVersion last read)."""
+
+    def __init__(self, api_client: Any, namespace: str, name: str) -> None:
+        from kubernetes import client
+
+        self.custom = client.CustomObjectsApi(api_client)
+        self.namespace, self.name = namespace, name
+
+    def _translate(self, exc: Exception) -> Exception:
+        from kubernetes.client.exceptions import ApiException
+
+        if isinstance(exc, ApiException):
+            if exc.status in (401, 403, 400, 422):
+                return GateApiError(f"{exc.status} {exc.reason}: {_api_message(exc)}")
+            return Transient(f"{exc.status} {exc.reason}")
+        return Transient(f"{type(exc).__name__}: {exc}")
+
+    def get(self) -> Obj | None:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            obj: Obj = self.custom.get_namespaced_custom_object(
+                GROUP, VERSION, self.namespace, PLURAL, self.name, _request_timeout=30
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise self._translate(exc) from exc
+        except Exception as exc:  # urllib3's connection errors and timeouts
+            raise self._translate(exc) from exc
+        return obj
+
+    def changes(self, resource_version: str | None, timeout_s: float) -> Iterator[tuple[str, Obj]]:
+        from kubernetes import watch
+
+        stream = watch.Watch()
+        kwargs: dict[str, Any] = {
+            "field_selector": f"metadata.name={self.name}",
+            "timeout_seconds": max(1, int(timeout_s)),
+            "_request_timeout": int(timeout_s) + 15,
+            "allow_watch_bookmarks": False,
+        }
+        if resource_version:
+            kwargs["resource_version"] = resource_version
+        try:
+            for event in stream.stream(
+                self.custom.list_namespaced_custom_object, GROUP, VERSION, self.namespace, PLURAL, **kwargs
+            ):
+                obj = event.get("object")
+                if isinstance(obj, Mapping):
+                    yield str(event.get("type")), obj
+        except Exception as exc:
+            raise self._translate(exc) from exc
+        finally:
+            stream.stop()
+
+
+def _api_message(exc: Any) -> str:
+    try:
+        return str(json.loads(exc.body).get("message") or exc.body)
+    except (TypeError, ValueError, AttributeError):
+        return str(getattr(exc, "body", "") or exc)
+
+
+def wait_for_verdict(
+    source: GateSource,
+    wanted: Wanted,
+    timeout_s: float,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    note: Callable[[str], None] = lambda _: None,
+) -> Decision:
+    """Read, then watch from what was read, until ``judge`` decides or the time is up."""
+    started = clock()
+    deadline = started + timeout_s
+    obj: Obj | None = None
+    announced = False
+    while clock() < deadline:
+        try:
+            obj = source.get()
+            if obj is None:
+                if not announced:
+                    note("the MCPReadiness does not exist (yet); waiting for it")
+                    announced = True
+                version = None
+            else:
+                decision = judge(obj, wanted)
+                if decision is not None:
+                    return decision
+                version = str((obj.get("metadata") or {}).get("resourceVersion") or "") or None
+            for kind, changed in source.changes(version, min(WATCH_CHUNK_S, max(1.0, deadline - clock()))):
+                if kind == "DELETED":
+                    obj = None
+                    continue
+                if kind not in ("ADDED", "MODIFIED"):
+                    continue
+                obj = changed
+                decision = judge(obj, wanted)
+                if decision is not None:
+                    return decision
+                if clock() >= deadline:
+                    break
+        except Transient as exc:
+            note(f"API: {exc}; retrying")
+            sleep(min(RETRY_S, max(0.0, deadline - clock())))
+    return timed_out(obj, wanted, clock() - started)
+
+
+def print_decision(name: str, namespace: str, decision: Decision, took_s: float, out: Any = None) -> None:
+    out = out or sys.stdout
+    release = decision.release
+    print(
+        f"mcpreadiness/{name} ({namespace}): {decision.verdict} ({decision.reason}) after {took_s:.1f}s",
+        file=out,
+    )
+    if release:
+        parts = [
+            f"{label} {release[key]}"
+            for key, label in (
+                ("revision", "revision"),
+                ("workload", "workload"),
+                ("workloadTemplateHash", "template"),
+                ("applicationRevision", "Application revision"),
+                ("trigger", "trigger"),
+                ("startedAt", "started"),
+                ("completedAt", "completed"),
+            )
+            if release.get(key) is not None
+        ]
+        print("release: " + ", ".join(parts), file=out)
+    rows = [(o.name, o.outcome.value, o.reason, o.message) for o in decision.outcomes]
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(("CHECK", "VERDICT", "REASON"))]
+    print(f"{'CHECK':<{widths[0]}}  {'VERDICT':<{widths[1]}}  {'REASON':<{widths[2]}}  MESSAGE", file=out)
+    for row in rows:
+        print(f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]:<{widths[2]}}  {row[3]}", file=out)
+    for o in decision.outcomes:
+        if o.observed:
+            print(f"  {o.name}: " + ", ".join(f"{k}={v}" for k, v in o.observed.items()), file=out)
+        for finding in o.findings[:20]:
+            print(
+                f"    {finding.outcome.value} {finding.reason} {finding.subject}: {finding.observed}",
+                file=out,
+            )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("resource", help="the gate: mcpreadiness/NAME")
+    parser.add_argument("-n", "--namespace", help="its namespace (default: the kubeconfig's, or the pod's)")
+    parser.add_argument("--timeout", default="10m", help="how long to wait: 90s, 10m, 1h (default 10m)")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--release", help="wait for the evaluation of this release (status.release.revision)")
+    which.add_argument(
+        "--since", help="wait for an evaluation started at or after this RFC 3339 time (default: now)"
+    )
+    parser.add_argument("--junit", type=Path, help="write the verdict table as JUnit XML here")
+    parser.add_argument(
+        "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)"
+    )
+    parser.add_argument("--context", help="kubeconfig context")
+
+
+def _connect(kubeconfig: str | None, context: str | None) -> tuple[Any, str | None]:
+    """An ApiClient and the namespace its configuration names (None: not named)."""
+    from kubernetes import client, config
+
+    try:
+        api = config.new_client_from_config(config_file=kubeconfig, context=context)
+    except (config.ConfigException, OSError, TypeError) as exc:
+        if kubeconfig is not None or context is not None:
+            raise UsageError(f"kubeconfig: {exc}") from exc
+        try:
+            configuration = client.Configuration()
+            config.load_incluster_config(client_configuration=configuration)
+        except config.ConfigException as inner:
+            raise UsageError(f"no kubeconfig and not in a cluster: {inner}") from inner
+        namespace = IN_CLUSTER_NAMESPACE.read_text().strip() if IN_CLUSTER_NAMESPACE.exists() else None
+        return client.ApiClient(configuration), namespace
+    try:
+        _, active = config.list_kube_config_contexts(config_file=kubeconfig)
+        if context is not None:
+            contexts, _ = config.list_kube_config_contexts(config_file=kubeconfig)
+            active = next((c for c in contexts if c.get("name") == context), active)
+        namespace = ((active or {}).get("context") or {}).get("namespace")
+    except (config.ConfigException, OSError):
+        namespace = None
+    return api, namespace
+
+
+def run(args: argparse.Namespace, source: GateSource | None = None, out: Any = None) -> int:
+    """The gate command; ``source`` replaces the API server in tests."""
+    began = dt.datetime.now(dt.UTC)
+    clock_start = time.monotonic()
+    out = out or sys.stdout
+    try:
+        name = parse_resource(args.resource)
+        timeout_s = parse_duration(args.timeout)
+        wanted = Wanted(args.release, parse_time(args.since) if args.since else None)
+        if wanted.release is None and wanted.since is None:
+            wanted = Wanted(since=began)
+        namespace = args.namespace
+        if source is None:
+            api, configured = _connect(args.kubeconfig, args.context)
+            namespace = namespace or configured or "default"
+            source = ApiSource(api, namespace, name)
+        namespace = namespace or "default"
+    except UsageError as exc:
+        print(f"mcp-check gate: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(
+        f"mcpreadiness/{name} ({namespace}): waiting up to {timeout_s:.0f}s for {wanted.describe()}", file=out
+    )
+    try:
+        decision = wait_for_verdict(
+            source, wanted, timeout_s, note=lambda text: print(f"  {text}", file=sys.stderr)
+        )
+    except GateApiError as exc:
+        message = f"the API server refused: {exc}"
+        decision = Decision(
+            EXIT_NOT_VERIFIED,
+            "Error",
+            "ApiError",
+            message,
+            [CheckOutcome("gate", Verdict.ERROR, "ApiError", message)],
+        )
+    print_decision(name, namespace, decision, time.monotonic() - clock_start, out)
+    if args.junit is not None:
+        args.junit.write_text(junit_xml(decision.outcomes, suite=f"mcpreadiness/{name}"), encoding="utf-8")
+    return decision.code
