@@ -1,7 +1,8 @@
-"""``mcp-bench``: run a benchmark, merge shard results, show a result.
+"""``mcp-bench``: run a benchmark, merge shard results, show a result, diagnose it.
 
 Exit codes (for CI): 0 every SLO passed (or none was set), 1 an SLO was missed, 2 bad usage, plan
-or input file, 3 the run measured nothing (no request completed).
+or input file, 3 the run measured nothing (no request completed). ``diagnose``: 0 no trap found,
+1 at least one found, 2 bad usage or input.
 """
 
 from __future__ import annotations
@@ -171,6 +172,16 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
     return RunPlan.from_dict(data, source="command line")
 
 
+def with_timeline_interval(plan: RunPlan, text: str) -> RunPlan:
+    """The plan with ``observe.timeline_interval_s`` from ``--server-metrics-interval`` ('off': none)."""
+    interval = None if text.strip().lower() == "off" else parse_duration_s(text)
+    try:
+        observe = plan.observe.model_validate({**plan.observe.model_dump(), "timeline_interval_s": interval})
+    except ValueError as exc:
+        raise UsageError(f"--server-metrics-interval {text!r}: 50ms to 60s, or off") from exc
+    return plan.model_copy(update={"observe": observe})
+
+
 class ProgressObserver(RunObserver):
     """A progress bar per level on a terminal."""
 
@@ -228,6 +239,8 @@ def _execute(plan: RunPlan, observers: list[RunObserver], k6_binary: str | None)
 
 def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     plan = plan_from_args(args)
+    if args.server_metrics_interval is not None:
+        plan = with_timeline_interval(plan, args.server_metrics_interval)
     observers = build_observers(
         plan,
         None if args.gpu_telemetry is None else parse_duration_s(args.gpu_telemetry, "ms"),
@@ -304,6 +317,40 @@ def cmd_plot(args: argparse.Namespace, out: Console, err: Console) -> int:
     return EXIT_OK
 
 
+def cmd_diagnose(args: argparse.Namespace, out: Console, err: Console) -> int:
+    """The trap detectors over a result (and a trace, Nsight Compute reports, a second run)."""
+    from mcp_bench.diagnose import (
+        FOUND,
+        DiagnoseInputs,
+        NcuFormatError,
+        ThresholdError,
+        TraceFormatError,
+        diagnose,
+        load_ncu,
+        load_trace,
+    )
+    from mcp_bench.diagnose.render import findings_json, print_findings
+
+    if args.file is None and args.trace is None and args.ncu is None:
+        raise UsageError("give a result document, --trace or --ncu (or several)")
+    try:
+        inputs = DiagnoseInputs(
+            document=None if args.file is None else _load(args.file),
+            compare=None if args.compare is None else _load(args.compare),
+            trace=None if args.trace is None else load_trace(args.trace),
+            ncu=None if args.ncu is None else load_ncu(args.ncu),
+            ncu_baseline=None if args.ncu_baseline is None else load_ncu(args.ncu_baseline),
+        )
+        findings = diagnose(inputs, args.threshold or ())
+    except (OSError, TraceFormatError, NcuFormatError, ThresholdError) as exc:
+        raise UsageError(str(exc)) from exc
+    if args.json:
+        out.print(findings_json(findings), highlight=False, soft_wrap=True, markup=False)
+    else:
+        print_findings(findings, out)
+    return EXIT_SLO if any(f.state == FOUND for f in findings) else EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mcp-bench", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -360,6 +407,20 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("file")
     plot.add_argument("--output", "-o", required=True, help="PNG to write")
     plot.set_defaults(func=cmd_plot)
+
+    diag = sub.add_parser(
+        "diagnose", help="look for the twelve hidden latency traps (exit 1 when one is found)"
+    )
+    diag.add_argument("file", nargs="?", help="result document (checksum verified)")
+    diag.add_argument("--trace", help="profiler trace, Chrome trace JSON (PyTorch profiler, Nsight Systems)")
+    diag.add_argument("--ncu", help="Nsight Compute CSV export (ncu --csv --page raw or details)")
+    diag.add_argument("--ncu-baseline", help="Nsight Compute CSV of a baseline to compare against")
+    diag.add_argument("--compare", help="a second result of the same workload (other protocol or precision)")
+    diag.add_argument(
+        "--threshold", action="append", metavar="TRAP.NAME=VALUE", help="e.g. 3.queue_share=0.5"
+    )
+    diag.add_argument("--json", action="store_true", help="print the findings as JSON")
+    diag.set_defaults(func=cmd_diagnose)
     return parser
 
 

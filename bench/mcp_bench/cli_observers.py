@@ -63,6 +63,12 @@ def add_observer_flags(run: argparse.ArgumentParser) -> None:
         "counter); repeatable, needs --prometheus",
     )
     run.add_argument(
+        "--server-metrics-interval",
+        metavar="INTERVAL",
+        help="also sample queue, KV-cache and utilisation gauges of --server-metrics endpoints this often "
+        "during each level (default: the plan's observe.timeline_interval_s, 1s; 'off' for none)",
+    )
+    run.add_argument(
         "--triton-stats",
         action="append",
         metavar="MODEL[=URL]",
@@ -144,14 +150,26 @@ def build_observers(
     promql: Sequence[str] = (),
     triton_stats: Sequence[str] = (),
 ) -> list[RunObserver]:
-    """Build (and so validate) every observer asked for, before the run starts."""
+    """Build (and so validate) every observer asked for, before the run starts: the flags' and
+    the plan's own ``observe`` (its sources first, sampled during levels as it says)."""
     observers: list[RunObserver] = []
     if gpu_interval_s is not None:
         try:
             observers.append(TelemetryObserver(gpu_interval_s))
         except TelemetryConfigError as exc:
             raise ObserverArgError(f"--gpu-telemetry: {exc}") from exc
-    probes = server_metrics_probes(plan, server_metrics, prometheus, promql, triton_stats)
+    probes = server_metrics_probes(
+        plan,
+        [*plan.observe.server_metrics, *server_metrics],
+        prometheus,
+        promql,
+        [*plan.observe.triton_stats, *triton_stats],
+    )
     if probes:
-        observers.append(ServerMetricsObserver(probes))
+        observers.append(ServerMetricsObserver(probes, plan.observe.timeline_interval_s))
     return observers
+
+
+def plan_observers(plan: RunPlan) -> list[RunObserver]:
+    """The server-side observers the plan itself asks for (``plan.observe``), e.g. in a shard pod."""
+    return build_observers(plan)

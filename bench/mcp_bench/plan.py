@@ -106,6 +106,44 @@ _SLO_TARGETS = (
 )
 
 
+TAG_VALUE = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
+MAX_CLASSES = 16
+MAX_SHAPES = 64
+
+
+class RequestClass(_Strict):
+    """A class of requests with its share of the load and its priority; latency is reported per
+    class (``LevelResult.breakdown['class']``), so a starved low class is seen, not averaged away."""
+
+    name: str = Field(pattern=TAG_VALUE)
+    weight: float = Field(default=1.0, gt=0, description="share of requests, relative to the other classes")
+    priority: int | None = Field(
+        default=None,
+        description="sent as the request's 'priority' field (vLLM's convention: lower is served first); "
+        "None sends none",
+    )
+    latency_p99_ms: float | None = Field(
+        default=None, gt=0, description="this class's P99 objective (default: the plan's latency_p99_ms)"
+    )
+
+
+class ShapeSweep(_Strict):
+    """Requests walk through input shapes on purpose, ``repeats`` of each in turn, so the first hit
+    of every new shape is measured against the same shape warm (``LevelResult.breakdown['shape']``)."""
+
+    input_tokens: list[int] = Field(
+        min_length=1, max_length=MAX_SHAPES, description="prompt lengths, in order"
+    )
+    repeats: int = Field(default=8, ge=1, le=100_000, description="requests of each shape before the next")
+
+    @model_validator(mode="after")
+    def _positive(self) -> ShapeSweep:
+        for n in self.input_tokens:
+            if n < 1:
+                raise ValueError(f"input_tokens must be >= 1, got {n}")
+        return self
+
+
 class Payload(_Strict):
     """What each request carries. Plain HTTP uses method/body/headers; LLM backends use the prompt fields."""
 
@@ -120,6 +158,22 @@ class Payload(_Strict):
         default=None, description="options of a registered workload source (key 'kind' selects it)"
     )
     options: dict[str, Any] = Field(default_factory=dict, description="protocol-specific options")
+    classes: list[RequestClass] = Field(
+        default_factory=list, max_length=MAX_CLASSES, description="request classes (weights, priorities)"
+    )
+    shape_sweep: ShapeSweep | None = Field(
+        default=None, description="walk through prompt lengths on purpose (first hit per new shape)"
+    )
+    class_seed: int = Field(default=0, description="seed of the class each request is drawn into")
+
+    @model_validator(mode="after")
+    def _distinct_classes(self) -> Payload:
+        names = [c.name for c in self.classes]
+        if len(set(names)) != len(names):
+            raise ValueError(f"classes need distinct names, got {names}")
+        if self.shape_sweep is not None and self.workload is not None:
+            raise ValueError("give a workload or a shape_sweep, not both")
+        return self
 
 
 class StabilityRule(_Strict):
@@ -146,6 +200,32 @@ class CircuitBreaker(_Strict):
         return self
 
 
+class Observe(_Strict):
+    """The server's side, read before and after each level (and sampled during it): the same
+    grammar as ``mcp-bench run --server-metrics`` and ``--triton-stats``, so a plan (or an
+    MCPBenchmark) can ask for what the diagnosis needs."""
+
+    server_metrics: list[str] = Field(
+        default_factory=list,
+        max_length=8,
+        description="'triton', 'vllm' (the target's /metrics), 'triton=URL', 'vllm=URL' or a Prometheus URL",
+    )
+    triton_stats: list[str] = Field(
+        default_factory=list, max_length=8, description="MODEL or MODEL=URL: Triton's statistics extension"
+    )
+    timeline_interval_s: float | None = Field(
+        default=1.0,
+        ge=0.05,
+        le=60,
+        description="also sample the servers' queue, cache and utilisation gauges this often during each "
+        "level (None: only before and after)",
+    )
+
+    @property
+    def empty(self) -> bool:
+        return not self.server_metrics and not self.triton_stats
+
+
 class RunPlan(_Strict):
     """One benchmark run: a target, a load model swept over levels, stages, SLOs and payload."""
 
@@ -165,6 +245,7 @@ class RunPlan(_Strict):
     stability: StabilityRule | None = None
     breaker: CircuitBreaker | None = None
     labels: dict[str, str] = Field(default_factory=dict, description="free-form tags copied into results")
+    observe: Observe = Field(default_factory=Observe, description="server-side metrics to collect")
 
     @model_validator(mode="after")
     def _url_scheme(self) -> RunPlan:

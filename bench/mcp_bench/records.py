@@ -36,6 +36,8 @@ class RequestPayload:
     max_output_tokens: int = 0
     body: bytes | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # what the result is broken down by (e.g. {"class": "low", "shape": "512"}); None for most runs
+    tags: dict[str, str] | None = None
 
 
 @dataclass(slots=True)
@@ -53,6 +55,7 @@ class RequestRecord:
     status: int | None = None
     error: ErrorKind | None = None
     error_detail: str = ""
+    tags: dict[str, str] | None = None  # the payload's tags, copied by the load loop
 
     @property
     def ok(self) -> bool:

@@ -174,6 +174,9 @@ def reject_unsupported(engine: str, plan: RunPlan, backends: Sequence[str]) -> N
             )
     if plan.payload.workload is not None:
         raise PlanError(f"payload.workload: not supported by the {engine} engine (one fixed request only)")
+    for name in ("classes", "shape_sweep"):
+        if getattr(plan.payload, name):
+            raise PlanError(f"payload.{name}: not supported by the {engine} engine (one fixed request only)")
 
 
 def clean_env(drop_prefixes: Sequence[str]) -> dict[str, str]:

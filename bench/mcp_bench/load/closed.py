@@ -44,13 +44,17 @@ async def run_closed(
                 if issued >= budget:
                     return
                 issued += 1
+            payload = next(payloads)
             try:
-                rec = await send(next(payloads))
+                rec = await send(payload)
             except asyncio.CancelledError:
                 if measured:
-                    sink(cut_off_record(now))
+                    cut = cut_off_record(now)
+                    cut.tags = payload.tags
+                    sink(cut)
                 raise
             if measured:
+                rec.tags = payload.tags
                 sink(rec)
 
     tasks = [asyncio.create_task(worker()) for _ in range(concurrency)]

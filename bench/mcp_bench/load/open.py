@@ -97,13 +97,23 @@ async def run_open(
             rec = await client.send(payload)
         except asyncio.CancelledError:
             if measured:
-                sink(cut_off_record(perf_counter_ns(), scheduled))
+                cut = cut_off_record(perf_counter_ns(), scheduled)
+                cut.tags = payload.tags
+                sink(cut)
             raise
         finally:
             flight.finished_one()
         rec.scheduled_ns = scheduled
+        rec.tags = payload.tags
         if measured:
             sink(rec)
+
+    def tagged(tags: dict[str, str]) -> Callable[[RequestRecord], None]:
+        def done_tagged(rec: RequestRecord) -> None:
+            rec.tags = tags
+            done(rec)
+
+        return done_tagged
 
     i = 0
     while i < n and not control.stopped:
@@ -127,7 +137,8 @@ async def run_open(
                     flight.slot_waiter = None
             flight.count += 1
             if fast is not None:
-                fast.start(next(payloads), target, done)
+                payload = next(payloads)
+                fast.start(payload, target, done if payload.tags is None else tagged(payload.tags))
             else:
                 task = loop.create_task(one(next(payloads), target, measured))
                 tasks.add(task)

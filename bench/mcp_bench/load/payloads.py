@@ -1,12 +1,17 @@
-"""Where request payloads come from: the plan's fixed payload, or a workload from mcp_bench.workload."""
+"""Where request payloads come from: the plan's fixed payload, a workload from mcp_bench.workload,
+or a shape sweep; then, when the plan has request classes, each payload is drawn into one."""
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+import random
+from collections.abc import Iterator, Sequence
 
-from mcp_bench.plan import RunPlan
+from mcp_bench.plan import RequestClass, RunPlan, ShapeSweep
 from mcp_bench.records import RequestPayload
+
+CLASS_TAG = "class"
+SHAPE_TAG = "shape"
 
 
 def fixed_payload(plan: RunPlan) -> RequestPayload:
@@ -22,13 +27,61 @@ def fixed_payload(plan: RunPlan) -> RequestPayload:
     )
 
 
+def shape_sweep_payloads(base: RequestPayload, sweep: ShapeSweep) -> Iterator[RequestPayload]:
+    """``repeats`` requests of each prompt length in turn, cycling; each tagged with its shape.
+
+    The prompt of length n is n whitespace words (one token each for common tokenizers), built
+    once per shape, so the sweep costs nothing per request.
+    """
+    prompts = {n: " ".join(["the"] * n) for n in sweep.input_tokens}
+    while True:
+        for n in sweep.input_tokens:
+            tags = {SHAPE_TAG: str(n)}
+            for _ in range(sweep.repeats):
+                yield RequestPayload(
+                    prompt=prompts[n],
+                    input_tokens=n,
+                    max_output_tokens=base.max_output_tokens,
+                    body=base.body,
+                    extra=base.extra,
+                    tags=tags,
+                )
+
+
+def classed(
+    source: Iterator[RequestPayload], classes: Sequence[RequestClass], seed: int
+) -> Iterator[RequestPayload]:
+    """Each payload drawn into a class by weight (seeded), carrying its priority and its class tag."""
+    rng = random.Random(seed)
+    weights = [c.weight for c in classes]
+    for payload in source:
+        cls = rng.choices(classes, weights)[0]
+        extra = payload.extra if cls.priority is None else {**payload.extra, "priority": cls.priority}
+        yield RequestPayload(
+            prompt=payload.prompt,
+            input_tokens=payload.input_tokens,
+            max_output_tokens=payload.max_output_tokens,
+            body=payload.body,
+            extra=extra,
+            tags={**(payload.tags or {}), CLASS_TAG: cls.name},
+        )
+
+
 def payload_source(plan: RunPlan) -> Iterator[RequestPayload]:
     """An endless payload iterator; the fixed payload is one shared object (no per-request allocation)."""
-    if plan.payload.workload is None:
-        return itertools.repeat(fixed_payload(plan))
-    from pydantic import TypeAdapter
+    p = plan.payload
+    source: Iterator[RequestPayload]
+    if p.shape_sweep is not None:
+        source = shape_sweep_payloads(fixed_payload(plan), p.shape_sweep)
+    elif p.workload is None:
+        source = itertools.repeat(fixed_payload(plan))
+    else:
+        from pydantic import TypeAdapter
 
-    from mcp_bench import workload as wl
+        from mcp_bench import workload as wl
 
-    spec = TypeAdapter(wl.Workload).validate_python(plan.payload.workload)
-    return wl.payloads(spec)
+        spec = TypeAdapter(wl.Workload).validate_python(p.workload)
+        source = wl.payloads(spec)
+    if p.classes:
+        source = classed(source, p.classes, p.class_seed)
+    return source

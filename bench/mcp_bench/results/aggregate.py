@@ -13,7 +13,7 @@ from typing import Literal
 
 from mcp_bench.plan import Slo
 from mcp_bench.records import ErrorKind, RequestRecord
-from mcp_bench.results.document import METRICS, LevelResult, PercentileTable
+from mcp_bench.results.document import METRICS, LevelResult, PercentileTable, TagResult
 from mcp_bench.results.histogram import LatencyHistogram, Unit
 from mcp_bench.results.slo import evaluate, latency_metric, request_latency_limit_ms
 
@@ -28,6 +28,67 @@ class LevelMeta:
 
 def unix_ns_to_datetime(ns: int) -> datetime:
     return datetime.fromtimestamp(ns / 1e9, tz=UTC)
+
+
+TAG_METRICS: tuple[str, ...] = ("e2e", "e2e_from_schedule", "ttft")
+MAX_TAG_VALUES = 64  # per tag key and level; further values are counted under "other"
+OTHER_TAG_VALUE = "other"
+
+
+class TagAccumulator:
+    """Counters and histograms of the requests that carry one tag value (off the common path:
+    only tagged records come here)."""
+
+    __slots__ = ("completed", "failed", "first_latency_ns", "first_sent", "hists", "sent")
+
+    def __init__(self, unit: Unit) -> None:
+        self.hists = {m: LatencyHistogram(unit) for m in TAG_METRICS}
+        self.sent = self.completed = self.failed = 0
+        self.first_sent: int | None = None  # record instant (or Unix ns once merged)
+        self.first_latency_ns: int | None = None
+
+    def add(self, rec: RequestRecord) -> None:
+        self.sent += 1
+        sent = rec.sent_ns
+        ok = rec.error is None
+        if self.first_sent is None or sent < self.first_sent:
+            self.first_sent = sent
+            self.first_latency_ns = rec.end_ns - sent if ok else None
+        if not ok:
+            self.failed += 1
+            return
+        self.completed += 1
+        self.hists["e2e"].record_ns(rec.end_ns - sent)
+        if rec.scheduled_ns is not None:
+            self.hists["e2e_from_schedule"].record_ns(rec.end_ns - rec.scheduled_ns)
+        if rec.first_token_ns is not None:
+            self.hists["ttft"].record_ns(rec.first_token_ns - sent)
+
+    def merge_result(self, tag: TagResult) -> None:
+        for metric in TAG_METRICS:
+            hist = tag.histogram(metric)
+            if hist is not None:
+                self.hists[metric].merge(hist)
+        self.sent += tag.sent
+        self.completed += tag.completed
+        self.failed += tag.failed
+        first = tag.first_sent_unix_ns
+        if first is not None and (self.first_sent is None or first < self.first_sent):
+            self.first_sent = first
+            self.first_latency_ns = (
+                None if tag.first_latency_ms is None else round(tag.first_latency_ms * 1e6)
+            )
+
+    def to_result(self, offset_ns: int) -> TagResult:
+        return TagResult(
+            sent=self.sent,
+            completed=self.completed,
+            failed=self.failed,
+            first_sent_unix_ns=None if self.first_sent is None else self.first_sent + offset_ns,
+            first_latency_ms=None if self.first_latency_ns is None else self.first_latency_ns / 1e6,
+            latency={m: PercentileTable.from_histogram(h) for m, h in self.hists.items() if h.count},
+            histograms={m: h.encode() for m, h in self.hists.items() if h.count},
+        )
 
 
 class LevelAccumulator:
@@ -52,6 +113,8 @@ class LevelAccumulator:
         self.last_sent: int | None = None
         self.offset_ns = 0
         self.shards = 1
+        self.unit: Unit = unit
+        self.tags: dict[str, dict[str, TagAccumulator]] = {}
         limit = request_latency_limit_ms(slo)
         self._good_e2e_ns = None if limit is None else int(limit * 1e6)
         self._good_ttft_ns = None if slo.ttft_p99_ms is None else int(slo.ttft_p99_ms * 1e6)
@@ -69,6 +132,8 @@ class LevelAccumulator:
             self.last_sent = sent
         if self.last_end is None or end > self.last_end:
             self.last_end = end
+        if rec.tags is not None:
+            self._add_tagged(rec, rec.tags)
         scheduled = rec.scheduled_ns
         if scheduled is not None:
             lag = sent - scheduled
@@ -112,6 +177,19 @@ class LevelAccumulator:
             return
         self.good += 1
 
+    def _tag(self, key: str, value: str) -> TagAccumulator:
+        values = self.tags.setdefault(key, {})
+        acc = values.get(value)
+        if acc is None:
+            if len(values) >= MAX_TAG_VALUES and value != OTHER_TAG_VALUE:
+                return self._tag(key, OTHER_TAG_VALUE)
+            acc = values[value] = TagAccumulator(self.unit)
+        return acc
+
+    def _add_tagged(self, rec: RequestRecord, tags: dict[str, str]) -> None:
+        for key, value in tags.items():
+            self._tag(key, value).add(rec)
+
     def add_dropped(self) -> None:
         """An arrival that was never sent (open loop, cap reached under the 'drop' policy)."""
         self.dropped += 1
@@ -135,6 +213,9 @@ class LevelAccumulator:
         self.good += level.good
         self.input_tokens += level.input_tokens
         self.output_tokens += level.output_tokens
+        for key, values in (level.breakdown or {}).items():
+            for value, tag in values.items():
+                self._tag(key, value).merge_result(tag)
         self.first_start = _min(self.first_start, level.first_start_unix_ns)
         self.last_end = _max(self.last_end, level.last_end_unix_ns)
         self.last_sent = _max(self.last_sent, level.last_sent_unix_ns)
@@ -181,6 +262,11 @@ class LevelAccumulator:
             histograms={m: h.encode() for m, h in self.hists.items() if h.count},
             stop_reason=stop_reason,
             shards=self.shards,
+            breakdown={
+                key: {value: tag.to_result(off) for value, tag in sorted(values.items())}
+                for key, values in sorted(self.tags.items())
+            }
+            or None,
         )
         result.slo = evaluate(self.slo, result, self.open_loop)
         return result

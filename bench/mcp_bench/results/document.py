@@ -89,6 +89,25 @@ class EngineFingerprint(_Model):
     hostname: str = ""
 
 
+class TagResult(_Model):
+    """The requests of one tag value in a level (one request class, one input shape).
+
+    ``first_latency_ms`` is the latency of the first request sent with this value in the level
+    (None when it failed): for a shape sweep, the first hit of a new shape."""
+
+    sent: int = 0
+    completed: int = 0
+    failed: int = 0
+    first_sent_unix_ns: int | None = None
+    first_latency_ms: float | None = None
+    latency: dict[str, PercentileTable] = Field(default_factory=dict)
+    histograms: dict[str, str] = Field(default_factory=dict)
+
+    def histogram(self, metric: str) -> LatencyHistogram | None:
+        text = self.histograms.get(metric)
+        return LatencyHistogram.decode(text) if text else None
+
+
 class LevelResult(_Model):
     """One load level (a concurrency or a rate) as measured after warm-up."""
 
@@ -124,6 +143,8 @@ class LevelResult(_Model):
     telemetry: dict[str, Any] | Unavailable = "unavailable"
     server_metrics: dict[str, Any] | None = None
     shards: int = 1
+    # per tag ("class", "shape") and value: counts, latency tables and histograms; None when untagged
+    breakdown: dict[str, dict[str, TagResult]] | None = None
 
     def histogram(self, metric: str) -> LatencyHistogram | None:
         text = self.histograms.get(metric)

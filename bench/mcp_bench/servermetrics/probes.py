@@ -42,7 +42,7 @@ class ServerMetricsProbe(Protocol):
     def delta(self, before: Snapshot, after: Snapshot) -> dict[str, Any]: ...
 
 
-async def _get(url: str, timeout_s: float, snapshot: Snapshot) -> str | None:
+async def fetch_text(url: str, timeout_s: float, snapshot: Snapshot) -> str | None:
     """GET ``url``; the body, or None after recording the failure on ``snapshot``."""
     try:
         async with (
@@ -81,7 +81,7 @@ class PrometheusEndpointProbe:
 
     async def snapshot(self) -> Snapshot:
         snap = Snapshot.now(self.url, "prometheus_text")
-        text = await _get(self.url, self.timeout_s, snap)
+        text = await fetch_text(self.url, self.timeout_s, snap)
         if text is None:
             return snap
         try:
@@ -123,7 +123,7 @@ class TritonStatsProbe:
 
     async def snapshot(self) -> Snapshot:
         snap = Snapshot.now(self.url, "triton_stats")
-        text = await _get(self.url, self.timeout_s, snap)
+        text = await fetch_text(self.url, self.timeout_s, snap)
         if text is None:
             return snap
         try:

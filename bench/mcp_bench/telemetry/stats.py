@@ -67,6 +67,40 @@ def jitter_stats(window: SampleWindow) -> dict[str, Any]:
     }
 
 
+SM_IDLE_BELOW_PCT = 10.0
+
+
+def idle_gaps(
+    t_ns: Sequence[int], values: Sequence[float], below: float = SM_IDLE_BELOW_PCT
+) -> dict[str, Any]:
+    """Stretches of consecutive readings under ``below`` (SM utilisation gaps): their share of the
+    readings, how many there were and the longest, in ms from its first idle reading to the next
+    busy one. ``no_data`` without readings."""
+    real = [(t, v) for t, v in zip(t_ns, values, strict=True) if not math.isnan(v)]
+    if not real:
+        return {"status": "no_data"}
+    idle = 0
+    gaps = 0
+    longest_ns = 0
+    start: int | None = None
+    for t, v in real:
+        if v < below:
+            idle += 1
+            if start is None:
+                start, gaps = t, gaps + 1
+        elif start is not None:
+            longest_ns, start = max(longest_ns, t - start), None
+    if start is not None:
+        longest_ns = max(longest_ns, real[-1][0] - start)
+    return {
+        "status": STATUS_OK,
+        "below_pct": below,
+        "share": idle / len(real),
+        "gaps": gaps,
+        "longest_ms": longest_ns / 1e6,
+    }
+
+
 def summarise_window(window: SampleWindow) -> dict[str, Any]:
     """Summary of one window: per GPU, per field peak/mean/P95/min, memory peak %, and jitter."""
     span_ns = None if window.start_ns is None or window.end_ns is None else window.end_ns - window.start_ns
@@ -83,16 +117,18 @@ def summarise_window(window: SampleWindow) -> dict[str, Any]:
         peak_pct = None
         if isinstance(mem, dict) and mem.get("status") == STATUS_OK and gpu.memory_total_bytes > 0:
             peak_pct = 100.0 * float(mem["peak"]) / gpu.memory_total_bytes
-        gpus.append(
-            {
-                "index": gpu.index,
-                "name": gpu.name,
-                "uuid": gpu.uuid,
-                "memory_total_bytes": gpu.memory_total_bytes,
-                "memory_used_peak_pct": peak_pct,
-                "fields": fields,
-            }
-        )
+        entry: dict[str, Any] = {
+            "index": gpu.index,
+            "name": gpu.name,
+            "uuid": gpu.uuid,
+            "memory_total_bytes": gpu.memory_total_bytes,
+            "memory_used_peak_pct": peak_pct,
+            "fields": fields,
+        }
+        sm = window.values[pos].get("sm_util_pct")
+        if sm is not None and (gpu.index, "sm_util_pct") not in window.unsupported:
+            entry["sm_idle"] = idle_gaps(window.t_ns, sm)  # trap 7: compute gaps while work waits
+        gpus.append(entry)
     return {
         "status": STATUS_OK if window.t_ns else "no_data",
         "samples": len(window.t_ns),

@@ -49,7 +49,37 @@ def build_parser() -> argparse.ArgumentParser:
     )
     for field in Faults.model_fields:
         a(f"--{field.replace('_', '-')}", dest=f"fault_{field}", default=None)
+    traps = p.add_argument_group("trap knobs (mcp-bench diagnose; all off by default)")
+    t = traps.add_argument
+    t("--batch-max-size", type=int, default=1, help="trap 3: V2 dynamic batcher's batch size (1: off)")
+    t("--batch-delay-ms", type=float, default=0.0, help="trap 3: how long a batch waits to fill")
+    t("--kv-blocks", type=int, default=0, help="trap 6: paged KV cache of this many blocks (0: off)")
+    t("--kv-block-tokens", type=int, default=16, help="trap 6: tokens per KV block")
+    t("--kv-fragmentation", type=float, default=0.0, help="trap 6: share of the cache no allocation can use")
+    t("--priority", choices=("fifo", "strict"), default="fifo", help="trap 8: strict priority queueing")
+    t("--instances", type=int, default=1, help="trap 10: model instances, each with --capacity slots")
+    t("--instance-weights", default=None, help="trap 10: e.g. 8,1,1,1: requests per instance by weight")
+    t("--http-codec-ms", type=float, default=0.0, help="trap 11: V2 HTTP decode+encode time per request")
+    t("--grpc-codec-ms", type=float, default=0.0, help="trap 11: V2 gRPC decode+encode time per request")
+    t("--shape-penalty-ms", type=float, default=0.0, help="trap 12: first request of a new shape pays this")
+    t("--shape-bucket-tokens", type=int, default=1, help="trap 12: prompt lengths round up to this bucket")
     return p
+
+
+TRAP_FIELDS = (
+    "batch_max_size",
+    "batch_delay_ms",
+    "kv_blocks",
+    "kv_block_tokens",
+    "kv_fragmentation",
+    "priority",
+    "instances",
+    "instance_weights",
+    "http_codec_ms",
+    "grpc_codec_ms",
+    "shape_penalty_ms",
+    "shape_bucket_tokens",
+)
 
 
 def config_from_args(args: argparse.Namespace) -> RefServerConfig:
@@ -75,6 +105,7 @@ def config_from_args(args: argparse.Namespace) -> RefServerConfig:
             "capacity": args.capacity,
             "seed": args.seed,
             "faults": faults,
+            **{name: getattr(args, name) for name in TRAP_FIELDS if getattr(args, name) is not None},
         }
     )
 

@@ -21,7 +21,7 @@ MAX_DELAY_MS = 60_000.0
 
 def build_app(config: RefServerConfig) -> tuple[web.Application, ServerModel]:
     model = ServerModel(config)
-    metrics = ServerMetrics(config, model.stats, model.gate)
+    metrics = ServerMetrics(config, model.stats, model, model)
     server_header = f"{config.server_name}/{config.server_version}"
 
     async def version(request: web.Request) -> web.Response:

@@ -15,11 +15,38 @@ Hence, for one request, server-side: TTFT = queue + ttft, TPOT = tpot, e2e = que
 
 Faults are drawn per request with the given probabilities (seeded), in this order: error,
 stall, close mid-stream, malformed chunk, truncated stream.
+
+Trap knobs reproduce the hidden latency traps the diagnosis looks for (``mcp-bench diagnose``);
+every one is off by default, so the model above is unchanged unless one is set:
+
+* ``batch_max_size``/``batch_delay_ms`` (trap 3, V2 infer): a dynamic batcher that holds a request
+  until the batch is full or the delay since its first request ran out, then executes the batch
+  once (``infer_ms``); Triton's statistics count the hold as queue time, one execution per batch.
+* ``kv_blocks``/``kv_block_tokens``/``kv_fragmentation`` (trap 6, OpenAI streams): a paged KV cache;
+  a request holds ceil(tokens / block) blocks, growing as it generates; when a block cannot be had
+  the request is preempted (``vllm:num_preemptions_total``), gives its blocks back, waits for room
+  and recomputes its prefix (``ttft_ms`` again). ``kv_fragmentation`` is the share of the cache no
+  allocation can use although it counts as free, so preemptions happen with usage well below 100%.
+* ``priority`` (trap 8): ``strict`` serves waiting requests by their ``priority`` field first
+  (lower first, as vLLM), arrival order within one priority; ``fifo`` ignores it.
+* ``instances``/``instance_weights`` (trap 10): model instances, each with ``capacity`` slots; a
+  request goes to an instance drawn by weight (seeded; equal weights by default). Per-instance
+  busy time is exposed as ``mcp_refserver_instance_busy_seconds_total{instance}`` and the simulated
+  ``nv_gpu_utilization`` of each instance's GPU becomes its busy share since the previous scrape.
+* ``http_codec_ms``/``grpc_codec_ms`` (trap 11, V2 infer): time spent decoding the input and
+  encoding the output (half each) inside the request's service, counted as Triton's compute_input
+  and compute_output.
+* ``shape_penalty_ms``/``shape_bucket_tokens`` (trap 12): the first request of every new input
+  shape (OpenAI: prompt length rounded up to the bucket; V2: the input tensor shapes) "compiles"
+  for this long inside its service; requests of the same shape arriving meanwhile wait for it.
+  Counted in ``mcp_refserver_shape_compiles_total``.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from mcp_bench.workload import Distribution, FixedDist, parse_distribution
 
@@ -64,6 +91,39 @@ class RefServerConfig(BaseModel):
     gpu_utilization: float = Field(default=0.5, ge=0, le=1)
     gpu_memory_used_bytes: int = Field(default=8 * 2**30, ge=0)
     gpu_memory_total_bytes: int = Field(default=80 * 2**30, ge=1)
+    # Trap knobs (see the module docstring); the defaults switch every one off.
+    batch_max_size: int = Field(default=1, ge=1, le=1024)
+    batch_delay_ms: float = Field(default=0.0, ge=0, le=60_000)
+    kv_blocks: int = Field(default=0, ge=0)  # 0: no KV-cache model
+    kv_block_tokens: int = Field(default=16, ge=1)
+    kv_fragmentation: float = Field(default=0.0, ge=0, lt=1)
+    priority: Literal["fifo", "strict"] = "fifo"
+    instances: int = Field(default=1, ge=1, le=64)
+    instance_weights: tuple[float, ...] | None = None
+    http_codec_ms: float = Field(default=0.0, ge=0, le=60_000)
+    grpc_codec_ms: float = Field(default=0.0, ge=0, le=60_000)
+    shape_penalty_ms: float = Field(default=0.0, ge=0, le=600_000)
+    shape_bucket_tokens: int = Field(default=1, ge=1)
+
+    @field_validator("instance_weights", mode="before")
+    @classmethod
+    def _weights(cls, v: object) -> object:
+        """Accept ``"8,1,1,1"`` as well as a list."""
+        if isinstance(v, str):
+            return tuple(float(x) for x in v.split(",") if x.strip())
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RefServerConfig:
+        weights = self.instance_weights
+        if weights is not None:
+            if len(weights) != self.instances:
+                raise ValueError(f"instance_weights needs one weight per instance ({self.instances})")
+            if any(w < 0 for w in weights) or not any(w > 0 for w in weights):
+                raise ValueError("instance_weights must be >= 0 with at least one > 0")
+        if self.kv_blocks and int(self.kv_blocks * (1 - self.kv_fragmentation)) < 1:
+            raise ValueError("kv_fragmentation leaves no usable KV block")
+        return self
 
     @field_validator("ttft_ms", "tpot_ms", "infer_ms", mode="before")
     @classmethod

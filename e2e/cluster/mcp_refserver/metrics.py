@@ -12,16 +12,29 @@ because the model never preempts.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from mcp_bench.servermetrics.names import TRITON_COUNTERS
 from mcp_refserver.config import RefServerConfig
-from mcp_refserver.model import FifoGate
+from mcp_refserver.model import ServerModel
 from mcp_refserver.stats import ServerStats
+
+
+class Load(Protocol):
+    """What the queue gauges read: a gate, or the whole model (all instances and the KV cache)."""
+
+    @property
+    def running(self) -> int: ...
+
+    @property
+    def waiting(self) -> int: ...
+
 
 SIMULATED_GPU_UUID = "GPU-simulated-refserver-0"
 
@@ -32,9 +45,10 @@ _E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 
 
 
 class _TritonCollector(Collector):
-    def __init__(self, config: RefServerConfig, stats: ServerStats) -> None:
+    def __init__(self, config: RefServerConfig, stats: ServerStats, model: ServerModel | None) -> None:
         self._config = config
         self._stats = stats
+        self._model = model
 
     def collect(self) -> Iterable[Metric]:
         s, c = self._stats, self._config
@@ -42,7 +56,7 @@ class _TritonCollector(Collector):
             "nv_inference_request_success": (s.success.count, "Number of successful inference requests"),
             "nv_inference_request_failure": (s.fail.count, "Number of failed inference requests"),
             "nv_inference_count": (s.inference_count, "Number of inferences performed"),
-            "nv_inference_exec_count": (s.inference_count, "Number of model executions performed"),
+            "nv_inference_exec_count": (s.execution_count, "Number of model executions performed"),
             "nv_inference_request_duration_us": (
                 (s.success.ns + s.fail.ns) // 1000,
                 "Cumulative inference request duration in microseconds",
@@ -52,16 +66,16 @@ class _TritonCollector(Collector):
                 "Cumulative inference queuing duration in us",
             ),
             "nv_inference_compute_input_duration_us": (
-                0,
-                "Cumulative compute input duration in us (not modelled)",
+                s.compute_input.ns // 1000,
+                "Cumulative compute input duration in us (zero unless a codec knob is set)",
             ),
             "nv_inference_compute_infer_duration_us": (
                 s.compute_infer.ns // 1000,
                 "Cumulative compute inference duration in microseconds",
             ),
             "nv_inference_compute_output_duration_us": (
-                0,
-                "Cumulative compute output duration in us (not modelled)",
+                s.compute_output.ns // 1000,
+                "Cumulative compute output duration in us (zero unless a codec knob is set)",
             ),
         }
         labels = {"model": c.model, "version": c.model_version}
@@ -83,18 +97,64 @@ class _TritonCollector(Collector):
                 c.gpu_memory_total_bytes,
             ),
         )
+        model = self._model
         for name, doc, gauge_value in gauges:
             g = GaugeMetricFamily(name, doc, labels=["gpu_uuid"])
-            g.add_metric([SIMULATED_GPU_UUID], gauge_value)
+            if name == "nv_gpu_utilization" and model is not None and len(model.instances) > 1:
+                now = time.perf_counter_ns()
+                for inst in model.instances:  # trap 10: each instance's busy share since the last scrape
+                    g.add_metric(
+                        [f"{SIMULATED_GPU_UUID[:-1]}{inst.index}"], inst.utilisation_since_last_read(now)
+                    )
+            else:
+                g.add_metric([SIMULATED_GPU_UUID], gauge_value)
             yield g
+
+
+class _TrapCollector(Collector):
+    """Families the trap knobs add (only when one is set, so the default exposition is unchanged)."""
+
+    def __init__(self, model: ServerModel) -> None:
+        self._model = model
+
+    def collect(self) -> Iterable[Metric]:
+        m, c = self._model, self._model.config
+        if len(m.instances) > 1:
+            busy = CounterMetricFamily(
+                "mcp_refserver_instance_busy_seconds",
+                "Time each model instance had a request in service",
+                labels=["instance"],
+            )
+            now = time.perf_counter_ns()
+            for inst in m.instances:
+                busy.add_metric([str(inst.index)], inst.busy_at(now) / 1e9)
+            yield busy
+        if c.shape_penalty_ms > 0:
+            compiles = CounterMetricFamily(
+                "mcp_refserver_shape_compiles", "SIMULATED compiles: first requests of a new input shape"
+            )
+            compiles.add_metric([], m.shapes.compiles)
+            yield compiles
+        if m.kv is not None:
+            info = GaugeMetricFamily(
+                "vllm:cache_config_info",
+                "SIMULATED KV cache configuration",
+                labels=["block_size", "num_gpu_blocks"],
+            )
+            info.add_metric([str(m.kv.block_tokens), str(m.kv.blocks)], 1.0)
+            yield info
 
 
 class ServerMetrics:
     """The registry behind /metrics; one per server instance, so tests can run several."""
 
-    def __init__(self, config: RefServerConfig, stats: ServerStats, gate: FifoGate) -> None:
+    def __init__(
+        self, config: RefServerConfig, stats: ServerStats, gate: Load, model: ServerModel | None = None
+    ) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(_TritonCollector(config, stats))
+        self.registry.register(_TritonCollector(config, stats, model))
+        if model is not None:
+            self.registry.register(_TrapCollector(model))
         name = {"model_name": config.model}
         labels = list(name)
         running = Gauge("vllm:num_requests_running", "Requests in service", labels, registry=self.registry)
@@ -109,11 +169,15 @@ class ServerMetrics:
             labels,
             registry=self.registry,
         )
-        cap = config.capacity
-        kv.labels(**name).set_function(lambda: gate.running / cap if cap else 0.0)
+        cap = config.capacity * config.instances
+        cache = None if model is None else model.kv
+        if cache is not None:
+            kv.labels(**name).set_function(lambda: cache.usage)  # trap 6: blocks in use / all blocks
+        else:
+            kv.labels(**name).set_function(lambda: gate.running / cap if cap else 0.0)
         self.preemptions = Counter(
             "vllm:num_preemptions",
-            "Preemptions (never: the model does not preempt)",
+            "Preemptions (only with the KV-cache knob: a request that could not get a block)",
             labels,
             registry=self.registry,
         ).labels(**name)

@@ -40,6 +40,14 @@ def _prompt_words(body: dict[str, Any], chat: bool) -> int:
     return len(text.split())
 
 
+def _priority(body: dict[str, Any]) -> int:
+    """vLLM's ``priority`` request field (lower is served first); 0 when absent."""
+    value = body.get("priority", 0)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError("'priority' must be an integer")
+    return value
+
+
 def _max_tokens(body: dict[str, Any], default: int) -> int:
     value = body.get("max_tokens", body.get("max_completion_tokens"))
     if value is None:
@@ -87,8 +95,12 @@ class OpenAIHandlers:
                 return _error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError")
             prompt_tokens = _prompt_words(body, chat)
             n = _max_tokens(body, cfg.default_max_tokens)
+            priority = _priority(body)
         except ValueError as exc:  # includes JSONDecodeError
             return _error(400, str(exc))
+        kv = self.model.kv
+        if kv is not None and kv.blocks_for(prompt_tokens + n) > kv.usable:
+            return _error(400, f"prompt and max_tokens need more than the {kv.usable} usable KV blocks")
         stream = bool(body.get("stream", False))
         opts = body.get("stream_options") or {}
         include_usage = (
@@ -120,60 +132,92 @@ class OpenAIHandlers:
             data = {"id": rid, "object": obj, "created": created, "model": cfg.model, "choices": [choice]}
             return b"data: " + json.dumps(data, separators=(",", ":")).encode() + b"\n\n"
 
-        async with self.model.serve(arrival) as svc:
-            first_deadline = svc.start_ns + plan.ttft_ns
-            last_deadline = first_deadline + (n - 1) * plan.tpot_ns
-            if not stream:
-                await self.model.waker.sleep_until(last_deadline)
-                done = time.perf_counter_ns()
-                self._observe(arrival, svc.queue_ns, done, done, plan.tpot_ns, n)
-                text = "".join(f" tok{i}" for i in range(n))
+        async with self.model.serve(arrival, priority if cfg.priority == "strict" else 0) as svc:
+            start = svc.start_ns
+            bucket = cfg.shape_bucket_tokens
+            # trap 12: a new prompt-length bucket "compiles" first
+            shape = -(-prompt_tokens // bucket) * bucket
+            if self.model.shapes.penalty_ns > 0 and await self.model.shapes.ensure(shape):
+                start = time.perf_counter_ns()
+            held = 0
+            try:
+                if kv is not None and stream:
+                    want = kv.blocks_for(prompt_tokens + 1)
+                    waited = await kv.take(want)
+                    held = want
+                    if waited:
+                        start = time.perf_counter_ns()
+                first_deadline = start + plan.ttft_ns
+                last_deadline = first_deadline + (n - 1) * plan.tpot_ns
+                if not stream:
+                    await self.model.waker.sleep_until(last_deadline)
+                    done = time.perf_counter_ns()
+                    self._observe(arrival, svc.queue_ns, done, done, plan.tpot_ns, n)
+                    text = "".join(f" tok{i}" for i in range(n))
+                    if chat:
+                        choice: dict[str, Any] = {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": text},
+                            "finish_reason": "length",
+                        }
+                    else:
+                        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length"}
+                    return web.json_response(
+                        {
+                            "id": rid,
+                            "object": "chat.completion" if chat else "text_completion",
+                            "created": created,
+                            "model": cfg.model,
+                            "choices": [choice],
+                            "usage": usage,
+                        }
+                    )
+                resp = web.StreamResponse(
+                    headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+                )
+                await resp.prepare(request)
                 if chat:
-                    choice: dict[str, Any] = {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": text},
-                        "finish_reason": "length",
-                    }
-                else:
-                    choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length"}
-                return web.json_response(
-                    {
-                        "id": rid,
-                        "object": "chat.completion" if chat else "text_completion",
-                        "created": created,
-                        "model": cfg.model,
-                        "choices": [choice],
-                        "usage": usage,
-                    }
-                )
-            resp = web.StreamResponse(
-                headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-            )
-            await resp.prepare(request)
-            if chat:
-                await resp.write(chunk("", None, role=True))
-            k = cfg.tokens_per_chunk
-            sent = 0
-            first_sent = last_sent = 0
-            while sent < n:
-                if (
-                    plan.fault in (Fault.CLOSE, Fault.MALFORMED, Fault.TRUNCATE)
-                    and sent >= cfg.faults.fault_after_tokens
-                ):
-                    svc.failed = True
-                    return await self._fault(request, resp, plan.fault)
-                take = min(k, n - sent)
-                # A chunk leaves when its last token is generated.
-                await self.model.waker.sleep_until(first_deadline + (sent + take - 1) * plan.tpot_ns)
-                sent += take
-                piece = chunk(
-                    "".join(f" tok{i}" for i in range(sent - take, sent)), "length" if sent == n else None
-                )
-                # stamped as the bytes are handed to the transport: after the await, the event loop
-                # may have run other requests first, which would make the truth late
-                last_sent = time.perf_counter_ns()
-                first_sent = first_sent or last_sent
-                await resp.write(piece)
+                    await resp.write(chunk("", None, role=True))
+                k = cfg.tokens_per_chunk
+                sent = 0
+                first_sent = last_sent = 0
+                while sent < n:
+                    if (
+                        plan.fault in (Fault.CLOSE, Fault.MALFORMED, Fault.TRUNCATE)
+                        and sent >= cfg.faults.fault_after_tokens
+                    ):
+                        svc.failed = True
+                        return await self._fault(request, resp, plan.fault)
+                    take = min(k, n - sent)
+                    if kv is not None:
+                        need = kv.blocks_for(prompt_tokens + sent + take) - held
+                        if need > 0 and not kv.try_take(need):
+                            # trap 6: no block to be had: preempted, give everything back, wait for
+                            # room, recompute the prefix, go on from the next token
+                            kv.give_back(held)
+                            held = 0
+                            kv.preemptions += 1
+                            self.metrics.preemptions.inc()
+                            want = kv.blocks_for(prompt_tokens + sent + take)
+                            await kv.take(want)
+                            held = want
+                            first_deadline = time.perf_counter_ns() + plan.ttft_ns - sent * plan.tpot_ns
+                        elif need > 0:
+                            held += need
+                    # A chunk leaves when its last token is generated.
+                    await self.model.waker.sleep_until(first_deadline + (sent + take - 1) * plan.tpot_ns)
+                    sent += take
+                    piece = chunk(
+                        "".join(f" tok{i}" for i in range(sent - take, sent)), "length" if sent == n else None
+                    )
+                    # stamped as the bytes are handed to the transport: after the await, the event loop
+                    # may have run other requests first, which would make the truth late
+                    last_sent = time.perf_counter_ns()
+                    first_sent = first_sent or last_sent
+                    await resp.write(piece)
+            finally:
+                if kv is not None and held:
+                    kv.give_back(held)
             self._observe(arrival, svc.queue_ns, first_sent, last_sent, plan.tpot_ns, n)
             if include_usage:
                 data = {

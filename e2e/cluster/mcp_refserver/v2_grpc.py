@@ -30,6 +30,15 @@ _CONTENT_FIELD = {
 }
 
 
+def _priority(request: Any) -> int:
+    """The request's "priority" parameter (tritonclient sends it as uint64_param); 0 when absent."""
+    if "priority" not in request.parameters:
+        return 0
+    param = request.parameters["priority"]
+    kind = param.WhichOneof("parameter_choice")
+    return int(getattr(param, kind)) if kind in ("int64_param", "uint64_param") else 0
+
+
 class V2Servicer(pb_grpc.GRPCInferenceServiceServicer):
     def __init__(self, model: ServerModel) -> None:
         self.model = model
@@ -86,7 +95,10 @@ class V2Servicer(pb_grpc.GRPCInferenceServiceServicer):
                         raise TensorError(f"datatype {t.datatype!r} not supported (numeric only)")
                     data = list(getattr(t.contents, field))
                 inputs[t.name] = to_array(t.datatype, list(t.shape), data)
-            outputs = await run_infer(self.model, arrival, inputs)
+            priority = _priority(request)
+            outputs = await run_infer(
+                self.model, arrival, inputs, codec_ms=c.grpc_codec_ms, priority=priority
+            )
         except TensorError as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         except InjectedError as exc:

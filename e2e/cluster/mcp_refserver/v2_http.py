@@ -86,7 +86,9 @@ class V2HttpHandlers:
             req = parse_http_infer(
                 await request.read(), request.headers.get("Inference-Header-Content-Length")
             )
-            outputs = await run_infer(self.model, arrival, req.inputs)
+            outputs = await run_infer(
+                self.model, arrival, req.inputs, codec_ms=c.http_codec_ms, priority=req.priority
+            )
         except TensorError as exc:
             return _err(400, str(exc))
         except InjectedError as exc:

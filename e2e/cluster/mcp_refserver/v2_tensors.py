@@ -8,6 +8,7 @@ configured ``infer_ms``; the arithmetic itself is trivial, which is the point.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,6 +68,7 @@ class HttpInferRequest:
     inputs: dict[str, np.ndarray]
     binary_outputs: dict[str, bool]  # requested output -> send as binary
     requested: list[str]
+    priority: int = 0  # request parameter "priority", as Triton reads it
 
 
 def parse_http_infer(body: bytes, header_length: str | None) -> HttpInferRequest:
@@ -104,8 +106,15 @@ def parse_http_infer(body: bytes, header_length: str | None) -> HttpInferRequest
     for name in binary:
         if name not in (ECHO, SUM):
             raise TensorError(f"unknown output {name!r}")
+    priority = (header.get("parameters") or {}).get("priority", 0)
+    if not isinstance(priority, int) or isinstance(priority, bool):
+        raise TensorError("parameter 'priority' must be an integer")
     return HttpInferRequest(
-        id=str(header.get("id", "")), inputs=inputs, binary_outputs=binary, requested=list(binary)
+        id=str(header.get("id", "")),
+        inputs=inputs,
+        binary_outputs=binary,
+        requested=list(binary),
+        priority=priority,
     )
 
 
@@ -143,9 +152,18 @@ class InjectedError(RuntimeError):
 
 
 async def run_infer(
-    model: ServerModel, arrival_ns: int, inputs: dict[str, np.ndarray]
+    model: ServerModel,
+    arrival_ns: int,
+    inputs: dict[str, np.ndarray],
+    *,
+    codec_ms: float = 0.0,
+    priority: int = 0,
 ) -> dict[str, np.ndarray]:
-    """Queue, wait the modelled compute time, compute; shared by the HTTP and gRPC front ends."""
+    """Queue, wait the modelled compute time, compute; shared by the HTTP and gRPC front ends.
+
+    Trap knobs: the dynamic batcher (trap 3) instead of one execution per request; ``codec_ms``
+    of decoding and encoding inside the service (trap 11); a first-hit compile per new input shape
+    (trap 12); ``priority`` when the server serves strictly by priority (trap 8)."""
     outputs = compute(inputs)  # validate before queueing: a bad request is not a served one
     plan = model.plan()
     if plan.fault is Fault.ERROR:
@@ -153,6 +171,22 @@ async def run_infer(
         raise InjectedError("injected error")
     if plan.fault is Fault.STALL:
         await sleep_until(arrival_ns + round(model.config.faults.stall_s * 1e9))
-    async with model.serve(arrival_ns) as svc:
-        await model.waker.sleep_until(svc.start_ns + plan.infer_ns)
+    if model.batcher is not None:
+        await model.batcher.run(arrival_ns, plan.infer_ns)
+        return outputs
+    strict = model.config.priority == "strict"
+    async with model.serve(arrival_ns, priority if strict else 0) as svc:
+        start = svc.start_ns
+        if model.shapes.penalty_ns > 0:
+            shape = tuple(sorted((name, tuple(arr.shape)) for name, arr in inputs.items()))
+            if await model.shapes.ensure(shape):
+                start = time.perf_counter_ns()
+        half_ns = round(codec_ms * 1e6 / 2)
+        if half_ns:
+            svc.input_ns = svc.output_ns = half_ns
+            await model.waker.sleep_until(start + half_ns)
+            start += half_ns
+        await model.waker.sleep_until(start + plan.infer_ns)
+        if half_ns:
+            await model.waker.sleep_until(start + plan.infer_ns + half_ns)
     return outputs
