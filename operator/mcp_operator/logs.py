@@ -215,5 +215,7 @@ def setup(
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    # a line per liveness probe (every 20 s) only when asked for
+    logging.getLogger("aiohttp.access").setLevel(logging.NOTSET if verbose else logging.WARNING)
     logging.captureWarnings(True)  # a library's warning is a log line too, not stray stderr text
     return handler

@@ -167,6 +167,10 @@ def test_setup_replaces_its_own_handler_and_sets_the_level(root: logging.Logger)
     assert first.getvalue() == "" and "only once" in second.getvalue()
     _setup("json")
     assert root.level == logging.INFO
+    logging.getLogger("aiohttp.access").info("GET /healthz 200")  # the liveness probe's line
+    assert logging.getLogger("aiohttp.access").getEffectiveLevel() == logging.WARNING
+    _setup("json", verbose=True)
+    assert logging.getLogger("aiohttp.access").getEffectiveLevel() == logging.DEBUG
 
 
 def test_warnings_become_log_lines(root: logging.Logger) -> None:

@@ -14,7 +14,12 @@ from ..api.common import GROUP, VERSION
 from ..api.readiness import PLURAL
 
 
-@kopf.on.event(GROUP, VERSION, PLURAL)
+def _deleted(type: str | None, **_: Any) -> bool:
+    return type == "DELETED"
+
+
+# only for deletions: kopf would otherwise call (and log) it on every status write
+@kopf.on.event(GROUP, VERSION, PLURAL, when=_deleted)
 def forget_deleted_gate(type: str | None, meta: kopf.Meta, **_: Any) -> None:
     if type == "DELETED":
         with contextlib.suppress(KeyError):  # never evaluated by this process
