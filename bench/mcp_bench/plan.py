@@ -158,6 +158,12 @@ class Payload(_Strict):
         default=None, description="options of a registered workload source (key 'kind' selects it)"
     )
     options: dict[str, Any] = Field(default_factory=dict, description="protocol-specific options")
+    fixed_output_tokens: bool = Field(
+        default=False,
+        description="OpenAI backends: every answer is exactly its max_tokens long; the request also sends "
+        "ignore_eos and min_tokens = max_tokens (vLLM's OpenAI server honours both), so an early end of "
+        "sequence cannot shorten it",
+    )
     classes: list[RequestClass] = Field(
         default_factory=list, max_length=MAX_CLASSES, description="request classes (weights, priorities)"
     )

@@ -29,9 +29,10 @@ class OpenAISettings:
         max_connections: int = 100,
         options: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
+        fixed_output: bool = False,
     ) -> None:
         self.root = server_root(url)
-        self.request = OpenAIRequest(model, chat, stream, dict(options or {}))
+        self.request = OpenAIRequest(model, chat, stream, dict(options or {}), fixed_output)
         self._setup(
             endpoint_url(url, chat),
             {"Content-Type": "application/json", **(headers or {})},
@@ -65,4 +66,5 @@ class OpenAISettings:
             max_connections=max_connections,
             options=dict(p.options),
             headers=dict(p.headers),
+            fixed_output=p.fixed_output_tokens,
         )

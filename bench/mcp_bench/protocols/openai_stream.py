@@ -120,9 +120,16 @@ class OpenAIRequest:
     chat: bool = False
     stream: bool = True
     options: dict[str, Any] = field(default_factory=dict)  # extra JSON fields for every request
+    fixed_output: bool = False  # every answer exactly max_tokens long (the plan's fixed_output_tokens)
 
     def encode(self, payload: RequestPayload) -> tuple[bytes, bool]:
-        """The JSON request body and whether it asks for a stream."""
+        """The JSON request body and whether it asks for a stream.
+
+        With ``fixed_output`` the body also carries ``ignore_eos: true`` and ``min_tokens`` equal to
+        ``max_tokens``: a model that samples its end-of-sequence token early would otherwise answer
+        fewer tokens than asked (vLLM's OpenAI server takes both fields, on completions and chat).
+        Fields in the plan's options or the payload's extra are sent as given, over these.
+        """
         extra = {**self.options, **payload.extra}
         stream = bool(extra.pop("stream", self.stream))
         body: dict[str, Any] = {"model": self.model}
@@ -132,6 +139,9 @@ class OpenAIRequest:
             body["prompt"] = payload.prompt
         if payload.max_output_tokens:
             body["max_tokens"] = payload.max_output_tokens
+            if self.fixed_output:
+                body["ignore_eos"] = True
+                body["min_tokens"] = payload.max_output_tokens
         body["stream"] = stream
         if stream:
             body["stream_options"] = {"include_usage": True}
