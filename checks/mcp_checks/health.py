@@ -35,8 +35,9 @@ class HealthProbeSpec:
     # warn bands: inside the limits but close to them (the KPI board's second state)
     warn_success_ratio: float | None = None
     warn_p99_ms: float | None = None
-    # the prober's own loop lag (P99) above which a round is no evidence either way
-    max_prober_lag_ms: float = 25.0
+    # the prober's own loop lag (P99) above which a round is no evidence either way; None: a
+    # tenth of the tightest latency limit (see ``lag_limit_ms``)
+    max_prober_lag_ms: float | None = None
 
 
 @dataclass
@@ -64,6 +65,22 @@ def required_samples(min_success_ratio: float) -> int:
     if min_success_ratio >= 1.0 or min_success_ratio <= 0.0:
         return 1
     return math.ceil(round(1.0 / (1.0 - min_success_ratio), 6))
+
+
+LAG_SHARE = 0.1  # a prober late by a tenth of a latency limit can move a figure across it
+MIN_LAG_LIMIT_MS = 10.0
+NO_LATENCY_LIMIT_LAG_MS = 100.0
+
+
+def lag_limit_ms(spec: HealthProbeSpec) -> float:
+    """How late the prober's loop may run before a round proves nothing: as asked, else a tenth
+    of the tightest latency limit (at least 10 ms), else 100 ms (then only time-outs could move)."""
+    if spec.max_prober_lag_ms is not None:
+        return spec.max_prober_lag_ms
+    limits = [v for v in (spec.max_p50_ms, spec.max_p99_ms, spec.max_round_ms) if v is not None]
+    if not limits:
+        return NO_LATENCY_LIMIT_LAG_MS
+    return max(MIN_LAG_LIMIT_MS, LAG_SHARE * min(limits))
 
 
 def percentile(sorted_values: list[float], pct: float) -> float:
@@ -152,18 +169,20 @@ def evaluate(spec: HealthProbeSpec, samples: ProbeSamples) -> CheckOutcome:
     if samples.failures:
         observed["failures"] = ", ".join(f"{k}={v}" for k, v in sorted(samples.failures.items()))
     lag_p99, lag_max = samples.lag.percentile(99), samples.lag.max_ms
+    lag_limit = lag_limit_ms(spec)
     if lag_p99 is not None and lag_max is not None:
         observed.update({"proberLagP99": _fmt_ms(lag_p99), "proberLagMax": _fmt_ms(lag_max)})
-        thresholds["maxProberLagP99"] = _fmt_ms(spec.max_prober_lag_ms)
+        thresholds["maxProberLagP99"] = _fmt_ms(lag_limit)
 
     def outcome(kind: Verdict, reason: str, message: str) -> CheckOutcome:
-        if lag_p99 is not None and lag_p99 > spec.max_prober_lag_ms and kind != Verdict.INCONCLUSIVE:
+        refused = kind == Verdict.ERROR and set(samples.failures) == {"connect"}  # evidence at any lag
+        if lag_p99 is not None and lag_p99 > lag_limit and kind != Verdict.INCONCLUSIVE and not refused:
             return CheckOutcome(
                 CHECK_NAME,
                 Verdict.INCONCLUSIVE,
                 "ProberOverloaded",
                 f"the prober's own loop ran {_fmt_ms(lag_p99)} late at P99 (limit "
-                f"{_fmt_ms(spec.max_prober_lag_ms)}), so this round is no evidence; it would have been "
+                f"{_fmt_ms(lag_limit)}), so this round is no evidence; it would have been "
                 f"{kind.value} ({reason}: {message})",
                 observed,
                 thresholds,

@@ -79,7 +79,7 @@ def health_probe(entry: Mapping[str, Any]) -> PlannedCheck:
             max_p99_ms=_opt_float(entry.get("maxP99Ms", defaults.max_p99_ms)),
             warn_p99_ms=_opt_float(entry.get("warnP99Ms")),
             max_round_ms=_opt_float(entry.get("maxRoundMs")),
-            max_prober_lag_ms=float(entry.get("maxProberLagMs", defaults.max_prober_lag_ms)),
+            max_prober_lag_ms=_opt_float(entry.get("maxProberLagMs")),
         )
 
     async def run(ctx: CheckContext) -> CheckOutcome:

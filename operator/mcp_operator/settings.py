@@ -25,6 +25,8 @@ class OperatorSettings:
 
     @classmethod
     def from_env(cls) -> OperatorSettings:
+        # one probing process per two cores: more, and the probers' own lag bends what they measure
+        default_checks = str(max(1, (os.cpu_count() or 2) // 2))
         command = os.environ.get("MCP_RUNNER_COMMAND", "mcp-operator shard")
         return cls(
             metrics_port=int(os.environ.get("MCP_METRICS_PORT", "9090")),
@@ -33,7 +35,7 @@ class OperatorSettings:
             metrics_address=os.environ.get("MCP_METRICS_ADDRESS", "0.0.0.0"),
             runner_image_allow=_list(os.environ.get("MCP_RUNNER_IMAGE_ALLOW", "")),
             runner_account_allow=_list(os.environ.get("MCP_RUNNER_SERVICE_ACCOUNT_ALLOW", "")),
-            max_concurrent_checks=max(1, int(os.environ.get("MCP_MAX_CONCURRENT_CHECKS", "4"))),
+            max_concurrent_checks=max(1, int(os.environ.get("MCP_MAX_CONCURRENT_CHECKS", default_checks))),
             max_checks_per_target=max(1, int(os.environ.get("MCP_MAX_CHECKS_PER_TARGET", "2"))),
             shutdown_timeout_seconds=max(1.0, float(os.environ.get("MCP_SHUTDOWN_TIMEOUT_SECONDS", "45"))),
         )

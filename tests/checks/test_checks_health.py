@@ -280,3 +280,23 @@ def test_loop_lag_percentiles() -> None:
     lag = LoopLag([float(v) for v in range(1, 101)])
     assert lag.percentile(99) == 99.0 and lag.percentile(50) == 50.0 and lag.max_ms == 100.0
     assert LoopLag().percentile(99) is None and LoopLag().max_ms is None
+
+
+def test_the_lag_limit_follows_the_tightest_latency_limit() -> None:
+    from mcp_checks.health import lag_limit_ms
+
+    assert lag_limit_ms(HealthProbeSpec(url="u")) == 50.0  # a tenth of the default P99 limit of 500 ms
+    assert lag_limit_ms(HealthProbeSpec(url="u", max_p50_ms=20, max_p99_ms=300)) == 10.0  # floor
+    assert lag_limit_ms(HealthProbeSpec(url="u", max_p99_ms=None)) == 100.0
+    assert lag_limit_ms(HealthProbeSpec(url="u", max_prober_lag_ms=7)) == 7.0
+
+
+def test_refused_connections_are_evidence_even_from_a_late_prober() -> None:
+    from mcp_checks.prober_lag import LoopLag
+
+    samples = ProbeSamples(failures=Counter({"connect": 20}), lag=LoopLag([500.0] * 10))
+    outcome = evaluate(HealthProbeSpec(url="http://127.0.0.1:1/", max_prober_lag_ms=10), samples)
+    assert (outcome.outcome, outcome.reason) == (Verdict.ERROR, "TargetUnreachable")
+    timed_out = ProbeSamples(failures=Counter({"timeout": 20}), lag=LoopLag([500.0] * 10))
+    late = evaluate(HealthProbeSpec(url="http://127.0.0.1:1/", max_prober_lag_ms=10), timed_out)
+    assert late.reason == "ProberOverloaded"  # a time-out may be the prober's own doing

@@ -83,12 +83,13 @@ class HealthProbeCheck(ApiModel):
     warn_p99_ms: float | None = Field(
         default=None, gt=0, description="Warn band: a P99 at or below maxP99Ms but above this is Warn."
     )
-    max_prober_lag_ms: float = Field(
-        default=25.0,
+    max_prober_lag_ms: float | None = Field(
+        default=None,
         gt=0,
         le=10000,
         description="The prober's own event-loop lag (P99) above which a round is no evidence: the check is "
-        "Inconclusive (ProberOverloaded), never Pass or Fail.",
+        "Inconclusive (ProberOverloaded), never Pass or Fail. Default: a tenth of the tightest latency "
+        "limit, at least 10 ms (50 ms for the default maxP99Ms of 500).",
     )
 
 

@@ -27,7 +27,7 @@ async def stop_drills() -> int:
     """Cancel every running drill and wait until each has reverted its faults."""
     from .readiness import DRILLS
 
-    uids = list(getattr(DRILLS, "_running", {}))
+    uids = DRILLS.uids()
     stopped = await asyncio.gather(*(DRILLS.stop(uid) for uid in uids), return_exceptions=True)
     return sum(1 for result in stopped if result is True)
 

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from mcp_bench.plan import format_validation_error
 from mcp_checks.verdict import CheckOutcome, Verdict
 
-from .. import events, kube, metrics
+from .. import events, kube, logs, metrics
 from ..api.common import GROUP, VERSION
 from ..api.readiness import KIND, PLURAL, MCPReadinessSpec, PodReadinessGate
 from ..conditions import condition, set_condition, utc_now
@@ -549,6 +549,20 @@ def _ready_status(status: Mapping[str, Any]) -> str | None:
 
 
 async def _evaluate(
+    parsed: MCPReadinessSpec,
+    target: str,
+    previous: Mapping[str, Any],
+    generation: int,
+    body: kopf.Body,
+    marker: Marker,
+    **kwargs: Any,
+) -> None:
+    """One round, its log lines (and those of the tasks it starts) tagged with its id."""
+    with logs.evaluation(marker.id):
+        await _evaluate_round(parsed, target, previous, generation, body, marker, **kwargs)
+
+
+async def _evaluate_round(
     parsed: MCPReadinessSpec,
     target: str,
     previous: Mapping[str, Any],

@@ -29,6 +29,10 @@ class Drills:
     def start(self, uid: str, generation: int, task: asyncio.Task[None]) -> None:
         self._running[uid] = RunningDrill(generation, task)
 
+    def uids(self) -> list[str]:
+        """The resources with a drill running now."""
+        return [uid for uid in list(self._running) if self.get(uid) is not None]
+
     async def stop(self, uid: str) -> bool:
         """Cancel the drill and wait until it has reverted its faults; True if one was running."""
         drill = self._running.pop(uid, None)
