@@ -240,6 +240,74 @@ class RunnerSpec(ApiModel):
         return value
 
 
+MAX_OBSERVE_SOURCES = 8
+MAX_CLASSES = 16
+MAX_SHAPES = 64
+MAX_DIAGNOSTICS = 16
+CLASS_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
+_OBSERVE_SOURCE = r"^(triton|vllm)(=https?://\S+)?$|^https?://\S+$"
+_STATS_SOURCE = r"^[A-Za-z0-9_.-]{1,256}(=https?://\S+)?$"
+
+
+class BenchmarkObserve(ApiModel):
+    """The server's side, read before and after each level (and sampled during it), so the run's
+    diagnosis (status.diagnostics) has the data it needs. URLs must pass the operator's target
+    policy, like spec.target."""
+
+    server_metrics: list[Annotated[str, Field(max_length=2048, pattern=_OBSERVE_SOURCE)]] = Field(
+        default_factory=list,
+        description="Prometheus endpoints to read: 'triton' or 'vllm' (the target's own /metrics), "
+        "'triton=URL', 'vllm=URL' (e.g. Triton's :8002) or any Prometheus text URL.",
+        max_length=MAX_OBSERVE_SOURCES,
+    )
+    triton_stats: list[Annotated[str, Field(max_length=2048, pattern=_STATS_SOURCE)]] = Field(
+        default_factory=list,
+        description="Triton's statistics extension of these models: MODEL (at the target) or MODEL=URL.",
+        max_length=MAX_OBSERVE_SOURCES,
+    )
+    timeline_interval_seconds: float | None = Field(
+        default=1.0,
+        ge=0.05,
+        le=60,
+        description="Also sample the endpoints' queue, KV-cache and utilisation gauges this often during "
+        "each level.",
+    )
+
+
+class RequestClassSpec(ApiModel):
+    name: str = Field(description="Class name, reported per class.", max_length=63, pattern=CLASS_NAME)
+    weight: float = Field(default=1.0, gt=0, le=1_000_000, description="Share of the requests, relative.")
+    priority: int | None = Field(
+        default=None,
+        ge=-1_000_000,
+        le=1_000_000,
+        description="Sent as the request's priority (lower is served first, as vLLM); unset sends none.",
+    )
+    latency_p99_ms: float | None = Field(
+        default=None, gt=0, description="This class's P99 objective (default spec.slo.latencyP99Ms)."
+    )
+
+
+class ShapeSweepSpec(ApiModel):
+    input_tokens: list[Annotated[int, Field(ge=1, le=1_000_000)]] = Field(
+        description="Prompt lengths, walked through in order.", min_length=1, max_length=MAX_SHAPES
+    )
+    repeats: int = Field(default=8, ge=1, le=100_000, description="Requests of each shape before the next.")
+
+
+class BenchmarkWorkload(ApiModel):
+    """What the requests carry beyond the fixed prompt: classes with priorities (latency is reported
+    per class) and a shape sweep (the first hit of every new shape against the same shape warm)."""
+
+    classes: list[RequestClassSpec] = Field(
+        default_factory=list, description="Request classes.", max_length=MAX_CLASSES
+    )
+    shape_sweep: ShapeSweepSpec | None = Field(default=None, description="Walk through prompt lengths.")
+    max_output_tokens: int | None = Field(
+        default=None, ge=1, le=1_000_000, description="Output tokens per request (LLM backends; default 16)."
+    )
+
+
 class MCPBenchmarkSpec(ApiModel):
     target: BenchmarkTarget = Field(description="The endpoint under test.")
     load: BenchmarkLoad = Field(description="Load model, levels and stage lengths.")
@@ -254,6 +322,12 @@ class MCPBenchmarkSpec(ApiModel):
         ge=0,
         le=INT32_MAX,
         description="Delete the finished Job after this long (results stay in status).",
+    )
+    observe: BenchmarkObserve | None = Field(
+        default=None, description="Server-side metrics the shards read around each level."
+    )
+    workload: BenchmarkWorkload | None = Field(
+        default=None, description="Request classes and shape sweeps (per-class and per-shape results)."
     )
 
 
@@ -304,6 +378,26 @@ class ShardSummary(ApiModel):
     failed: int = Field(default=0, ge=0, description="Shard pods that failed.")
 
 
+class DiagnosticFinding(ApiModel):
+    """One hidden-latency-trap detector's answer on the merged result (mcp-bench diagnose)."""
+
+    trap: int = Field(ge=0, le=12, description="Trap number 1-12; 0 is the bottleneck-layer screening.")
+    key: str = Field(description="Short name of the detector, e.g. false-wait.", max_length=64)
+    name: str = Field(description="The trap.", max_length=128)
+    state: Literal["Found", "NotFound", "NoData"] = Field(
+        description="Found; NotFound (the data was there and shows no trap); NoData (see needs)."
+    )
+    summary: str = Field(description="What was seen, in one line.", max_length=1024)
+    level: str | None = Field(default=None, description="The load level that decided, if any.")
+    values: dict[str, str] = Field(default_factory=dict, description="The figures judged.")
+    thresholds: dict[str, str] = Field(
+        default_factory=dict, description="The thresholds they were judged by."
+    )
+    source: str = Field(default="", description="Where the figures come from.", max_length=512)
+    advice: str = Field(default="", description="What to do about it.", max_length=512)
+    needs: str = Field(default="", description="NoData: the data that would decide it.", max_length=512)
+
+
 class MCPBenchmarkStatus(ApiModel):
     observed_generation: int | None = Field(default=None, description="Generation the status reflects.")
     phase: str | None = Field(
@@ -325,5 +419,10 @@ class MCPBenchmarkStatus(ApiModel):
     shards: ShardSummary | None = Field(default=None, description="Shard accounting.")
     results: list[LevelRow] = Field(
         default_factory=list, description="Merged per-level figures.", max_length=MAX_RESULT_ROWS
+    )
+    diagnostics: list[DiagnosticFinding] = Field(
+        default_factory=list,
+        description="The hidden latency traps, one finding per detector, from the merged result.",
+        max_length=MAX_DIAGNOSTICS,
     )
     conditions: list[Condition] = Field(default_factory=list, description="Accepted, Complete and Ready.")

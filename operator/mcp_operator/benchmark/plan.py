@@ -8,6 +8,7 @@ from __future__ import annotations
 import fnmatch
 from typing import Any
 
+from mcp_bench.cli_observers import ObserverArgError, build_observers
 from mcp_bench.engines import plan_feature_problem
 from mcp_bench.plan import PlanError, RunPlan
 
@@ -15,6 +16,7 @@ from ..api.benchmark import MCPBenchmarkSpec, RunnerSpec
 from ..redact import url_has_credentials
 from ..settings import OperatorSettings
 from ..targets import ServiceExists, SpecProblem, resolve_url
+from .observe import observe_plan, observe_problem, workload_payload
 
 HEADER_BACKENDS = ("http", "openai", "openai-chat")
 
@@ -54,9 +56,13 @@ def plan_from_spec(spec: MCPBenchmarkSpec, url: str, benchmark: str) -> RunPlan:
             "levels": levels,
             "stage": stage,
             "request_timeout_s": load.request_timeout_seconds,
-            "payload": {"headers": {h.name: h.value for h in spec.target.headers if h.value is not None}},
+            "payload": {
+                "headers": {h.name: h.value for h in spec.target.headers if h.value is not None},
+                **workload_payload(spec),
+            },
             "slo": slo,
             "labels": {"benchmark": benchmark},
+            "observe": observe_plan(spec),
         },
         source="spec",
     )
@@ -106,9 +112,13 @@ async def prepare_plan(
         return url
     if spec.target.backend != "http" and not spec.target.model:
         return SpecProblem("ModelRequired", f"backend {spec.target.backend} needs spec.target.model")
+    observing = await observe_problem(spec)
+    if observing is not None:
+        return observing
     try:
         plan = plan_from_spec(spec, url, benchmark)
-    except PlanError as exc:
+        build_observers(plan)  # the shards build the same; a source that cannot be read fails here
+    except (PlanError, ObserverArgError) as exc:
         return SpecProblem("InvalidPlan", str(exc))
     problem = plan_feature_problem(plan)  # the engine's own limits; its tool is the runner image's business
     if problem is not None:

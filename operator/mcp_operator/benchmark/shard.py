@@ -19,6 +19,7 @@ from pathlib import Path
 
 from kubernetes.client.exceptions import ApiException
 
+from mcp_bench.cli_observers import ObserverArgError, plan_observers
 from mcp_bench.engines import run_plan_sync
 from mcp_bench.plan import PlanError, RunPlan
 from mcp_bench.results.document import ResultDocument, dumps_document
@@ -101,11 +102,13 @@ def run_shard() -> int:
         pod, pod_uid, key = _env(ENV_POD_NAME), _env(ENV_POD_UID), _env(ENV_RESULT_KEY)
         index = int(os.environ.get(ENV_COMPLETION_INDEX, "0"))
         headers = secret_headers()
-    except (PlanError, ValueError) as exc:
+        # the server's side the plan asks for (spec.observe), beside the shard's own GPU telemetry
+        observers = plan_observers(plan)
+    except (PlanError, ObserverArgError, ValueError) as exc:
         termination_message(f"shard cannot start: {exc}")
         return EXIT_PLAN
     # GPU telemetry on every shard: it says "unavailable" (and why) where there is no NVML
-    document = run_plan_sync(with_headers(plan, headers), observers=[TelemetryObserver()])
+    document = run_plan_sync(with_headers(plan, headers), observers=[TelemetryObserver(), *observers])
     document = scrubbed(document, plan, [v for v in headers.values() if len(v) >= 4])
     document.shard_index = index
     document.origin = {ORIGIN_RUN_UID: uid, ORIGIN_JOB: job, ORIGIN_POD: pod, ORIGIN_POD_UID: pod_uid}

@@ -8,11 +8,19 @@ from typing import Any
 
 from pydantic.alias_generators import to_camel
 
+from mcp_bench.diagnose import DiagnoseInputs, Finding, diagnose
 from mcp_bench.results.document import ResultDocument
 from mcp_bench.results.merge import MergeError, merge_documents
 from mcp_bench.results.summary import LevelSummary, summarize
 
-from ..api.benchmark import MAX_RESULT_ROWS, LevelRow, MCPBenchmarkStatus, ShardSummary
+from ..api.benchmark import (
+    MAX_DIAGNOSTICS,
+    MAX_RESULT_ROWS,
+    DiagnosticFinding,
+    LevelRow,
+    MCPBenchmarkStatus,
+    ShardSummary,
+)
 from ..conditions import set_condition
 from ..rejection import rejected_fields
 from ..targets import SpecProblem
@@ -42,6 +50,34 @@ def level_row(summary: LevelSummary) -> LevelRow:
         gpu_memory_peak_percent="unavailable" if gpu is None else f"{gpu:.1f}",
         slo=summary.slo or "",
     )
+
+
+def _value(value: float | int | str | None) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def diagnostic_row(f: Finding) -> DiagnosticFinding:
+    """A finding in the API's shape: figures as strings, camelCase keys, texts cut to their bounds."""
+    return DiagnosticFinding(
+        trap=f.trap,
+        key=f.key,
+        name=f.name,
+        state=f.state,
+        summary=f.summary[:1024],
+        level=f.level,
+        values={to_camel(k): _value(v)[:256] for k, v in f.values.items() if v is not None},
+        thresholds={to_camel(k): _value(v) for k, v in f.thresholds.items()},
+        source=f.source[:512],
+        advice=f.advice[:512],
+        needs=f.needs[:512],
+    )
+
+
+def diagnostics(doc: ResultDocument) -> list[DiagnosticFinding]:
+    """The trap detectors over the merged document: one row per detector, bounded."""
+    return [diagnostic_row(f) for f in diagnose(DiagnoseInputs(document=doc))][:MAX_DIAGNOSTICS]
 
 
 def engine_fingerprint(fields: dict[str, Any]) -> dict[str, str]:
@@ -169,6 +205,7 @@ def merged_status(
         if rows:
             fields["p99_ms"], fields["throughput_rps"] = rows[-1].p99_ms, rows[-1].throughput_rps
         fields["engine"] = engine_fingerprint(merged.engine.model_dump())
+        fields["diagnostics"] = diagnostics(merged)
     if problem is not None:
         reason, message = problem
         verdict, ready, phase = "Error", False, "Failed"
