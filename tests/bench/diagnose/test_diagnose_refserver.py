@@ -33,17 +33,17 @@ async def test_trap3_batch_fill_wait_found_and_fixed() -> None:
     plan = {**TRITON, "levels": {"concurrency": [1]}, "stage": {"requests": 25}}
     waiting = await measure({"infer_ms": 1, "batch_max_size": 8, "batch_delay_ms": 10}, plan)
     f = trap(waiting, 3)
-    assert f.state == "Found", f
+    assert f.state == "Found", (f.summary, f.values)
     assert f.values["queue_ms"] >= 9 and f.values["busy_share"] < 0.2
     fixed = trap(await measure({"infer_ms": 1}, plan), 3)
-    assert fixed.state == "NotFound", fixed
+    assert fixed.state == "NotFound", (fixed.summary, fixed.values)
     assert fixed.values["queue_ms"] < 0.5
 
 
 async def test_trap3_saturation_is_not_false_wait() -> None:
     plan = {**TRITON, "levels": {"concurrency": [8]}, "stage": {"requests": 200}}
     f = trap(await measure({"infer_ms": 4, "capacity": 1}, plan), 3)
-    assert f.state == "NotFound", f
+    assert f.state == "NotFound", (f.summary, f.values)
     assert f.values["queue_share"] > 0.5 and f.values["busy_share"] > 0.7  # queueing, but a busy model
 
 
@@ -78,16 +78,16 @@ async def test_trap8_strict_priority_found_fifo_not_found() -> None:
         },
         "levels": {"concurrency": [1, 12]},
         "stage": {"requests": 160},
-        "slo": {"latency_p99_ms": 100},
+        "slo": {"latency_p99_ms": 120},
     }
     server = {"ttft_ms": 10, "tpot_ms": 2, "capacity": 2}
     strict = await measure({**server, "priority": "strict"}, plan)
     f = trap(strict, 8)
-    assert f.state == "Found", f
-    assert f.level == "c=12" and f.values["low_p99_ms"] > 100 >= f.values["high_p99_ms"]
+    assert f.state == "Found", (f.summary, f.values)
+    assert f.level == "c=12" and f.values["low_p99_ms"] > 120 >= f.values["high_p99_ms"]
     assert set(strict.levels[1].breakdown["class"]) == {"interactive", "batch"}  # type: ignore[index]
     fifo = trap(await measure(server, plan), 8)
-    assert fifo.state == "NotFound", fifo
+    assert fifo.state == "NotFound", (fifo.summary, fifo.values)
 
 
 async def test_trap10_unfair_instances_found_balanced_not_found() -> None:
@@ -96,9 +96,10 @@ async def test_trap10_unfair_instances_found_balanced_not_found() -> None:
         "payload": {"max_output_tokens": 4},
         "observe": {"server_metrics": ["triton"]},
         "levels": {"concurrency": [8]},
-        "stage": {"requests": 200},
+        "stage": {"requests": 160},
     }
-    server = {"ttft_ms": 4, "tpot_ms": 1, "capacity": 1, "instances": 4}
+    # 24 ms per request: the client's own overhead stays small beside it, so busy shares are high
+    server = {"ttft_ms": 20, "tpot_ms": 1, "capacity": 1, "instances": 4}
     unfair = trap(await measure({**server, "instance_weights": [8, 1, 1, 1]}, plan), 10)
     assert unfair.state == "Found", unfair
     assert unfair.values["instances"] == 4 and unfair.values["starving"]
@@ -109,16 +110,16 @@ async def test_trap10_unfair_instances_found_balanced_not_found() -> None:
 async def test_trap11_expensive_http_codec_found_and_fixed() -> None:
     plan = {**TRITON, "levels": {"concurrency": [1]}, "stage": {"requests": 30}}
     grpc_plan = {**plan, "backend": "triton-grpc"}
-    server = {"infer_ms": 5, "http_codec_ms": 10}
+    server = {"infer_ms": 10, "http_codec_ms": 10}
     http_doc = await measure(server, plan)
     grpc_doc = await measure(server, grpc_plan, grpc=True)
     f = trap(http_doc, 11, compare=grpc_doc)
-    assert f.state == "Found", f
+    assert f.state == "Found", (f.summary, f.values)
     assert f.values["codec_share"] > 0.5 and f.values["http_over_grpc"] > 1.3
     assert trap(http_doc, 11).state == "Found"  # the statistics alone tell
-    fixed = {"infer_ms": 5}
+    fixed = {"infer_ms": 10}
     f = trap(await measure(fixed, plan), 11, compare=await measure(fixed, grpc_plan, grpc=True))
-    assert f.state == "NotFound", f
+    assert f.state == "NotFound", (f.summary, f.values)
 
 
 async def test_trap12_first_hit_per_shape_found_and_fixed() -> None:
@@ -131,8 +132,8 @@ async def test_trap12_first_hit_per_shape_found_and_fixed() -> None:
     }
     server = {"ttft_ms": 2, "tpot_ms": 1}
     f = trap(await measure({**server, "shape_penalty_ms": 80}, plan), 12)
-    assert f.state == "Found", f
+    assert f.state == "Found", (f.summary, f.values)
     assert f.values["shapes"] == 4 and f.values["slow_first_hits"] == 4 and f.values["compiles"] == 4
     fixed = trap(await measure(server, plan), 12)
-    assert fixed.state == "NotFound", fixed
+    assert fixed.state == "NotFound", (fixed.summary, fixed.values)
     assert fixed.values["shapes"] == 4 and fixed.values["slow_first_hits"] == 0
