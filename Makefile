@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 APT_PACKAGES := prometheus
 
-.PHONY: demo test lint unit e2e toolchain system-packages clean
+.PHONY: demo demo-vllm test lint unit e2e toolchain system-packages clean
 
 $(BIN)/.installed: pyproject.toml e2e/cluster/pyproject.toml
 	python3 -m venv $(VENV)
@@ -23,6 +23,9 @@ toolchain: $(BIN)/.installed system-packages
 
 demo: toolchain
 	$(BIN)/mcp-devcluster demo
+
+demo-vllm: toolchain  # the same samples against a real vLLM (its CPU build, installed on first use)
+	$(BIN)/mcp-devcluster demo --target vllm
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .

@@ -53,7 +53,7 @@ def _cmd_dev_cluster(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
-    return run_demo(samples=args.samples, keep=args.keep, timeout_s=args.timeout)
+    return run_demo(samples=args.samples, keep=args.keep, timeout_s=args.timeout, target=args.target)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -75,6 +75,13 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--samples", type=Path, default=Path("manifests/samples"))
     demo.add_argument("--keep", action="store_true", help="leave the local control plane running")
     demo.add_argument("--timeout", type=float, default=300.0)
+    demo.add_argument(
+        "--target",
+        choices=["refserver", "vllm"],
+        default="refserver",
+        help="what the samples run against: the reference server (default) or a real vLLM "
+        "(its CPU build, installed on first use into ~/.cache/mcp-operator)",
+    )
     demo.set_defaults(func=_cmd_demo)
     return parser
 

@@ -4,6 +4,10 @@ Uses the configured cluster when there is one that answers; otherwise builds (fi
 and starts the local control plane. Then it installs the CRDs, starts the reference server
 and the operator, applies every sample in ``manifests/samples/``, waits for each verdict and
 prints them as a table. Exit code 0 only when every sample is Ready.
+
+``--target vllm`` runs the same samples against a real vLLM instead of the reference server
+(:mod:`mcp_devcluster.vllm`: vLLM's CPU build serving a tiny random-weight model, installed on
+first use into the user cache): each sample's URL, model and health path are pointed at it.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,8 +25,11 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from . import stack
+from . import stack, vllm
 from .cluster import DevCluster
+
+TARGETS = ("refserver", "vllm")
+SAMPLE_MODEL = "refmodel"  # the model the samples name: the reference server's
 
 console = Console(stderr=True)
 
@@ -85,8 +93,9 @@ def wait_verdict(kubeconfig: Path, kind: str, name: str, namespace: str, timeout
         time.sleep(0.5)
 
 
-def print_table(outcomes: list[SampleOutcome]) -> None:
-    table = Table(title="mcp-operator verdicts")
+def print_table(outcomes: list[SampleOutcome], target: str = "refserver") -> None:
+    title = "mcp-operator verdicts" + (" (target: real vLLM)" if target == "vllm" else "")
+    table = Table(title=title)
     for column in ("Kind", "Name", "Ready", "Verdict", "Reason", "Key figures", "Apply→verdict"):
         table.add_column(column)
     for o in outcomes:
@@ -100,10 +109,13 @@ def print_table(outcomes: list[SampleOutcome]) -> None:
     out.print(table)
 
 
-def run_demo(samples: Path, keep: bool, timeout_s: float) -> int:
+def run_demo(samples: Path, keep: bool, timeout_s: float, target: str = "refserver") -> int:
+    if target not in TARGETS:
+        raise ValueError(f"demo target must be one of {TARGETS}, got {target!r}")
     cluster: DevCluster | None = None
     operator: stack.OperatorProcess | None = None
     refserver = None
+    vllm_server = None
     work = Path(tempfile.mkdtemp(prefix="mcp-demo-"))
     kubeconfig = configured_kubeconfig()
     try:
@@ -117,13 +129,33 @@ def run_demo(samples: Path, keep: bool, timeout_s: float) -> int:
             console.print(f"using the configured cluster ({kubeconfig})")
         crd_dir = Path(__file__).resolve().parents[3] / "crds"  # the repository's, when run from it
         stack.apply_crds(kubeconfig, crd_dir if crd_dir.is_dir() else Path("crds"))
-        refserver, url = stack.start_refserver(work, "--ttft-ms", "5", "--tpot-ms", "1")
+        render: Callable[[str], str]
+        if target == "vllm":
+            console.print(f"starting vLLM {vllm.VLLM_VERSION} (CPU build; the first run installs it, ~2 min)")
+            vllm_server = vllm.start_vllm(work)
+            served = vllm_server
+            url = served.url
+            console.print(
+                f"vLLM serving {served.model} at {url} (install {served.install_s:.0f}s, "
+                f"start {served.startup_s:.0f}s)"
+            )
+
+            def render(text: str) -> str:
+                return vllm.render_for_vllm(text, served, stack.SAMPLE_URL, SAMPLE_MODEL)
+
+        else:
+            refserver, url = stack.start_refserver(work, "--ttft-ms", "5", "--tpot-ms", "1")
+            console.print(f"reference server at {url}")
+
+            def render(text: str) -> str:
+                return stack.render_sample(text, url)
+
         operator = stack.start_operator(kubeconfig, work)
-        console.print(f"reference server at {url}; operator running (logs in {work})")
+        console.print(f"operator running (logs in {work})")
         outcomes = [
-            apply_and_wait(kubeconfig, path, url, timeout_s) for path in sorted(samples.glob("*.yaml"))
+            apply_and_wait(kubeconfig, path, render, timeout_s) for path in sorted(samples.glob("*.yaml"))
         ]
-        print_table(outcomes)
+        print_table(outcomes, target)
         for path in sorted(samples.glob("*.yaml")):
             stack.kubectl(
                 kubeconfig,
@@ -132,19 +164,22 @@ def run_demo(samples: Path, keep: bool, timeout_s: float) -> int:
                 "-",
                 "--wait=false",
                 "--ignore-not-found",
-                input_text=stack.render_sample(path.read_text(), url),
+                input_text=render(path.read_text()),
                 check=False,
             )
         return 0 if outcomes and all(o.ready == "True" for o in outcomes) else 1
     finally:
         stack.stop(operator.process if operator else None)
         stack.stop(refserver)
+        vllm.stop_vllm(vllm_server)
         if cluster is not None and not keep:
             cluster.down()
 
 
-def apply_and_wait(kubeconfig: Path, path: Path, url: str, timeout_s: float) -> SampleOutcome:
-    text = stack.render_sample(path.read_text(), url)
+def apply_and_wait(
+    kubeconfig: Path, path: Path, render: Callable[[str], str], timeout_s: float
+) -> SampleOutcome:
+    text = render(path.read_text())
     doc = yaml.safe_load(text)
     kind, name = doc["kind"], doc["metadata"]["name"]
     namespace = doc["metadata"].get("namespace", "default")
