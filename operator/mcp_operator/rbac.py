@@ -50,6 +50,14 @@ OPERATOR_RULES: list[dict[str, Any]] = [
     },
     # readiness targets given as serviceRef
     {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list"]},
+    # readiness configConsistency: the workload and its ReplicaSets (pods and ConfigMaps above;
+    # hashed Secrets are read by name), and the Argo CD Application named by the gate
+    {
+        "apiGroups": ["apps"],
+        "resources": ["deployments", "replicasets", "statefulsets"],
+        "verbs": ["get", "list"],
+    },
+    {"apiGroups": ["argoproj.io"], "resources": ["applications"], "verbs": ["get"]},
     # drill faults (readiness.faults), only in namespaces labelled for them: pods killed through
     # the Eviction API or deleted, nodes cordoned and uncordoned, Deployments scaled (through
     # the scale subresource) and their pod template stamped; budgets read so that an eviction a

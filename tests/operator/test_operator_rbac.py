@@ -53,6 +53,35 @@ def test_operator_can_do_its_job(group: str, resource: str, verbs: list[str]) ->
         assert _allowed(OPERATOR_RULES, group, resource, verb), (group, resource, verb)
 
 
+@pytest.mark.parametrize(
+    ("group", "resource", "verbs"),
+    [
+        # MCPReadiness configConsistency: the workload, its ReplicaSets and pods, the hashed
+        # ConfigMaps and Secrets (by name), and the Argo CD Application the gate names
+        ("apps", "deployments", ["get", "list"]),
+        ("apps", "replicasets", ["get", "list"]),
+        ("apps", "statefulsets", ["get", "list"]),
+        ("", "pods", ["get", "list"]),
+        ("", "configmaps", ["get"]),
+        ("", "secrets", ["get"]),
+        ("argoproj.io", "applications", ["get"]),
+    ],
+)
+def test_operator_can_read_what_readiness_checks_read(group: str, resource: str, verbs: list[str]) -> None:
+    for verb in verbs:
+        assert _allowed(OPERATOR_RULES, group, resource, verb), (group, resource, verb)
+
+
+def test_readiness_check_reads_are_read_only() -> None:
+    for group, resource in (  # Deployments are patched by drill faults: tests/operator/readiness/faults
+        ("apps", "replicasets"),
+        ("apps", "statefulsets"),
+        ("argoproj.io", "applications"),
+    ):
+        for verb in ("create", "update", "patch", "delete", "watch"):
+            assert not _allowed(OPERATOR_RULES, group, resource, verb), (group, resource, verb)
+
+
 def test_no_wildcards_and_secrets_only_by_name() -> None:
     for rule in OPERATOR_RULES:
         assert "*" not in rule["verbs"] and "*" not in rule["resources"] and "*" not in rule["apiGroups"]
