@@ -56,13 +56,16 @@ class ProbeSamples:
         return len(self.latencies_ms) / self.total if self.total else 0.0
 
 
-def required_samples(min_success_ratio: float) -> int:
+def required_samples(min_success_ratio: float) -> int | None:
     """Probes needed before one failure could still leave the ratio at or above the threshold.
 
     With fewer, a single failure fails the check and all-pass proves less than asked, so the
-    threshold cannot be verified by that round.
+    threshold cannot be verified by that round. One rule for every ratio: 1.0 would need an
+    endless round (one more probe could always fail), so no round verifies it: None.
     """
-    if min_success_ratio >= 1.0 or min_success_ratio <= 0.0:
+    if min_success_ratio >= 1.0:
+        return None
+    if min_success_ratio <= 0.0:
         return 1
     return math.ceil(round(1.0 / (1.0 - min_success_ratio), 6))
 
@@ -222,12 +225,13 @@ def evaluate(spec: HealthProbeSpec, samples: ProbeSamples) -> CheckOutcome:
         breaches.append(f"round {_fmt_ms(samples.round_ms)} > {_fmt_ms(spec.max_round_ms)}")
     if breaches:
         return outcome(Verdict.FAIL, "LatencyAboveThreshold", "; ".join(breaches))
-    if samples.total < required_samples(spec.min_success_ratio):
+    needed = required_samples(spec.min_success_ratio)
+    if needed is None or samples.total < needed:
         return outcome(
             Verdict.INCONCLUSIVE,
             "InsufficientSamples",
             f"{samples.total} probes cannot verify a success ratio of {spec.min_success_ratio}; "
-            f"at least {required_samples(spec.min_success_ratio)} are needed",
+            + (f"at least {needed} are needed" if needed else "no finite round can (0.9999 needs 10,000)"),
         )
     warnings = []
     if spec.warn_success_ratio is not None and samples.success_ratio < spec.warn_success_ratio:

@@ -236,9 +236,9 @@ def test_percentile_matches_the_exact_definition(pct: float) -> None:
 
 @pytest.mark.parametrize(
     ("ratio", "needed"),
-    [(0.9999, 10000), (0.999, 1000), (0.99, 100), (0.95, 20), (0.9, 10), (0.5, 2), (1.0, 1), (0.0, 1)],
+    [(0.9999, 10000), (0.999, 1000), (0.99, 100), (0.95, 20), (0.9, 10), (0.5, 2), (1.0, None), (0.0, 1)],
 )
-def test_required_samples(ratio: float, needed: int) -> None:
+def test_required_samples(ratio: float, needed: int | None) -> None:
     assert required_samples(ratio) == needed
     # with that many probes one failure still meets the ratio; with one fewer it cannot
     if 0 < ratio < 1:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -62,11 +62,18 @@ class HealthProbeCheck(ApiModel):
     )
     concurrency: int = Field(default=8, ge=1, le=256, description="Requests in flight at once.")
     timeout_ms: int = Field(default=1000, ge=1, le=60000, description="Per-request timeout.")
-    expected_status: list[int] = Field(
-        default_factory=lambda: [200], description="HTTP status codes that count as success.", min_length=1
+    expected_status: list[Annotated[int, Field(ge=100, le=599)]] = Field(
+        default_factory=lambda: [200],
+        description="HTTP status codes that count as success (100-599).",
+        min_length=1,
+        max_length=32,
     )
     min_success_ratio: float = Field(
-        default=0.9999, ge=0.0, le=1.0, description="Lowest acceptable share of successful probes."
+        default=0.9999,
+        ge=0.5,
+        le=1.0,
+        description="Lowest acceptable share of successful probes, at least 0.5 (below, a failing server "
+        "passes). It must be verifiable: requests >= 1/(1-ratio), so 1.0 never is (ImpossibleThreshold).",
     )
     max_p50_ms: float | None = Field(default=None, gt=0, description="Highest acceptable median latency.")
     max_p99_ms: float | None = Field(default=500.0, gt=0, description="Highest acceptable P99 latency.")

@@ -30,12 +30,17 @@ def semantic_problems(spec: MCPReadinessSpec) -> list[SpecProblem]:
     probe = spec.checks.health_probe
     if probe is not None and probe.enabled:
         needed = required_samples(probe.min_success_ratio)
-        if probe.requests < needed:
+        if needed is None or probe.requests < needed:
+            why = (
+                f"at least {needed} are needed"
+                if needed
+                else "no finite round can verify 1.0 (one more probe could always fail); 0.9999 needs 10,000"
+            )
             problems.append(
                 SpecProblem(
                     "ImpossibleThreshold",
                     f"checks.healthProbe.minSuccessRatio {probe.min_success_ratio} cannot be verified with "
-                    f"{probe.requests} requests; at least {needed} are needed",
+                    f"{probe.requests} requests; {why}",
                 )
             )
     try:

@@ -82,7 +82,7 @@ def test_default_spec_has_no_problems() -> None:
         (0.99, 100, False),
         (0.999, 1000, False),
         (0.5, 1, True),
-        (1.0, 1, False),
+        (1.0, 1, True),  # no round verifies 1.0
     ],
 )
 def test_impossible_threshold(ratio: float, requests: int, impossible: bool) -> None:
@@ -90,7 +90,8 @@ def test_impossible_threshold(ratio: float, requests: int, impossible: bool) -> 
     assert [p.reason for p in problems] == (["ImpossibleThreshold"] if impossible else [])
     if impossible:
         assert "checks.healthProbe.minSuccessRatio" in problems[0].message
-        assert f"at least {required_samples(ratio)}" in problems[0].message
+        needed = required_samples(ratio)
+        assert (f"at least {needed}" if needed else "no finite round") in problems[0].message
 
 
 def test_no_checks_is_a_problem() -> None:
@@ -261,3 +262,21 @@ async def test_metadata_and_link_local_targets_are_not_allowed(url: str) -> None
     spec = MCPReadinessSpec.model_validate({"target": {"url": url}})
     got = await resolve_target(spec, "ml", Services())
     assert isinstance(got, SpecProblem) and got.reason == "TargetNotAllowed", got
+
+
+def test_one_rule_for_verifiability_and_bounds_that_keep_a_verdict_meaningful() -> None:
+    """1.0 is verified by no round (it used to pass with 10 probes while 0.9999 with 50 was refused);
+    a ratio under 0.5 and status codes outside 100-599 are schema errors."""
+    from pydantic import ValidationError
+
+    perfect = _spec(minSuccessRatio=1.0, requests=100_000)
+    (problem,) = semantic_problems(perfect)
+    assert problem.reason == "ImpossibleThreshold" and "no finite round" in problem.message
+    for bad in (
+        {"minSuccessRatio": 0.0},
+        {"minSuccessRatio": 0.4},
+        {"expectedStatus": [999]},
+        {"expectedStatus": [-1]},
+    ):
+        with pytest.raises(ValidationError):
+            _spec(**bad)
