@@ -178,8 +178,12 @@ def evaluate(spec: HealthProbeSpec, samples: ProbeSamples) -> CheckOutcome:
         thresholds["maxProberLagP99"] = _fmt_ms(lag_limit)
 
     def outcome(kind: Verdict, reason: str, message: str) -> CheckOutcome:
-        refused = kind == Verdict.ERROR and set(samples.failures) == {"connect"}  # evidence at any lag
-        if lag_p99 is not None and lag_p99 > lag_limit and kind != Verdict.INCONCLUSIVE and not refused:
+        # A late prober only makes figures worse (later stamps, time-outs), never better: a Pass
+        # under lag is still a pass, and refused connections are refused at any lag. A Fail, a
+        # Warn or a time-out Error may be the prober's own doing, so it is no evidence.
+        refused = kind == Verdict.ERROR and set(samples.failures) == {"connect"}
+        sound = kind in (Verdict.PASS, Verdict.INCONCLUSIVE) or refused
+        if lag_p99 is not None and lag_p99 > lag_limit and not sound:
             return CheckOutcome(
                 CHECK_NAME,
                 Verdict.INCONCLUSIVE,

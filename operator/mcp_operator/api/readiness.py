@@ -94,9 +94,9 @@ class HealthProbeCheck(ApiModel):
         default=None,
         gt=0,
         le=10000,
-        description="The prober's own event-loop lag (P99) above which a round is no evidence: the check is "
-        "Inconclusive (ProberOverloaded), never Pass or Fail. Default: a tenth of the tightest latency "
-        "limit, at least 10 ms (50 ms for the default maxP99Ms of 500).",
+        description="The prober's own event-loop lag (P99) above which a breach it saw is no evidence: "
+        "Inconclusive (ProberOverloaded), never Fail (a pass stands: lag only inflates figures). Default: a "
+        "tenth of the tightest latency limit, at least 10 ms (50 ms for the default maxP99Ms of 500).",
     )
 
 
