@@ -24,10 +24,26 @@ from mcp_devcluster.processes import ManagedProcess
 REPO = Path(__file__).resolve().parents[1]
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--long",
+        action="store_true",
+        default=False,
+        help="also run the long e2e suite (tests marked long: every crash point, 1,000+ generated specs)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "long: part of the long e2e suite; skipped unless --long is given")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    skip_long = pytest.mark.skip(reason="part of the long suite: run with --long")
     for item in items:
         if str(item.fspath).startswith(str(Path(__file__).parent)):
             item.add_marker(pytest.mark.e2e)
+        if item.get_closest_marker("long") is not None and not config.getoption("--long"):
+            item.add_marker(skip_long)
 
 
 @pytest.fixture(scope="session")
