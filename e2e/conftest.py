@@ -83,6 +83,18 @@ def operator(kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
         print(f"operator log: {op.process.log_path}")
 
 
+def _alive(operator: stack.OperatorProcess, kubeconfig: Path, log_dir: Path) -> None:
+    """Start a new shared operator when the last one is gone: tests that stop, kill or replace it
+    and then fail would otherwise leave every later test without one."""
+    popen = operator.process.popen
+    if popen is not None and popen.poll() is None:
+        return
+    replacement = stack.start_operator(kubeconfig, log_dir)
+    operator.process = replacement.process
+    operator.metrics_url = replacement.metrics_url
+    operator.liveness_url = replacement.liveness_url
+
+
 @dataclass
 class Kube:
     """kubectl bound to one kubeconfig and one namespace."""
@@ -121,7 +133,10 @@ class Kube:
 
 
 @pytest.fixture
-def kube(kubeconfig: Path, operator: stack.OperatorProcess) -> Iterator[Kube]:
+def kube(
+    kubeconfig: Path, operator: stack.OperatorProcess, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Kube]:
+    _alive(operator, kubeconfig, tmp_path_factory.mktemp("operator"))
     namespace = f"e2e-{uuid.uuid4().hex[:8]}"
     stack.kubectl(kubeconfig, "create", "namespace", namespace)
     try:

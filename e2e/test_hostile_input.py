@@ -353,7 +353,8 @@ def _neither_url_nor_ref(spec: dict[str, Any]) -> str:
 
 def _probe(**fields: Any) -> Cel:
     def apply(spec: dict[str, Any]) -> str:
-        probe = spec.setdefault("checks", {}).setdefault("healthProbe", {})
+        # an earlier mutation may have made ``checks`` something other than an object
+        probe = _container(_container(spec, "checks", "healthProbe"), "healthProbe", "maxP99Ms")
         probe.pop("maxP50Ms", None)
         probe.update(fields)
         return "spec.checks.healthProbe." + ("maxP50Ms" if "maxP50Ms" in fields else "maxP99Ms")
