@@ -1,0 +1,245 @@
+"""The operator at scale, on the real control plane: many MCPReadiness applied at once, and many
+idle objects held.
+
+Prints, for ``--gates`` gates applied in one ``kubectl apply``:
+
+- time from the apply to each gate's verdict (P50/P99), and the same less the check's own time
+  (``status.checks[].durationMs``): what the operator adds by queueing, claiming and writing;
+- requests the API server served for ``mcpreadinesses`` by verb, per gate, while they were judged
+  and during an idle window afterwards (a periodic LIST or GET per object would show there);
+- the operator's resident memory (its own process and its worker processes) with ``--idle``
+  decided objects held;
+- one MCPBenchmark of ``--shards`` shards, every shard a pod the local kubelet really runs
+  against the reference server: time from the apply to the merged verdict, and the report's size.
+
+    .venv/bin/python measurements/operator_scale.py --gates 200 --idle 1000 --shards 64
+
+The API server's counters (``apiserver_request_total``) count every client: the figures here
+include this script's own LIST polls, which it counts and prints beside them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from mcp_devcluster import stack
+from mcp_devcluster.cluster import DevCluster
+
+REPO = Path(__file__).resolve().parents[1]
+RESOURCE = "mcpreadinesses"
+
+
+def gate(name: str, url: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "mcp2026.io/v1alpha1",
+        "kind": "MCPReadiness",
+        "metadata": {"name": name},
+        "spec": {
+            "target": {"url": url},
+            "checks": {
+                "healthProbe": {"path": "/health", "requests": 100, "concurrency": 4, "maxP99Ms": 250}
+            },
+        },
+    }
+
+
+def benchmark(name: str, url: str, shards: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "mcp2026.io/v1alpha1",
+        "kind": "MCPBenchmark",
+        "metadata": {"name": name},
+        "spec": {
+            "target": {"url": url, "backend": "openai", "model": "refmodel"},
+            "load": {"concurrency": [2], "durationSeconds": 2, "warmupSeconds": 0.2},
+            "shards": shards,
+            "runner": {"nodeSelector": {"mcp2026.io/local-runner": "true"}},
+            "slo": {"latencyP99Ms": 2000},
+        },
+    }
+
+
+def run_benchmark(kubeconfig: Path, namespace: str, url: str, shards: int) -> None:
+    """Apply one benchmark of ``shards`` shards and wait for its merged verdict."""
+    name = f"shards-{shards}"
+    started = time.monotonic()
+    text = yaml.safe_dump(benchmark(name, url, shards))
+    stack.kubectl(kubeconfig, "-n", namespace, "apply", "-f", "-", input_text=text)
+    stack.kubectl(
+        kubeconfig,
+        "-n",
+        namespace,
+        "wait",
+        "--for=condition=Complete",
+        f"mcpbenchmark/{name}",
+        "--timeout=900s",
+        timeout=960,
+    )
+    took = time.monotonic() - started
+    out = stack.kubectl(kubeconfig, "-n", namespace, "get", "mcpbenchmark", name, "-o", "json").stdout
+    status = json.loads(out)["status"]
+    report = stack.kubectl(kubeconfig, "-n", namespace, "get", "configmap", f"{name}-report", "-o", "json")
+    rows = status.get("results") or [{}]
+    print(
+        f"one MCPBenchmark of {shards} shards: verdict {status.get('verdict')} in {took:.1f} s"
+        " from the apply;"
+        f" {rows[0].get('requests')} requests merged; report {len(report.stdout) / 1024:.0f} KiB,"
+        f" status {len(json.dumps(status)) / 1024:.1f} KiB"
+    )
+
+
+def requests_by_verb(kubeconfig: Path) -> Counter[str]:
+    """``apiserver_request_total`` for our resource, summed by verb (WATCH included)."""
+    text = stack.kubectl(kubeconfig, "get", "--raw", "/metrics").stdout
+    counts: Counter[str] = Counter()
+    for family in text_string_to_metric_families(text):
+        if family.name != "apiserver_request":
+            continue
+        for sample in family.samples:
+            if sample.name.endswith("_total") and sample.labels.get("resource") == RESOURCE:
+                counts[sample.labels["verb"]] += int(sample.value)
+    return counts
+
+
+def listed(kubeconfig: Path, namespace: str) -> list[dict[str, Any]]:
+    out = stack.kubectl(kubeconfig, "-n", namespace, "get", RESOURCE, "-o", "json", timeout=300).stdout
+    items: list[dict[str, Any]] = json.loads(out)["items"]
+    return items
+
+
+def decided(obj: dict[str, Any]) -> bool:
+    status = obj.get("status") or {}
+    return status.get("observedGeneration") == obj["metadata"]["generation"] and status.get("phase") in (
+        "Succeeded",
+        "Failed",
+    )
+
+
+def apply_and_time(kubeconfig: Path, namespace: str, url: str, count: int, prefix: str) -> dict[str, Any]:
+    """Apply ``count`` gates at once; poll until all are decided; time each one."""
+    names = [f"{prefix}-{i:04d}" for i in range(count)]
+    manifest = yaml.safe_dump_all([gate(n, url) for n in names])
+    polls = 0
+    started = time.monotonic()
+    stack.kubectl(kubeconfig, "-n", namespace, "apply", "-f", "-", input_text=manifest, timeout=600)
+    seen: dict[str, float] = {}
+    own: dict[str, float] = {}
+    verdicts: Counter[str] = Counter()
+    deadline = started + 60 + count * 2
+    while len(seen) < count:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"only {len(seen)} of {count} decided")
+        polls += 1
+        for obj in listed(kubeconfig, namespace):
+            name = obj["metadata"]["name"]
+            if name in names and name not in seen and decided(obj):
+                seen[name] = time.monotonic() - started
+                rows = obj["status"].get("checks") or []
+                own[name] = sum(row.get("durationMs") or 0 for row in rows) / 1000
+                verdicts[obj["status"]["verdict"]] += 1
+        time.sleep(0.25)
+    return {"seen": seen, "own": own, "verdicts": verdicts, "polls": polls}
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def spread(values: list[float]) -> str:
+    return f"P50 {percentile(values, 0.5):6.2f} s   P99 {percentile(values, 0.99):6.2f} s"
+
+
+def rss_mib(pid: int) -> tuple[float, float]:
+    """Resident memory of ``pid`` and of all its descendants, in MiB."""
+
+    def rss(p: int) -> float:
+        for line in Path(f"/proc/{p}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return 0.0
+
+    children: list[int] = []
+    frontier = [pid]
+    while frontier:
+        parent = frontier.pop()
+        for task in Path(f"/proc/{parent}/task").iterdir():
+            kids = (task / "children").read_text().split()
+            children += [int(k) for k in kids]
+            frontier += [int(k) for k in kids]
+    return rss(pid), sum(rss(c) for c in children)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--gates", type=int, default=200, help="MCPReadiness applied at once")
+    parser.add_argument("--idle", type=int, default=1000, help="decided gates held for the memory figure")
+    parser.add_argument("--shards", type=int, default=64, help="shards of one benchmark (0: none)")
+    parser.add_argument("--idle-window", type=float, default=30.0, help="seconds of the idle request count")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="mcp-scale-") as tmp:
+        work = Path(tmp)
+        cluster = DevCluster(work / "cluster")
+        state = cluster.up()
+        refserver = operator = None
+        try:
+            kubeconfig = Path(state.kubeconfig)
+            stack.apply_crds(kubeconfig, REPO / "crds")
+            refserver, url = stack.start_refserver(work, "--ttft-ms", "5", "--tpot-ms", "1")
+            operator = stack.start_operator(kubeconfig, work)
+            assert operator.process.popen is not None
+            stack.kubectl(kubeconfig, "create", "namespace", "scale")
+
+            before = requests_by_verb(kubeconfig)
+            burst = apply_and_time(kubeconfig, "scale", url, args.gates, "burst")
+            after = requests_by_verb(kubeconfig)
+            times = list(burst["seen"].values())
+            added = [burst["seen"][n] - burst["own"][n] for n in burst["seen"]]
+            print(f"{args.gates} gates applied at once: verdicts {dict(burst['verdicts'])}")
+            print(f"  apply to verdict      {spread(times)}   max {max(times):6.2f} s")
+            own_median = statistics.median(burst["own"].values())
+            print(f"  less the check's own  {spread(added)}   (check itself: median {own_median:.3f} s)")
+            delta = after - before
+            print(
+                "  API requests on mcpreadinesses while judging, per gate: "
+                + ", ".join(f"{verb} {n / args.gates:.2f}" for verb, n in sorted(delta.items()))
+                + f"   (this script's LIST polls: {burst['polls']})"
+            )
+            quiet = requests_by_verb(kubeconfig)
+            time.sleep(args.idle_window)
+            idle = requests_by_verb(kubeconfig) - quiet
+            print(
+                f"  idle {args.idle_window:.0f} s afterwards: "
+                + (", ".join(f"{verb} {n}" for verb, n in sorted(idle.items())) or "no requests")
+                + "   (this script's own /metrics reads are not on this resource)"
+            )
+
+            if args.idle > args.gates:
+                held = apply_and_time(kubeconfig, "scale", url, args.idle - args.gates, "idle")
+                print(f"{args.idle} decided gates held ({dict(burst['verdicts'] + held['verdicts'])})")
+            time.sleep(args.idle_window)
+            own_rss, workers_rss = rss_mib(operator.process.popen.pid)
+            print(f"  operator RSS {own_rss:.0f} MiB, its worker processes {workers_rss:.0f} MiB")
+            if args.shards:
+                run_benchmark(kubeconfig, "scale", url, args.shards)
+        finally:
+            stack.stop(operator.process if operator else None)
+            stack.stop(refserver)
+            cluster.down()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
