@@ -206,6 +206,25 @@ class CircuitBreaker(_Strict):
         return self
 
 
+class Retry(_Strict):
+    """How the client retries a failed request, as the service's real clients might: the drill
+    reproduces their retry behaviour on purpose (a storm is retries without backoff). A request
+    is measured from its first attempt to its last; the attempts are counted in the run's notes."""
+
+    attempts: int = Field(default=3, ge=1, le=20, description="attempts per request, the first included")
+    backoff_ms: float = Field(
+        default=0.0, ge=0, le=60_000, description="wait before the first retry, doubled for each next one"
+    )
+    max_backoff_ms: float = Field(default=10_000.0, gt=0, le=600_000, description="longest wait")
+    jitter: bool = Field(default=False, description="full jitter: each wait drawn uniformly in [0, backoff]")
+    statuses: list[int] = Field(
+        default_factory=lambda: [429, 502, 503, 504],
+        max_length=32,
+        description="HTTP statuses that are retried (connection errors and time-outs always are)",
+    )
+    seed: int = Field(default=0, description="seed of the jitter draws")
+
+
 class Observe(_Strict):
     """The server's side, read before and after each level (and sampled during it): the same
     grammar as ``mcp-bench run --server-metrics`` and ``--triton-stats``, so a plan (or an
@@ -252,6 +271,7 @@ class RunPlan(_Strict):
     breaker: CircuitBreaker | None = None
     labels: dict[str, str] = Field(default_factory=dict, description="free-form tags copied into results")
     observe: Observe = Field(default_factory=Observe, description="server-side metrics to collect")
+    retry: Retry | None = Field(default=None, description="client retries (none by default)")
 
     @model_validator(mode="after")
     def _url_scheme(self) -> RunPlan:

@@ -25,6 +25,7 @@ from mcp_bench.load.open import run_open
 from mcp_bench.load.payloads import payload_source
 from mcp_bench.plan import RunPlan
 from mcp_bench.protocols import protocol_factory
+from mcp_bench.protocols.retry import RetryingClient, with_retries
 from mcp_bench.records import ProtocolClient, RequestPayload, RequestRecord
 from mcp_bench.results.aggregate import LevelAccumulator, LevelMeta
 from mcp_bench.results.document import LevelResult, ResultDocument
@@ -40,7 +41,7 @@ class BuiltinEngine:
         started = datetime.now(UTC)
         # Records hold perf_counter_ns instants; this offset turns them into Unix ns once per run.
         offset_ns = time.time_ns() - perf_counter_ns()
-        client = protocol_factory(plan.backend)(plan, plan.max_connections)
+        client = with_retries(protocol_factory(plan.backend)(plan, plan.max_connections), plan.retry)
         notes: list[str] = []
         for obs in observers:
             await obs.run_started(plan)
@@ -55,6 +56,8 @@ class BuiltinEngine:
             )
         finally:
             await client.close()
+        if isinstance(client, RetryingClient):
+            notes.append(client.note())
         return await finish_run(
             plan,
             observers,

@@ -167,7 +167,7 @@ def reject_unsupported(engine: str, plan: RunPlan, backends: Sequence[str]) -> N
             f"backend: the {engine} engine supports {', '.join(repr(b) for b in backends)} only, "
             f"got {plan.backend!r} (the builtin engine supports every backend)"
         )
-    for name in ("stability", "breaker"):
+    for name in ("stability", "breaker", "retry"):
         if getattr(plan, name) is not None:
             raise PlanError(
                 f"{name}: not applied by the {engine} engine; remove it or use the builtin engine"

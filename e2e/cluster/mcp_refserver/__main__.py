@@ -40,6 +40,12 @@ def build_parser() -> argparse.ArgumentParser:
     a("--tokens-per-chunk", type=int, default=1)
     a("--no-usage", dest="send_usage", action="store_false", help="never send a usage chunk")
     a("--capacity", type=int, default=0, help="requests in service at once; others queue FIFO (0: no limit)")
+    a(
+        "--max-inflight",
+        type=int,
+        default=0,
+        help="shed load: a request that finds this many in progress gets 503 at once (0: never)",
+    )
     a("--seed", type=int, default=0)
     a(
         "--loop",
@@ -103,6 +109,7 @@ def config_from_args(args: argparse.Namespace) -> RefServerConfig:
             "tokens_per_chunk": args.tokens_per_chunk,
             "send_usage": args.send_usage,
             "capacity": args.capacity,
+            "max_inflight": args.max_inflight,
             "seed": args.seed,
             "faults": faults,
             **{name: getattr(args, name) for name in TRAP_FIELDS if getattr(args, name) is not None},

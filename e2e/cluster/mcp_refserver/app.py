@@ -13,6 +13,7 @@ from mcp_refserver.config import RefServerConfig
 from mcp_refserver.metrics import ServerMetrics
 from mcp_refserver.model import ServerModel
 from mcp_refserver.openai_api import OpenAIHandlers
+from mcp_refserver.traffic import Traffic
 from mcp_refserver.v2_grpc import start_grpc
 from mcp_refserver.v2_http import V2HttpHandlers
 
@@ -22,6 +23,7 @@ MAX_DELAY_MS = 60_000.0
 def build_app(config: RefServerConfig) -> tuple[web.Application, ServerModel]:
     model = ServerModel(config)
     metrics = ServerMetrics(config, model.stats, model, model)
+    traffic = Traffic(metrics.registry, config.max_inflight)
     server_header = f"{config.server_name}/{config.server_version}"
 
     async def version(request: web.Request) -> web.Response:
@@ -66,7 +68,7 @@ def build_app(config: RefServerConfig) -> tuple[web.Application, ServerModel]:
     async def on_prepare(request: web.Request, response: web.StreamResponse) -> None:
         response.headers["Server"] = server_header
 
-    app = web.Application(client_max_size=64 * 2**20)
+    app = web.Application(client_max_size=64 * 2**20, middlewares=[traffic.middleware])
     app.on_response_prepare.append(on_prepare)
     app.add_routes(
         [

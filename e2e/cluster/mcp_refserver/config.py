@@ -40,6 +40,12 @@ every one is off by default, so the model above is unchanged unless one is set:
   shape (OpenAI: prompt length rounded up to the bucket; V2: the input tensor shapes) "compiles"
   for this long inside its service; requests of the same shape arriving meanwhile wait for it.
   Counted in ``mcp_refserver_shape_compiles_total``.
+
+Every HTTP request is counted in ``mcp_refserver_http_requests_total{path,code}`` (the route's
+path, so the label stays bounded): the server's side of a retry-amplification measurement.
+``max_inflight`` sheds load: a request on a work path (anything but /health, /metrics, /version)
+that finds that many already in progress is answered 503 at once, as an overloaded server or its
+gateway does; clients that retry such answers without backoff turn an overload into a storm.
 """
 
 from __future__ import annotations
@@ -104,6 +110,7 @@ class RefServerConfig(BaseModel):
     grpc_codec_ms: float = Field(default=0.0, ge=0, le=60_000)
     shape_penalty_ms: float = Field(default=0.0, ge=0, le=600_000)
     shape_bucket_tokens: int = Field(default=1, ge=1)
+    max_inflight: int = Field(default=0, ge=0)  # 0: no shedding
 
     @field_validator("instance_weights", mode="before")
     @classmethod
