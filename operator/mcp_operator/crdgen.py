@@ -68,6 +68,7 @@ def _openapi_v3(node: dict[str, Any]) -> dict[str, Any]:
         if isinstance(value, int | float) and not isinstance(value, bool):
             node[flag] = value
             node[bound] = True
+    _fractional_bounds_in_cel(node)
     if node.get("default") is None:
         node.pop("default", None)
     if "const" in node:  # a one-value Literal: OpenAPI 3.0 says it as a one-value enum
@@ -81,6 +82,31 @@ def _openapi_v3(node: dict[str, Any]) -> dict[str, Any]:
         node.pop("additionalProperties")
         node["x-kubernetes-preserve-unknown-fields"] = True
     return node
+
+
+def _fractional_bounds_in_cel(node: dict[str, Any]) -> None:
+    """A fractional bound of a number is also a CEL rule: the API server's OpenAPI validation
+    compares a JSON integer with the bound truncated to an integer, so ``minimum: 0.5`` admits
+    ``0``. CEL sees the integer as a double and compares exactly."""
+    if node.get("type") != "number":
+        return
+    rules = []
+    for bound, inclusive, exclusive, words in (
+        ("minimum", ">=", ">", ("at least", "greater than")),
+        ("maximum", "<=", "<", ("at most", "less than")),
+    ):
+        value = node.get(bound)
+        if not isinstance(value, float) or value.is_integer():
+            continue
+        strict = node.get(f"exclusive{bound.capitalize()}") is True
+        rules.append(
+            {
+                "rule": f"self {exclusive if strict else inclusive} {value!r}",
+                "message": f"must be {words[1] if strict else words[0]} {value!r}",
+            }
+        )
+    if rules:
+        node["x-kubernetes-validations"] = [*node.get("x-kubernetes-validations", []), *rules]
 
 
 def structural_schema(model: type[BaseModel]) -> dict[str, Any]:

@@ -73,3 +73,26 @@ def test_unions_that_cannot_be_structural_are_refused() -> None:
 
     with pytest.raises(ValueError, match="anyOf"):
         structural_schema(Ambiguous)
+
+
+class Bounded(ApiModel):
+    share: float = Field(default=0.9, ge=0.5, le=1.0)
+    step: float = Field(default=1.0, gt=0.25, lt=2.5)
+    whole: float = Field(default=2.0, ge=1, le=10)
+    count: int = Field(default=1, ge=1)
+
+
+def test_fractional_number_bounds_are_also_cel_rules() -> None:
+    """The API server checks a JSON integer against a bound truncated to an integer (0.5 -> 0),
+    so only a CEL rule keeps ``0`` out of a ``minimum: 0.5`` field."""
+    props = structural_schema(Bounded)["properties"]
+    assert props["share"]["minimum"] == 0.5
+    assert props["share"]["x-kubernetes-validations"] == [
+        {"rule": "self >= 0.5", "message": "must be at least 0.5"}
+    ]
+    assert props["step"]["x-kubernetes-validations"] == [
+        {"rule": "self > 0.25", "message": "must be greater than 0.25"},
+        {"rule": "self < 2.5", "message": "must be less than 2.5"},
+    ]
+    for exact in ("whole", "count"):  # whole bounds and integers are compared exactly already
+        assert "x-kubernetes-validations" not in props[exact]
