@@ -48,7 +48,6 @@ from ..readiness.release import (
 from ..readiness.release import observe as observe_release
 from ..readiness.status import (
     drill_status,
-    faults_reverted,
     rejected_status,
     running_status,
     verdict_status,
@@ -100,11 +99,8 @@ async def _settle_drills(uid: str, generation: int, obj: Mapping[str, Any]) -> d
         status = dict((refreshed or {}).get("status") or {})
     if DRILLS.get(uid) is None and journal.open_entries(list(status.get("faults") or [])):
         faults = await replay_journal(list(status["faults"]), kube.api_client())
-        conds = faults_reverted(
-            list(status.get("conditions") or []),
-            journal.all_reverted(faults),
-            int(meta["generation"]),
-            utc_now(),
+        conds = journal.revert_condition(
+            list(status.get("conditions") or []), faults, int(meta["generation"]), utc_now()
         )
         await _write_status(meta["namespace"], meta["name"], {"faults": faults, "conditions": conds})
         status.update(faults=faults, conditions=conds)
@@ -292,16 +288,11 @@ async def _drill_task(
         metrics.ERRORS.labels("drill").inc()
         now = utc_now()
         message = f"the drill failed: {type(exc).__name__}: {exc}"[:1000]
-        fresh = await _fresh(namespace, name)
+        fresh = ((await _fresh(namespace, name)) or {}).get("status") or {}
         conds = set_condition(
-            list(((fresh or {}).get("status") or {}).get("conditions") or []),
-            "Ready",
-            False,
-            "DrillFailed",
-            message,
-            generation,
-            now,
+            list(fresh.get("conditions") or []), "Ready", False, "DrillFailed", message, generation, now
         )
+        conds = journal.revert_condition(conds, list(fresh.get("faults") or []), generation, now)
         fields: dict[str, Any] = {
             "phase": "Failed",
             "verdict": "Error",
@@ -329,7 +320,8 @@ def _end_drill(
     aborted: bool,
 ) -> None:
     """An aborted drill, or one the operator lost mid-run: its faults are already reverted
-    (``_settle_drills``); the run proved nothing, so it is Inconclusive and not Ready."""
+    (``_settle_drills``); the run proved nothing, so it is Inconclusive and not Ready. Its
+    FaultsReverted condition says what the journal shows, also when nothing was left to replay."""
     reason = "DrillAborted" if aborted else "DrillInterrupted"
     message = (
         "spec.drill.abort is true: the drill stopped and its faults were reverted"
@@ -342,6 +334,7 @@ def _end_drill(
         list(status.get("conditions") or []), "Ready", False, reason, message, generation, now
     )
     conds = set_condition(conds, "Complete", False, reason, message, generation, now)
+    conds = journal.revert_condition(conds, list(status.get("faults") or []), generation, now)
     patch.status.update(
         {
             "observedGeneration": generation,

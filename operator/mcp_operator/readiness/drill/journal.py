@@ -12,6 +12,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from ...conditions import set_condition
+
 OPEN_PHASES = ("Planned", "Injected")
 Journal = list[dict[str, Any]]
 
@@ -60,3 +62,26 @@ def undo_of(entry: Mapping[str, Any]) -> dict[str, Any]:
 
 def all_reverted(journal: Journal) -> bool:
     return all(e.get("phase") in ("Reverted", "Skipped") for e in journal)
+
+
+def not_reverted(journal: Journal) -> Journal:
+    """Entries not known to be undone: still open, or their revert failed."""
+    return [e for e in journal if e.get("phase") not in ("Reverted", "Skipped")]
+
+
+def revert_condition(
+    conditions: list[dict[str, Any]], journal: Journal, generation: int, now: str
+) -> list[dict[str, Any]]:
+    """FaultsReverted as the journal shows it, for a drill that ended outside its own run (aborted,
+    interrupted, failed): True when every entry is Reverted or Skipped, else False naming the
+    faults left, so a reader need not search ``status.faults``."""
+    left = not_reverted(journal)
+    if not left:
+        message = "every injected fault is reverted" if journal else "no fault was injected"
+        return set_condition(conditions, "FaultsReverted", True, "Reverted", message, generation, now)
+    named = ", ".join(
+        f"{e.get('kind')} {e.get('target') or e.get('id')} ({e.get('phase')})" for e in left[:8]
+    )
+    more = f" and {len(left) - 8} more" if len(left) > 8 else ""
+    message = f"not reverted: {named}{more}; see status.faults"
+    return set_condition(conditions, "FaultsReverted", False, "RevertFailed", message, generation, now)

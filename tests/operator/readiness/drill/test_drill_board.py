@@ -87,6 +87,29 @@ def test_journal_keeps_undo_and_knows_what_is_open() -> None:
     assert jr.all_reverted(jr.updated(journal, "f1", phase="RevertFailed")) is False
 
 
+def _faults_reverted(conditions: list[dict[str, object]]) -> dict[str, object]:
+    (found,) = [c for c in conditions if c["type"] == "FaultsReverted"]
+    return found
+
+
+def test_an_ended_drill_says_what_its_journal_shows() -> None:
+    """Aborted, interrupted or failed: FaultsReverted True only when every entry is Reverted or
+    Skipped; False names each fault left (issue 12)."""
+    journal = jr.planned(
+        [], fault_id="f1", stage="s", kind="scaleDown", target="Deployment ns/srv", undo={}, now=T0
+    )
+    journal = jr.skipped(journal, fault_id="f2", stage="s", kind="podKill", message="NothingSelected", now=T0)
+    assert _faults_reverted(jr.revert_condition([], [], 3, T0))["message"] == "no fault was injected"
+    done = _faults_reverted(jr.revert_condition([], jr.updated(journal, "f1", phase="Reverted"), 3, T0))
+    assert (done["status"], done["reason"], done["observedGeneration"]) == ("True", "Reverted", 3)
+    failed = jr.updated(journal, "f1", phase="RevertFailed")
+    left = _faults_reverted(jr.revert_condition([], failed, 3, T0))
+    assert (left["status"], left["reason"]) == ("False", "RevertFailed")
+    assert "scaleDown Deployment ns/srv (RevertFailed)" in str(left["message"])
+    assert "podKill" not in str(left["message"])  # skipped: never applied, nothing to undo
+    assert "(Planned)" in str(_faults_reverted(jr.revert_condition([], journal, 3, T0))["message"])
+
+
 def test_success_kpi_never_passes_on_too_few_samples() -> None:
     t = KpiThresholds()  # 99.99%: 10,000 requests are needed to verify it
     assert success_kpi(0, 0, t).verdict == Verdict.INCONCLUSIVE
