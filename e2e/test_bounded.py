@@ -6,7 +6,8 @@ what it creates goes with its owner.
   evaluations are counted one for one.
 - The largest rows and findings a schema-valid spec can cause (16 unreachable xDS sources with
   2,048-character addresses, ...) must still fit 64 KiB, and a verdict must land even for a
-  spec near the API server's object size limit.
+  spec near the API server's object size limit; with no room left for its rows it lands without
+  them (StatusTooLarge), once.
 - A 16-level, 3-shard benchmark: its shard results, its report and its status are measured
   against the ConfigMap and object limits, the report is extrapolated to the spec's maxima
   (256 shards x 16 levels) with the real shard documents, and every child (Job, pods, result and
@@ -156,14 +157,6 @@ def _decided(api: client.ApiClient, namespace: str, name: str, timeout_s: float)
         time.sleep(0.3)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="product defect: status strings are not bounded in bytes, only rows (20), findings (20 per row) "
-    "and history (10) are counted: a row's message, a finding's subject/observed/source and the Ready"
-    " message are copied whole (operator/mcp_operator/readiness/status.py check_row and "
-    "verdict_status), so 16 unreachable xDS sources with 2,048-character addresses make one xds-sync "
-    "row of ~196 KB and status ~210 KB",
-)
 def test_the_largest_rows_and_findings_a_spec_can_cause_stay_under_64_kib(
     kube: Any, refserver: str, api: client.ApiClient
 ) -> None:
@@ -177,13 +170,6 @@ def test_the_largest_rows_and_findings_a_spec_can_cause_stay_under_64_kib(
 
 
 @pytest.mark.long
-@pytest.mark.xfail(
-    strict=True,
-    reason="product defect (same cause as the 64 KiB one): with a spec near the object size limit the "
-    "verdict's unbounded status makes the object too large for etcd: the status patch fails with 500 "
-    "'etcdserver: request is too large', the gate stays Running with Ready Unknown and kopf runs the "
-    "whole evaluation again every 60 s",
-)
 def test_a_verdict_lands_for_a_spec_near_the_object_size_limit(
     kube: Any, refserver: str, api: client.ApiClient
 ) -> None:
@@ -200,6 +186,40 @@ def test_a_verdict_lands_for_a_spec_near_the_object_size_limit(
     obj = _decided(api, kube.namespace, "huge", 45)
     print(f"\nspec {_size(obj['spec'])} B: phase {obj.get('status', {}).get('phase')}")
     assert obj.get("status", {}).get("phase") in ("Succeeded", "Failed"), stack.condition_of(obj)
+
+
+ETCD_REQUEST_LIMIT = 1_572_864  # etcd's --max-request-bytes default, 1.5 MiB
+
+
+@pytest.mark.long
+def test_a_verdict_with_no_room_for_its_rows_lands_without_them_once(
+    kube: Any, refserver: str, api: client.ApiClient
+) -> None:
+    """A spec that leaves the object about 10 KiB: the verdict's rows (about 20 KB here) cannot be
+    stored, so the verdict is written without them, once, with the reason StatusTooLarge."""
+    spec = _largest_rows_spec(refserver)
+    ids: list[str] = []
+    spec["checks"]["xdsSync"]["proxies"] = {"ids": ids}
+    target = ETCD_REQUEST_LIMIT - 10 * 1024 - 3000  # the rest: metadata and the claimed round
+    while _size(spec) < target - 3100:
+        ids.append(f"proxy-{len(ids)}-" + "x" * 3000)
+    ids.append("y" * (target - _size(spec) - 10))
+    _create(api, kube.namespace, "MCPReadiness", "mcpreadinesses", "no-room", spec)
+    obj = _decided(api, kube.namespace, "no-room", 45)
+    status, ready = obj.get("status") or {}, stack.condition_of(obj)
+    print(f"\nspec {_size(obj['spec'])} B: phase {status.get('phase')}, status {_size(status)} B, {ready}")
+    assert status.get("phase") == "Failed" and status.get("verdict") in ("Fail", "Error"), ready
+    assert ready.get("reason") == "StatusTooLarge" and "request is too large" in ready.get("message", "")
+    assert status.get("checks") == [] and status.get("evaluations") == 1
+    time.sleep(5)  # nothing evaluates it again
+    assert (_get(api, kube.namespace, "mcpreadinesses", "no-room")["status"] or {}).get("evaluations") == 1
+    reasons = [
+        e.reason
+        for e in client.CoreV1Api(api)
+        .list_namespaced_event(kube.namespace, field_selector="involvedObject.name=no-room")
+        .items
+    ]
+    assert reasons.count("StatusTooLarge") == 1, reasons
 
 
 # -- MCPBenchmark: shard results, report, children -------------------------------------------------

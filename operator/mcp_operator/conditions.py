@@ -1,10 +1,15 @@
-"""Kubernetes-convention conditions, built as pure functions over status dictionaries."""
+"""Kubernetes-convention conditions, built as pure functions over status dictionaries; a
+message or reason is clipped to its bound (``bounded``), whatever it quotes."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from mcp_checks.verdict import utc_now
+
+from .bounded import MAX_MESSAGE, clip
+
+MAX_REASON = 128
 
 __all__ = ["condition", "set_condition", "utc_now"]
 
@@ -27,8 +32,8 @@ def set_condition(
     updated: dict[str, Any] = {
         "type": type_,
         "status": wire,
-        "reason": reason,
-        "message": message,
+        "reason": clip(reason, MAX_REASON),
+        "message": clip(message, MAX_MESSAGE),
         "lastTransitionTime": stamp,
     }
     if generation is not None:

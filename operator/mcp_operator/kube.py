@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
+import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -20,6 +22,7 @@ from . import metrics
 from .api.common import GROUP, VERSION
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 REQUEST_TIMEOUT_S = 30
 
 
@@ -53,13 +56,22 @@ RETRY_DELAYS_S = (0.2, 0.5, 1.0)  # bounded and short: a verdict waits seconds, 
 MAX_RETRY_AFTER_S = 2.0
 
 
+def too_large(exc: BaseException) -> bool:
+    """The API server (413) or etcd (a 500 saying so) refused a write for its size: the same
+    write can never succeed, so it is not retried."""
+    if not isinstance(exc, ApiException):
+        return False
+    body = exc.body.decode(errors="replace") if isinstance(exc.body, bytes) else str(exc.body or "")
+    return exc.status == 413 or "request is too large" in body
+
+
 def retry_delay(exc: BaseException, attempt: int) -> float | None:
     """How long to wait before trying ``exc``'s call again, or None when it is not transient or
     the retries are used up (then the handler's own error path takes over)."""
     if attempt >= len(RETRY_DELAYS_S):
         return None
     if isinstance(exc, ApiException):
-        if exc.status not in TRANSIENT_STATUS:
+        if exc.status not in TRANSIENT_STATUS or too_large(exc):
             return None
         after = (exc.headers or {}).get("Retry-After") if exc.headers else None
         try:
@@ -122,3 +134,40 @@ async def patch_status(plural: str, namespace: str, name: str, status: dict[str,
         name,
         {"status": status},
     )
+
+
+async def patch_status_or(
+    plural: str,
+    namespace: str,
+    name: str,
+    status: dict[str, Any],
+    smaller: Callable[[str], dict[str, Any]],
+) -> str | None:
+    """Write ``status``; when it is refused as too large (the spec leaves the object no room),
+    write ``smaller(why)`` instead, once, rather than fail and have the whole round retried.
+    Returns why the full status was refused, or None when it was written. When not even the
+    smaller one fits, that is logged and left: no write can succeed until the spec shrinks."""
+    try:
+        await patch_status(plural, namespace, name, status)
+    except ApiException as exc:
+        if not too_large(exc):
+            raise
+        why = f"{exc.status} {api_message(exc)}"
+    else:
+        return None
+    try:
+        await patch_status(plural, namespace, name, smaller(why))
+    except ApiException as exc:
+        if not too_large(exc):
+            raise
+        log.error("%s/%s: not even the smallest status fits in the object: %s", namespace, name, why)
+    return why
+
+
+def api_message(exc: ApiException) -> str:
+    """The API server's own message (its Status object), or the HTTP reason."""
+    try:
+        message = str(json.loads(exc.body or "{}").get("message") or "")
+    except (ValueError, AttributeError):
+        message = ""
+    return message or str(exc.reason)

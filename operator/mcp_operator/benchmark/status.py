@@ -1,5 +1,9 @@
 """MCPBenchmark status, built through the API's status model (every field one the CRD
-declares) by pure functions that are handed the time instead of reading the clock."""
+declares) by pure functions that are handed the time instead of reading the clock.
+
+Bounded in bytes: what comes from the shards (the engine fingerprint a server announced, the
+findings' texts and figures, why results were rejected) is clipped, and the collected status is
+built at tighter bounds until it fits ``bounded.STATUS_BUDGET``."""
 
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from ..api.benchmark import (
     MCPBenchmarkStatus,
     ShardSummary,
 )
+from ..bounded import MAX_URL, TIERS, Bounds, clip, clip_map, fit, json_size
 from ..conditions import set_condition
 from ..rejection import rejected_fields
 from ..targets import SpecProblem
@@ -33,22 +38,22 @@ def _figure(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}"
 
 
-def level_row(summary: LevelSummary) -> LevelRow:
+def level_row(summary: LevelSummary, bounds: Bounds = TIERS[0]) -> LevelRow:
     """A status row from the level's one summary: the same errors, latency and SLO spelling as
     ``mcp-bench show`` prints for the same document."""
     gpu = summary.gpu_memory_peak_pct
     return LevelRow(
-        level=summary.level,
+        level=clip(summary.level, bounds.field),
         requests=summary.completed,
         errors=summary.errors,
-        latency=summary.latency_basis,
+        latency=clip(summary.latency_basis, bounds.field),
         throughput_rps=_figure(summary.throughput_rps),
         mean_ms=_figure(summary.mean_ms),
         p50_ms=_figure(summary.p50_ms),
         p95_ms=_figure(summary.p95_ms),
         p99_ms=_figure(summary.p99_ms),
         gpu_memory_peak_percent="unavailable" if gpu is None else f"{gpu:.1f}",
-        slo=summary.slo or "",
+        slo=clip(summary.slo or "", bounds.field),
     )
 
 
@@ -58,31 +63,39 @@ def _value(value: float | int | str | None) -> str:
     return str(value)
 
 
-def diagnostic_row(f: Finding) -> DiagnosticFinding:
-    """A finding in the API's shape: figures as strings, camelCase keys, texts cut to their bounds."""
+def diagnostic_row(f: Finding, bounds: Bounds = TIERS[0]) -> DiagnosticFinding:
+    """A finding in the API's shape: figures as strings, camelCase keys, texts cut to their bounds
+    (the CRD's, and ``bounds`` within them)."""
+    values = {to_camel(k): _value(v) for k, v in f.values.items() if v is not None}
     return DiagnosticFinding(
         trap=f.trap,
         key=f.key,
         name=f.name,
         state=f.state,
-        summary=f.summary[:1024],
-        level=f.level,
-        values={to_camel(k): _value(v)[:256] for k, v in f.values.items() if v is not None},
-        thresholds={to_camel(k): _value(v) for k, v in f.thresholds.items()},
-        source=f.source[:512],
-        advice=f.advice[:512],
-        needs=f.needs[:512],
+        summary=clip(f.summary, bounds.text),
+        level=None if f.level is None else clip(f.level, bounds.field),
+        values=clip_map(values, bounds),
+        thresholds=clip_map({to_camel(k): _value(v) for k, v in f.thresholds.items()}, bounds),
+        source=clip(f.source, min(512, bounds.text)),
+        advice=clip(f.advice, min(512, bounds.text)),
+        needs=clip(f.needs, min(512, bounds.text)),
     )
 
 
-def diagnostics(doc: ResultDocument) -> list[DiagnosticFinding]:
-    """The trap detectors over the merged document: one row per detector, bounded."""
-    return [diagnostic_row(f) for f in diagnose(DiagnoseInputs(document=doc))][:MAX_DIAGNOSTICS]
+def findings(doc: ResultDocument) -> list[Finding]:
+    """The trap detectors over the merged document: one finding per detector, bounded."""
+    return diagnose(DiagnoseInputs(document=doc))[:MAX_DIAGNOSTICS]
 
 
-def engine_fingerprint(fields: dict[str, Any]) -> dict[str, str]:
-    """The engine fingerprint in the API's camelCase (serverName, engineVersion, ...)."""
-    return {to_camel(key): str(value) for key, value in fields.items() if value}
+def diagnostics(doc: ResultDocument, bounds: Bounds = TIERS[0]) -> list[DiagnosticFinding]:
+    """The detectors' findings in the API's shape."""
+    return [diagnostic_row(f, bounds) for f in findings(doc)]
+
+
+def engine_fingerprint(fields: dict[str, Any], bounds: Bounds = TIERS[0]) -> dict[str, str]:
+    """The engine fingerprint in the API's camelCase (serverName, engineVersion, ...); its values
+    come from the shards (a server's own headers), so they are clipped."""
+    return clip_map({to_camel(key): str(value) for key, value in fields.items() if value}, bounds)
 
 
 def rejected_status(
@@ -115,7 +128,7 @@ def started_status(
             "phase": "Suspended" if suspend else "Running",
             "observed_generation": generation,
             "job_name": job,
-            "target_url": url,
+            "target_url": clip(url, MAX_URL),
             "started_at": now,
             "shards": ShardSummary(expected=shards),
             "conditions": conds,
@@ -187,30 +200,13 @@ def merged_status(
             problem = problem or ("ShardMergeFailed", str(exc))
     if merged is not None and not merged.measured_anything:
         problem = problem or ("NothingMeasured", "no request completed in any shard")
-    fields: dict[str, Any] = {
-        "observed_generation": generation,
-        "completed_at": now,
-        "shards": ShardSummary(
-            expected=expected,
-            reported=len(readout.documents),
-            rejected=len(readout.rejected),
-            succeeded=succeeded,
-            failed=failed,
-        ),
-    }
-    rows: list[LevelRow] = []
-    if merged is not None:
-        rows = [level_row(summarize(merged, level)) for level in merged.levels]
-        fields["results"] = rows[-MAX_RESULT_ROWS:]
-        if rows:
-            fields["p99_ms"], fields["throughput_rps"] = rows[-1].p99_ms, rows[-1].throughput_rps
-        fields["engine"] = engine_fingerprint(merged.engine.model_dump())
-        fields["diagnostics"] = diagnostics(merged)
+    summaries = [] if merged is None else [summarize(merged, level) for level in merged.levels]
+    found = [] if merged is None else findings(merged)
     if problem is not None:
         reason, message = problem
         verdict, ready, phase = "Error", False, "Failed"
     elif merged is not None and merged.slo_passed is False:
-        failing = [r.level for r in rows if r.slo == "Fail"]
+        failing = [s.level for s in summaries if s.slo == "Fail"]
         reason, message = "SloMissed", f"SLO missed at {', '.join(failing) or 'some level'}"
         verdict, ready, phase = "Fail", False, "Succeeded"
     else:
@@ -219,8 +215,33 @@ def merged_status(
             "every SLO met" if reason == "SloMet" else "no SLO declared"
         )
         verdict, ready, phase = "Pass", True, "Succeeded"
-    conds = set_condition(conditions, "Complete", True, "JobFinished", "all shards finished", generation, now)
-    conds = set_condition(conds, "Ready", ready, reason, message, generation, now)
-    fields.update(phase=phase, verdict=verdict, conditions=conds)
-    status = MCPBenchmarkStatus.model_validate(fields)
-    return Collected(status.to_patch(), merged, ready, reason, message)
+
+    def build(bounds: Bounds) -> dict[str, Any]:
+        fields: dict[str, Any] = {
+            "observed_generation": generation,
+            "completed_at": now,
+            "phase": phase,
+            "verdict": verdict,
+            "shards": ShardSummary(
+                expected=expected,
+                reported=len(readout.documents),
+                rejected=len(readout.rejected),
+                succeeded=succeeded,
+                failed=failed,
+            ),
+        }
+        if merged is not None:
+            rows = [level_row(summary, bounds) for summary in summaries][-MAX_RESULT_ROWS:]
+            fields["results"] = rows
+            if rows:
+                fields["p99_ms"], fields["throughput_rps"] = rows[-1].p99_ms, rows[-1].throughput_rps
+            fields["engine"] = engine_fingerprint(merged.engine.model_dump(), bounds)
+            fields["diagnostics"] = [diagnostic_row(f, bounds) for f in found]
+        conds = set_condition(
+            conditions, "Complete", True, "JobFinished", "all shards finished", generation, now
+        )
+        conds = set_condition(conds, "Ready", ready, reason, clip(message, bounds.text), generation, now)
+        fields["conditions"] = conds
+        return MCPBenchmarkStatus.model_validate(fields).to_patch()
+
+    return Collected(fit(build, json_size), merged, ready, reason, message)

@@ -47,9 +47,11 @@ from ..readiness.release import (
 )
 from ..readiness.release import observe as observe_release
 from ..readiness.status import (
+    STATUS_TOO_LARGE,
     drill_status,
     rejected_status,
     running_status,
+    too_large_status,
     verdict_status,
 )
 from ..settings import OperatorSettings
@@ -615,9 +617,17 @@ async def _evaluate_round(
         if gate is not None:  # at once, rather than at the next gate sync
             ready = condition(new_status["conditions"], "Ready") or {}
             new_status["gatedPods"] = await podgate.sync_pods(gate, namespace, ready, utc_now())
-        await kube.patch_status(PLURAL, namespace, name, new_status)
+        too_large = await kube.patch_status_or(
+            PLURAL,
+            namespace,
+            name,
+            new_status,
+            lambda why: too_large_status(new_status, generation, utc_now(), why),
+        )
     finally:
         CLAIMS.running.discard(marker.id)
+    if too_large is not None:  # written without its rows, once: the spec leaves them no room
+        events.warning(body, STATUS_TOO_LARGE, f"the verdict's check rows did not fit: {too_large}")
     metrics.VERDICTS.labels(KIND, verdict.outcome.value).inc()
     metrics.RECONCILIATIONS.labels(KIND, "evaluated").inc()
     metrics.READY.labels(body.metadata.namespace, body.metadata.name).set(1 if verdict.ready else 0)

@@ -27,12 +27,14 @@ from typing import Any, Literal
 from mcp_checks.verdict import CheckOutcome, Verdict
 
 from ..api.readiness import MCPReadinessSpec, ReleaseWatch
+from ..bounded import clip
 
 ROW = "rollout"
 POLL_S = 1.0
 Obj = Mapping[str, Any]
 Reader = Callable[[str, str], Awaitable[Obj | None]]  # (namespace, name) -> object, None if absent
 Trigger = Literal["Spec", "Watch", "Recheck"]
+MAX_REVISION = 512  # an Argo CD revision is read from its Application, whose size we do not bound
 
 
 class ReadError(Exception):
@@ -250,12 +252,13 @@ def release_record(
         "completedAt": None,
     }
     if observation is not None:
+        revision = observation.application_revision
         record["workload"] = observation.workload
         record["workloadTemplateHash"] = observation.template_hash
-        record["applicationRevision"] = observation.application_revision
+        record["applicationRevision"] = None if revision is None else clip(revision, MAX_REVISION)
         record["fingerprint"] = observation.fingerprint
         if record["revision"] is None:
-            record["revision"] = observation.application_revision
+            record["revision"] = record["applicationRevision"]
     return record
 
 

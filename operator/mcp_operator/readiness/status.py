@@ -1,5 +1,9 @@
 """MCPReadiness status, built through the API's status model (every field one the CRD declares)
-by pure functions that are handed the time instead of reading the clock."""
+by pure functions that are handed the time instead of reading the clock.
+
+Bounded in bytes, not only in rows: every string copied from a check (messages, findings,
+sources, figures) is clipped, and the verdict's status is built at tighter bounds until it fits
+``bounded.STATUS_BUDGET``, however long the addresses and messages a spec leads to."""
 
 from __future__ import annotations
 
@@ -9,41 +13,52 @@ from typing import Any
 from mcp_checks.verdict import SEVERITY, CheckOutcome, RunVerdict, decide
 
 from ..api.readiness import MAX_FINDINGS, MAX_HISTORY, MCPReadinessStatus
-from ..conditions import set_condition
+from ..bounded import MAX_URL, TIERS, Bounds, clip, clip_map, clip_strings, fit, json_size
+from ..conditions import condition, set_condition
 from ..rejection import rejected_fields
 from ..targets import SpecProblem
 
+STATUS_TOO_LARGE = "StatusTooLarge"
+MAX_RELEASE_FIELD = 512  # spec.release is at most 256 characters: never cut
 
-def check_row(outcome: CheckOutcome) -> dict[str, Any]:
-    """One row of the verdict table; findings are kept worst first and bounded."""
-    findings = sorted(outcome.findings, key=lambda f: -SEVERITY[f.outcome])[:MAX_FINDINGS]
+
+def check_row(outcome: CheckOutcome, bounds: Bounds = TIERS[0]) -> dict[str, Any]:
+    """One row of the verdict table; findings are kept worst first and bounded, in number and in
+    the length of every string."""
+    kept = min(MAX_FINDINGS, bounds.items)
+    findings = sorted(outcome.findings, key=lambda f: -SEVERITY[f.outcome])[:kept]
     row: dict[str, Any] = {
-        "name": outcome.name,
+        "name": clip(outcome.name, bounds.field),
         "verdict": outcome.outcome.value,
-        "reason": outcome.reason,
-        "message": outcome.message,
-        "observed": outcome.observed,
-        "thresholds": outcome.thresholds,
+        "reason": clip(outcome.reason, bounds.field),
+        "message": clip(outcome.message, bounds.text),
+        "observed": clip_map(outcome.observed, bounds),
+        "thresholds": clip_map(outcome.thresholds, bounds),
         "measuredAt": outcome.measured_at,
     }
     if outcome.duration_s is not None:
         row["durationMs"] = round(outcome.duration_s * 1000)
     if outcome.source:
-        row["source"] = outcome.source
+        row["source"] = clip(outcome.source, bounds.field)
     if findings:
         row["findings"] = [
             {
-                "subject": f.subject,
+                "subject": clip(f.subject, bounds.field),
                 "verdict": f.outcome.value,
-                "reason": f.reason,
-                "observed": f.observed,
-                "threshold": f.threshold,
-                "source": f.source,
+                "reason": clip(f.reason, bounds.field),
+                "observed": clip(f.observed, bounds.field),
+                "threshold": clip(f.threshold, bounds.field),
+                "source": clip(f.source, bounds.field),
             }
             for f in findings
         ]
+    if outcome.findings:
         row["findingsTotal"] = len(outcome.findings)
     return row
+
+
+def _release(release: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: clip_strings(v, MAX_RELEASE_FIELD) for k, v in release.items()}
 
 
 def verdict_status(
@@ -56,8 +71,30 @@ def verdict_status(
     release: Mapping[str, Any] | None = None,
 ) -> tuple[dict[str, Any], RunVerdict]:
     """Status after an evaluation; ``previous`` is the status before it (conditions, history);
-    ``release`` is what it judged (``status.release``), also kept in its history entry."""
+    ``release`` is what it judged (``status.release``), also kept in its history entry. The
+    widest bounds whose status fits the budget are taken."""
     verdict = decide(outcomes)
+
+    def build(bounds: Bounds) -> dict[str, Any]:
+        return _verdict_fields(
+            previous, generation, base_url, started_at, outcomes, now, release, verdict, bounds
+        )
+
+    status = fit(build, json_size)
+    return MCPReadinessStatus.model_validate(status).to_patch(), verdict
+
+
+def _verdict_fields(
+    previous: Mapping[str, Any],
+    generation: int,
+    base_url: str,
+    started_at: str,
+    outcomes: list[CheckOutcome],
+    now: str,
+    release: Mapping[str, Any] | None,
+    verdict: RunVerdict,
+    bounds: Bounds,
+) -> dict[str, Any]:
     completed = now
     conds = set_condition(
         list(previous.get("conditions") or []),
@@ -68,7 +105,8 @@ def verdict_status(
         generation,
         now,
     )
-    conds = set_condition(conds, "Ready", verdict.ready, verdict.reason, verdict.message, generation, now)
+    message = clip(verdict.message, bounds.text)
+    conds = set_condition(conds, "Ready", verdict.ready, verdict.reason, message, generation, now)
     record = {
         "completedAt": completed,
         "verdict": verdict.outcome.value,
@@ -89,17 +127,50 @@ def verdict_status(
         "phase": "Succeeded" if verdict.ready else "Failed",
         "verdict": verdict.outcome.value,
         "score": verdict.score,
-        "targetUrl": base_url,
+        "targetUrl": clip(base_url, MAX_URL),
         "startedAt": started_at,
         "completedAt": completed,
-        "checks": [check_row(o) for o in outcomes],
+        "checks": [check_row(o, bounds) for o in outcomes],
         "evaluations": int(previous.get("evaluations") or 0) + 1,
-        "history": history,
+        "history": [clip_strings(h, bounds.field) for h in history],
         "conditions": conds,
     }
     if release is not None:
-        status["release"] = {**release, "completedAt": completed}
-    return MCPReadinessStatus.model_validate(status).to_patch(), verdict
+        status["release"] = _release({**release, "completedAt": completed})
+    return status
+
+
+def too_large_status(full: Mapping[str, Any], generation: int, now: str, why: str) -> dict[str, Any]:
+    """The verdict without its rows, for when the API server refused ``full`` (a verdict status)
+    as too large: the spec leaves the object no room for them. Written once, instead of the
+    whole evaluation being retried forever; Ready keeps the verdict's status, its reason says
+    what happened and its message keeps the verdict's own reason. A drill's fault journal is kept."""
+    kept = (
+        "observedGeneration",
+        "phase",
+        "verdict",
+        "score",
+        "startedAt",
+        "completedAt",
+        "evaluations",
+        "history",
+        "release",
+        "stage",
+        "faults",  # a drill's journal: what a restarted operator must not revert again
+    )
+    fields: dict[str, Any] = {key: full[key] for key in kept if key in full}
+    conditions = list(full.get("conditions") or [])
+    ready = condition(conditions, "Ready") or {}
+    status = {"True": True, "False": False}.get(str(ready.get("status")))
+    message = (
+        f"{ready.get('reason')}: {clip(str(ready.get('message') or ''), 384)}; the check rows did not fit "
+        f"in the object and were left out ({clip(why, 256)})"
+    )
+    fields["conditions"] = set_condition(
+        conditions, "Ready", status, STATUS_TOO_LARGE, message, generation, now
+    )
+    fields["checks"] = []
+    return MCPReadinessStatus.model_validate(fields).to_patch()
 
 
 def rejected_status(
