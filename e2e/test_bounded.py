@@ -318,15 +318,6 @@ def test_reports_fit_their_objects_and_every_child_goes_with_its_owner(
 
 
 @pytest.mark.long
-@pytest.mark.xfail(
-    strict=True,
-    reason="product defect: the report ConfigMap is a child the API server can refuse (a ResourceQuota, an "
-    "admission webhook, a report over the 1 MiB ConfigMap limit), but write_report "
-    "(operator/mcp_operator/benchmark/reconcile.py) is not a create_child: its 4xx is raised from "
-    "collect_benchmark (handlers/benchmark.py) and the timer retries it every 2 s forever; the "
-    "benchmark stays Running with Ready Unknown instead of Failed/ChildRejected once, as README "
-    "promises for any child",
-)
 def test_a_refused_report_fails_the_benchmark_once(kube: Any, refserver: str, api: client.ApiClient) -> None:
     quota = {
         "apiVersion": "v1",
@@ -400,14 +391,6 @@ def _gpu_telemetry(doc: ResultDocument, gpus: int, seconds: float, interval_s: f
     doc.telemetry = run
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="product defect: the merged report keeps every shard's GPU telemetry side by side "
-    "(mcp_bench/results/merge.py _merge_extra: per level and the per-run 500-point plot), so it grows"
-    " with shards x GPUs; for the reference sweep (manifests/examples/mcpbenchmark-gpu.yaml: 4 "
-    "shards, 3 levels) on whole 8-GPU H200 nodes it is ~2.5 MiB, over the 1 MiB a ConfigMap holds, "
-    "and the report cannot be written (then see test_a_refused_report_fails_the_benchmark_once)",
-)
 def test_a_gpu_benchmark_report_fits_its_object(refserver: str) -> None:
     plan = RunPlan.from_dict(
         {"url": f"{refserver}/health", "levels": {"concurrency": [64, 256, 512]}, "stage": {"requests": 5}}

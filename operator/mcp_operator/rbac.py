@@ -68,6 +68,22 @@ OPERATOR_RULES: list[dict[str, Any]] = [
     {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "patch"]},
     {"apiGroups": ["apps"], "resources": ["deployments/scale"], "verbs": ["get", "patch"]},
     {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["get", "list"]},
+    # drill measurements: the autoscaler of the workload (its lag), read only
+    {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": ["get", "list"]},
+    # chaosMesh faults: experiments created in an opted-in namespace and deleted on revert
+    {
+        "apiGroups": ["chaos-mesh.org"],
+        "resources": [
+            "networkchaos",
+            "stresschaos",
+            "podchaos",
+            "iochaos",
+            "httpchaos",
+            "dnschaos",
+            "timechaos",
+        ],
+        "verbs": ["get", "create", "delete"],
+    },
 ]
 
 

@@ -53,8 +53,8 @@ def dev(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> DevCluster:
 def _argvs(dev: DevCluster) -> dict[str, list[str]]:
     pki = PkiPaths(dev.state_dir / "pki")
     return {
-        "etcd": dev._etcd_argv(PORTS["etcd"], PORTS["peer"]),
-        "kube-apiserver": dev._apiserver_argv(pki, PORTS["etcd"], PORTS["api"]),
+        "etcd": dev._etcd_argv(0, [(PORTS["etcd"], PORTS["peer"])]),
+        "kube-apiserver": dev._apiserver_argv(pki, [f"http://127.0.0.1:{PORTS['etcd']}"], PORTS["api"]),
         "kube-controller-manager": dev._kcm_argv(pki, PORTS["kcm"]),
         "kube-scheduler": dev._scheduler_argv(PORTS["sched"]),
         "kwok": dev._kwok_argv(PORTS["kwok"]),
@@ -109,6 +109,29 @@ def test_etcd_argv(dev: DevCluster) -> None:
     )
     assert flags["initial-cluster"] == f"{flags['name']}={flags['listen-peer-urls']}"
     assert Path(flags["data-dir"]).parent == dev.state_dir
+
+
+def test_three_etcd_members_know_each_other_and_the_api_server_knows_them_all(dev: DevCluster) -> None:
+    ports = [(32379, 32380), (32381, 32382), (32383, 32384)]
+    argvs = [_flags(dev._etcd_argv(i, ports)) for i in range(3)]
+    assert [a["name"] for a in argvs] == ["mcp-dev", "mcp-dev-2", "mcp-dev-3"]
+    assert len({a["data-dir"] for a in argvs}) == 3
+    expected = (
+        "mcp-dev=http://127.0.0.1:32380,mcp-dev-2=http://127.0.0.1:32382,mcp-dev-3=http://127.0.0.1:32384"
+    )
+    assert all(a["initial-cluster"] == expected for a in argvs)
+    assert argvs[1]["listen-client-urls"] == "http://127.0.0.1:32381"
+    endpoints = [f"http://127.0.0.1:{c}" for c, _ in ports]
+    api = _flags(dev._apiserver_argv(PkiPaths(dev.state_dir / "pki"), endpoints, PORTS["api"]))
+    assert api["etcd-servers"] == ",".join(endpoints)
+    with pytest.raises(ValueError, match="1 or 3"):
+        DevCluster(dev.state_dir, etcd_members=2)
+
+
+def test_the_autoscaler_runs_and_reads_its_metrics_every_second(dev: DevCluster) -> None:
+    flags = _flags(dev._kcm_argv(PkiPaths(dev.state_dir / "pki"), PORTS["kcm"]))
+    assert "horizontal-pod-autoscaler-controller" in flags["controllers"].split(",")
+    assert flags["horizontal-pod-autoscaler-sync-period"] == "1s"
 
 
 def test_apiserver_argv(dev: DevCluster) -> None:

@@ -11,8 +11,8 @@ from kubernetes.client.exceptions import ApiException
 from mcp_bench.diagnose.finding import Finding as TrapFinding
 from mcp_checks.verdict import CheckOutcome, Finding, Verdict
 from mcp_operator import kube
-from mcp_operator.api import MCPReadinessStatus
-from mcp_operator.benchmark.status import diagnostic_row, engine_fingerprint
+from mcp_operator.api import MCPBenchmarkStatus, MCPReadinessStatus
+from mcp_operator.benchmark.status import diagnostic_row, engine_fingerprint, report_rejected_status
 from mcp_operator.bounded import STATUS_BUDGET, TIERS, clip, clip_map, fit, json_size
 from mcp_operator.conditions import condition, set_condition
 from mcp_operator.readiness.status import STATUS_TOO_LARGE, too_large_status, verdict_status
@@ -142,3 +142,13 @@ def test_benchmark_strings_from_the_shards_are_clipped() -> None:
     assert json_size(rows[0].to_wire()) < 16 * 1024 and json_size(rows[-1].to_wire()) < 2048
     engine = engine_fingerprint({"server_name": "nginx/" + "1" * 5000})
     assert len(engine["serverName"].encode()) <= TIERS[0].field
+
+
+def test_a_refused_report_fails_the_collected_status_once() -> None:
+    collected = MCPBenchmarkStatus.model_validate(
+        {"phase": "Succeeded", "verdict": "Pass", "results": [], "conditions": []}
+    ).to_patch()
+    status = report_rejected_status(collected, 2, "ConfigMap x-report was refused (403): exceeded quota", T0)
+    ready = condition(status["conditions"], "Ready")
+    assert status["phase"] == "Failed" and status["verdict"] == "Error"
+    assert ready is not None and ready["reason"] == "ChildRejected" and "exceeded quota" in ready["message"]

@@ -1,4 +1,9 @@
-"""Merge shard results level by level, exactly: histograms are added, never percentiles averaged."""
+"""Merge shard results level by level, exactly: histograms are added, never percentiles averaged.
+
+What the shards observed besides their requests is merged into bounded summaries, so a report
+does not grow with shards x their documents: GPU telemetry by :mod:`mcp_bench.telemetry.merge`,
+and server metrics as one delta per probe (every shard watched the same server over the same
+level, so one shard's usable delta is the server's whole view of it)."""
 
 from __future__ import annotations
 
@@ -8,20 +13,33 @@ from typing import Any
 from mcp_bench.results.aggregate import LevelAccumulator, LevelMeta
 from mcp_bench.results.document import LevelResult, ResultDocument, Unavailable
 from mcp_bench.results.slo import overall
+from mcp_bench.telemetry.merge import merge_telemetry
 
 
 class MergeError(ValueError):
     """Shards that do not describe the same run cannot be merged."""
 
 
-def _merge_extra(parts: Sequence[dict[str, Any] | Unavailable | None]) -> dict[str, Any] | None:
-    """Per-shard telemetry or server metrics, kept side by side (their owners summarise them)."""
+def _usable(delta: Any) -> bool:
+    return isinstance(delta, dict) and delta.get("status") == "ok"
+
+
+def merge_server_metrics(parts: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """One delta per probe: the first shard's usable one (``status`` ok), else the first seen."""
     present = [p for p in parts if isinstance(p, dict)]
     if not present:
         return None
-    if len(parts) == 1:
-        return present[0]
-    return {"shards": [p if isinstance(p, dict) else None for p in parts]}
+    merged: dict[str, Any] = {}
+    for part in present:
+        for name, delta in part.items():
+            if name not in merged or (_usable(delta) and not _usable(merged[name])):
+                merged[name] = delta
+    return merged
+
+
+def _telemetry(parts: Sequence[dict[str, Any] | Unavailable]) -> dict[str, Any] | Unavailable:
+    merged = merge_telemetry(parts)
+    return merged if merged is not None else "unavailable"
 
 
 def _merge_level(shards: Sequence[LevelResult], doc: ResultDocument) -> LevelResult:
@@ -44,9 +62,8 @@ def _merge_level(shards: Sequence[LevelResult], doc: ResultDocument) -> LevelRes
     )
     reasons = sorted({lv.stop_reason for lv in shards if lv.stop_reason})
     merged = acc.to_result(meta, stop_reason=",".join(reasons))
-    telemetry = _merge_extra([lv.telemetry for lv in shards])
-    merged.telemetry = telemetry if telemetry is not None else "unavailable"
-    merged.server_metrics = _merge_extra([lv.server_metrics for lv in shards])
+    merged.telemetry = _telemetry([lv.telemetry for lv in shards])
+    merged.server_metrics = merge_server_metrics([lv.server_metrics for lv in shards])
     stab = [lv.stability for lv in shards if lv.stability is not None]
     brk = [lv.breaker for lv in shards if lv.breaker is not None]
     merged.stability = {"shards": stab} if stab else None
@@ -70,7 +87,6 @@ def merge_documents(docs: Sequence[ResultDocument]) -> ResultDocument:
         if d.plan.levels.open_loop != base.plan.levels.open_loop:
             raise MergeError("cannot merge open-loop and closed-loop shards")
     levels = [_merge_level([d.levels[i] for d in docs], base) for i in range(n_levels)]
-    telemetry = _merge_extra([d.telemetry for d in docs])
     merged = ResultDocument(
         started_at=min(d.started_at for d in docs),
         ended_at=max(d.ended_at for d in docs),
@@ -78,8 +94,8 @@ def merge_documents(docs: Sequence[ResultDocument]) -> ResultDocument:
         plan=base.plan,
         levels=levels,
         slo_passed=overall(levels),
-        telemetry=telemetry if telemetry is not None else "unavailable",
-        server_metrics=_merge_extra([d.server_metrics for d in docs]),
+        telemetry=_telemetry([d.telemetry for d in docs]),
+        server_metrics=merge_server_metrics([d.server_metrics for d in docs]),
         shards=sum(d.shards for d in docs),
         notes=[n for d in docs for n in d.notes],
     )

@@ -17,7 +17,7 @@ import socket
 import ssl
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
 
@@ -59,8 +59,10 @@ CONTROLLERS = ",".join(
         "cronjob",
         "resourcequota",
         "clusterrole-aggregation",
+        "horizontal-pod-autoscaler",
     ]
 )
+HPA_SYNC_PERIOD = "1s"  # the autoscaler reads its metrics every second (15 s by default)
 
 
 @dataclass
@@ -78,6 +80,7 @@ class ClusterState:
     service_proxy: str = ""  # the service proxy's admin URL (/routes, /healthz)
     service_cidr: str = ""  # every ClusterIP is in it: a loopback range of this cluster's own
     pod_loopback: str = ""  # where pod IPs are served (``podnet.loopback_twin``)
+    etcd_endpoints: list[str] = field(default_factory=list)  # every member's client URL
 
     @classmethod
     def load(cls, state_dir: Path) -> ClusterState:
@@ -101,7 +104,13 @@ class DevCluster:
         nodes: list[SimulatedNode] | None = None,
         local_nodes: list[LocalNode] | None = None,
         timeout_s: float = 90.0,
+        etcd_members: int = 1,
     ) -> None:
+        """``etcd_members``: 1 (fast, the default) or 3, so that an etcd leader can really move
+        (the control-plane write-outage drill)."""
+        if etcd_members not in (1, 3):
+            raise ValueError(f"etcd_members must be 1 or 3, not {etcd_members}")
+        self.etcd_members = etcd_members
         self.state_dir = (state_dir or default_state_dir()).resolve()
         self.nodes = default_nodes() if nodes is None else nodes
         self.local_nodes = default_local_nodes() if local_nodes is None else local_nodes
@@ -144,7 +153,9 @@ class DevCluster:
 
     def _start_all(self) -> ClusterState:
         pki = generate_pki(self.state_dir / "pki", self.plan.kubernetes_service_ip)
-        etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
+        etcd_ports = [(free_port(), free_port()) for _ in range(self.etcd_members)]
+        etcd_port, api_port = etcd_ports[0][0], free_port()
+        endpoints = [f"http://127.0.0.1:{client_port}" for client_port, _ in etcd_ports]
         server = f"https://127.0.0.1:{api_port}"
         write_kubeconfig(
             self.kubeconfig,
@@ -153,14 +164,18 @@ class DevCluster:
         timings: dict[str, float] = {}
         began = time.monotonic()
 
-        etcd = self._spawn("etcd", self._etcd_argv(etcd_port, peer_port))
+        members = [
+            self._spawn(self._etcd_process(i), self._etcd_argv(i, etcd_ports)) for i in range(len(etcd_ports))
+        ]
         timings["etcd"] = wait_until(
-            etcd,
-            lambda: http_ok(f"http://127.0.0.1:{etcd_port}/health"),
+            members[0],
+            lambda: (
+                all(m.exited() is None for m in members) and all(http_ok(f"{e}/health") for e in endpoints)
+            ),
             timeout_s=self.timeout_s,
             what="healthy",
         )
-        apiserver = self._spawn("kube-apiserver", self._apiserver_argv(pki, etcd_port, api_port))
+        apiserver = self._spawn("kube-apiserver", self._apiserver_argv(pki, endpoints, api_port))
         ctx = client_ssl_context(pki.ca_cert, pki.admin_cert, pki.admin_key)
         timings["kube-apiserver"] = wait_until(
             apiserver,
@@ -228,6 +243,7 @@ class DevCluster:
             service_proxy=proxy_admin,
             service_cidr=self.plan.service_cidr,
             pod_loopback=str(self.plan.pod_loopback),
+            etcd_endpoints=endpoints,
         )
         self.state.save()
         return self.state
@@ -258,27 +274,34 @@ class DevCluster:
         self.processes.append(proc)
         return proc
 
-    def _etcd_argv(self, client_port: int, peer_port: int) -> list[str]:
-        client = f"http://127.0.0.1:{client_port}"
-        peer = f"http://127.0.0.1:{peer_port}"
+    @staticmethod
+    def _etcd_process(index: int) -> str:
+        """The first member keeps the names a single one has (``etcd``, ``mcp-dev``)."""
+        return "etcd" if index == 0 else f"etcd-{index + 1}"
+
+    def _etcd_argv(self, index: int, ports: list[tuple[int, int]]) -> list[str]:
+        names = ["mcp-dev" if i == 0 else f"mcp-dev-{i + 1}" for i in range(len(ports))]
+        client = f"http://127.0.0.1:{ports[index][0]}"
+        peer = f"http://127.0.0.1:{ports[index][1]}"
+        cluster = ",".join(f"{n}=http://127.0.0.1:{p}" for n, (_, p) in zip(names, ports, strict=True))
         return [
             self._bin("etcd", "etcd"),
-            "--name=mcp-dev",
-            f"--data-dir={self.state_dir / 'etcd'}",
+            f"--name={names[index]}",
+            f"--data-dir={self.state_dir / self._etcd_process(index)}",
             f"--listen-client-urls={client}",
             f"--advertise-client-urls={client}",
             f"--listen-peer-urls={peer}",
             f"--initial-advertise-peer-urls={peer}",
-            f"--initial-cluster=mcp-dev={peer}",
+            f"--initial-cluster={cluster}",
             "--unsafe-no-fsync=true",
             "--log-level=warn",
             "--quota-backend-bytes=2147483648",
         ]
 
-    def _apiserver_argv(self, pki: PkiPaths, etcd_port: int, api_port: int) -> list[str]:
+    def _apiserver_argv(self, pki: PkiPaths, etcd_endpoints: list[str], api_port: int) -> list[str]:
         return [
             self._bin("kubernetes", "kube-apiserver"),
-            f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+            f"--etcd-servers={','.join(etcd_endpoints)}",
             "--bind-address=127.0.0.1",
             "--advertise-address=127.0.0.1",
             f"--secure-port={api_port}",
@@ -307,6 +330,7 @@ class DevCluster:
             f"--authorization-kubeconfig={self.kubeconfig}",
             "--leader-elect=false",
             f"--controllers={CONTROLLERS}",
+            f"--horizontal-pod-autoscaler-sync-period={HPA_SYNC_PERIOD}",
             f"--service-account-private-key-file={pki.sa_key}",
             f"--root-ca-file={pki.ca_cert}",
             "--use-service-account-credentials=true",

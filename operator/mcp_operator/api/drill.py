@@ -9,8 +9,18 @@ from typing import Literal
 from pydantic import Field
 
 from .common import ApiModel, Verdict, cel, with_rules
+from .drillmeasures import Autoscaling, ChaosExperiment, LoadRetry, ServerRequests
 
-FaultKind = Literal["podKill", "zoneOutage", "configHotUpdate", "scaleDown", "rolloutRestart", "nodeDrain"]
+FaultKind = Literal[
+    "podKill",
+    "zoneOutage",
+    "configHotUpdate",
+    "scaleDown",
+    "rolloutRestart",
+    "nodeDrain",
+    "etcdLeaderMove",
+    "chaosMesh",
+]
 FaultPhase = Literal["Planned", "Injected", "Reverted", "RevertFailed", "Skipped"]
 MAX_STAGES = 8
 MAX_FAULTS = 16
@@ -43,6 +53,7 @@ class FaultSpec(ApiModel):
             ".workload",
         ),
         cel("self.kind != 'nodeDrain' || has(self.node)", "nodeDrain needs node", ".node"),
+        cel("self.kind != 'chaosMesh' || has(self.chaos)", "chaosMesh needs chaos", ".chaos"),
     )
 
     kind: FaultKind = Field(description="What to break.")
@@ -69,6 +80,9 @@ class FaultSpec(ApiModel):
         default="checksum/config",
         description="configHotUpdate: the pod-template annotation that carries the config hash (rolled out).",
     )
+    chaos: ChaosExperiment | None = Field(
+        default=None, description="chaosMesh: the experiment created for the hold and deleted on revert."
+    )
     hold_seconds: float = Field(
         default=0,
         ge=0,
@@ -93,6 +107,9 @@ class StageLoad(ApiModel):
         gt=0,
         le=600,
         description="Latency is summarised per window, to find when within the stage P99 jumps.",
+    )
+    retry: LoadRetry | None = Field(
+        default=None, description="Client retries, as the service's clients do (none by default)."
     )
 
 
@@ -120,6 +137,25 @@ class KpiThresholds(ApiModel):
         gt=1,
         description="A window whose P99 exceeds the previous stage's by this factor is a jump.",
     )
+    retry_amplification: float = Field(
+        default=1.5,
+        gt=1,
+        description="Highest server-side over client-side request count in a stage (retries without "
+        "backoff multiply it).",
+    )
+    retry_amplification_warn: float | None = Field(default=None, gt=1, description="Warn above this.")
+    hpa_scale_up_seconds: float = Field(
+        default=60, gt=0, description="Longest time from the load rising to the desired replicas rising."
+    )
+    hpa_scale_up_seconds_warn: float | None = Field(default=None, gt=0, description="Warn above this.")
+    hpa_ready_seconds: float = Field(
+        default=120, gt=0, description="Longest time from the load rising to the new pods being Ready."
+    )
+    hpa_ready_seconds_warn: float | None = Field(default=None, gt=0, description="Warn above this.")
+    write_outage_seconds: float = Field(
+        default=5, gt=0, description="Longest time API writes may fail during a control-plane fault."
+    )
+    write_outage_seconds_warn: float | None = Field(default=None, gt=0, description="Warn above this.")
     recovery_window_seconds: float = Field(
         default=2,
         gt=0,
@@ -149,6 +185,13 @@ class DrillSpec(ApiModel):
     stages: list[Stage] = Field(default_factory=list, description="Stages, in order.", max_length=MAX_STAGES)
     kpis: KpiThresholds = Field(default_factory=KpiThresholds, description="The KPI board's thresholds.")
     fault_policy: FaultPolicy = Field(default_factory=FaultPolicy, description="Blast-radius limits.")
+    server_requests: ServerRequests | None = Field(
+        default=None,
+        description="The target's request counter: with it, each loaded stage reports retry amplification.",
+    )
+    autoscaling: Autoscaling | None = Field(
+        default=None, description="The workload a HorizontalPodAutoscaler scales: its lag is reported."
+    )
     dry_run: bool = Field(default=False, description="Plan and report the faults without touching anything.")
     abort: bool = Field(default=False, description="Stop the drill and revert every injected fault now.")
 

@@ -31,6 +31,8 @@ LABEL_COMPONENT = "app.kubernetes.io/component"
 COMPONENT_SHARD = "bench-shard"
 
 RESULT_KEY = "result.json"
+# a ConfigMap holds 1 MiB of data; a result or report over this is shrunk (mcp_bench.results.fit)
+RESULT_LIMIT_BYTES = 900 * 1024
 KEY_SECRET_KEY = "hmac-sha256-key"
 
 # what a shard signs into its document's origin: which run, which Job, which pod

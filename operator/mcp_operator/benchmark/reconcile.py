@@ -4,14 +4,15 @@ here so the handlers only wire kopf to them."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from mcp_bench.results.document import ResultDocument, dumps_document
+from mcp_bench.results.document import ResultDocument
+from mcp_bench.results.fit import dumps_within
 
 from .. import kube
 from ..redact import redact_text
@@ -28,6 +29,7 @@ from .contract import (
     LABEL_BENCHMARK_UID,
     LABEL_JOB,
     RESULT_KEY,
+    RESULT_LIMIT_BYTES,
     report_name,
     report_object,
     run_key_name,
@@ -46,11 +48,12 @@ class ChildRejectedError(Exception):
 
 def _api_message(exc: ApiException) -> str:
     """The API server's own message (its Status object), redacted."""
-    try:
-        message = str(json.loads(exc.body or "{}").get("message") or "")
-    except (ValueError, AttributeError):
-        message = ""
-    return redact_text(message or f"{exc.reason}")
+    return redact_text(kube.api_message(exc))
+
+
+def _refused(exc: ApiException) -> bool:
+    """A 4xx other than a timeout, a conflict or throttling: retrying cannot help."""
+    return exc.status is not None and 400 <= exc.status < 500 and exc.status not in TRANSIENT
 
 
 def _creator(kind: str) -> Any:
@@ -72,8 +75,20 @@ async def create_child(namespace: str, manifest: dict[str, Any]) -> bool:
     try:
         return await kube.create_or_exists(_creator(kind), namespace, manifest)
     except ApiException as exc:
-        if exc.status is not None and 400 <= exc.status < 500 and exc.status not in TRANSIENT:
-            raise ChildRejectedError(kind, name, exc.status, _api_message(exc)) from exc
+        if _refused(exc):
+            raise ChildRejectedError(kind, name, exc.status or 0, _api_message(exc)) from exc
+        raise
+
+
+async def replace_config_map(namespace: str, manifest: dict[str, Any]) -> None:
+    """Replace a child ConfigMap that exists (a report of an earlier generation or attempt); a
+    refusal is a ``ChildRejectedError`` as for a create."""
+    name = manifest["metadata"]["name"]
+    try:
+        await kube.call(kube.core().replace_namespaced_config_map, name, namespace, manifest)
+    except ApiException as exc:
+        if _refused(exc):
+            raise ChildRejectedError("ConfigMap", name, exc.status or 0, _api_message(exc)) from exc
         raise
 
 
@@ -176,8 +191,11 @@ async def read_results(namespace: str, uid: str, job: str, state: JobState) -> t
 
 
 async def write_report(namespace: str, name: str, uid: str, merged: ResultDocument) -> str:
-    """The merged document in its own ConfigMap (never in the CR); returns its name."""
-    body = report_object(benchmark=name, uid=uid, document_text=dumps_document(merged))
-    if not await kube.create_or_exists(kube.core().create_namespaced_config_map, namespace, body):
-        await kube.call(kube.core().replace_namespaced_config_map, report_name(name), namespace, body)
+    """The merged document in its own ConfigMap (never in the CR), shrunk to fit it; returns its
+    name. A child like any other: a refusal (a quota, an admission webhook) is a
+    ``ChildRejectedError``, never an error retried forever."""
+    text = await asyncio.to_thread(dumps_within, merged, RESULT_LIMIT_BYTES)
+    body = report_object(benchmark=name, uid=uid, document_text=text)
+    if not await create_child(namespace, body):
+        await replace_config_map(namespace, body)
     return report_name(name)

@@ -22,7 +22,8 @@ from kubernetes.client.exceptions import ApiException
 from mcp_bench.cli_observers import ObserverArgError, plan_observers
 from mcp_bench.engines import run_plan_sync
 from mcp_bench.plan import PlanError, RunPlan
-from mcp_bench.results.document import ResultDocument, dumps_document
+from mcp_bench.results.document import ResultDocument
+from mcp_bench.results.fit import dumps_within
 from mcp_bench.telemetry.observer import TelemetryObserver
 
 from .. import kube
@@ -41,6 +42,7 @@ from .contract import (
     ORIGIN_POD,
     ORIGIN_POD_UID,
     ORIGIN_RUN_UID,
+    RESULT_LIMIT_BYTES,
     shard_object_name,
     shard_result_patch,
 )
@@ -112,7 +114,7 @@ def run_shard() -> int:
     document = scrubbed(document, plan, [v for v in headers.values() if len(v) >= 4])
     document.shard_index = index
     document.origin = {ORIGIN_RUN_UID: uid, ORIGIN_JOB: job, ORIGIN_POD: pod, ORIGIN_POD_UID: pod_uid}
-    text = dumps_document(document, key.encode())
+    text = dumps_within(document, RESULT_LIMIT_BYTES, key.encode())  # shrunk, not refused
     try:
         kube.core().patch_namespaced_config_map(
             shard_object_name(job, index), namespace, shard_result_patch(text)

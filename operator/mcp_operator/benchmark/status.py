@@ -114,6 +114,19 @@ def child_rejected_status(
     return MCPBenchmarkStatus.model_validate({**fields, "phase": "Failed"}).to_patch()
 
 
+def report_rejected_status(
+    collected: dict[str, Any], generation: int, message: str, now: str
+) -> dict[str, Any]:
+    """The shards were merged but the API server refused the report (a quota, an admission
+    webhook): Failed with ChildRejected and its message, once, as for any child; the figures the
+    collected status holds stay."""
+    conds = set_condition(
+        list(collected.get("conditions") or []), "Ready", False, "ChildRejected", message, generation, now
+    )
+    fields = {**collected, "phase": "Failed", "verdict": "Error", "conditions": conds}
+    return MCPBenchmarkStatus.model_validate(fields).to_patch()
+
+
 def started_status(
     *, conditions: Conditions, generation: int, job: str, url: str, shards: int, suspend: bool, now: str
 ) -> dict[str, Any]:

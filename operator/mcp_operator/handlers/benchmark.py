@@ -26,6 +26,7 @@ from ..benchmark.status import (
     job_missing_status,
     merged_status,
     rejected_status,
+    report_rejected_status,
     shard_progress,
     started_status,
 )
@@ -164,15 +165,25 @@ async def collect_benchmark(
         now=utc_now(),
         pod_failures=pod_failures,
     )
+    refused = None
     if collected.merged is not None:
-        collected.status["reportName"] = await reconcile.write_report(
-            namespace, name, meta["uid"], collected.merged
-        )
-    patch.status.update(collected.status)
-    metrics.VERDICTS.labels(KIND, collected.status["verdict"]).inc()
+        try:
+            collected.status["reportName"] = await reconcile.write_report(
+                namespace, name, meta["uid"], collected.merged
+            )
+        except reconcile.ChildRejectedError as exc:  # once: the timer runs only while Running
+            refused = str(exc)
+    if refused is None:
+        patch.status.update(collected.status)
+        metrics.VERDICTS.labels(KIND, collected.status["verdict"]).inc()
+    else:
+        patch.status.update(report_rejected_status(collected.status, generation, refused, utc_now()))
+        metrics.RECONCILIATIONS.labels(KIND, "child-rejected").inc()
     for rejected, why in readout.rejected.items():
         events.warning(body, "ShardResultRejected", redact_text(f"{rejected}: {why}"))
-    if collected.ready:
+    if refused is not None:
+        events.warning(body, CHILD_REJECTED, refused)
+    elif collected.ready:
         events.normal(body, collected.reason, redact_text(collected.message))
     else:
         events.warning(body, collected.reason, redact_text(collected.message))

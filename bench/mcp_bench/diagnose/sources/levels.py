@@ -1,10 +1,10 @@
 """Reading a result document's levels the way the detectors need them.
 
-Server metrics of a level are ``{probe name: delta}`` (see :mod:`mcp_bench.servermetrics`); in a
-merged document they are ``{"shards": [{probe: delta}, ...]}``. Every shard watched the same
-server during the same level, so each shard's delta is the server's whole view of it: the first
-usable one per probe is taken, never a sum (which would count the server's requests once per
-shard).
+Server metrics of a level are ``{probe name: delta}`` (see :mod:`mcp_bench.servermetrics`), in a
+merged document too (``results.merge`` keeps one delta per probe); documents merged before that
+hold ``{"shards": [{probe: delta}, ...]}``. Every shard watched the same server during the same
+level, so each shard's delta is the server's whole view of it: the first usable one per probe is
+taken, never a sum (which would count the server's requests once per shard).
 """
 
 from __future__ import annotations

@@ -91,7 +91,7 @@ def success_kpi(ok: int, total: int, t: KpiThresholds) -> KpiResult:
     return KpiResult("healthSuccessRatio", Verdict.PASS, "HealthMet", measured, threshold, warn)
 
 
-def _seconds_kpi(
+def seconds_kpi(
     name: str, values: Sequence[tuple[str, float | None]], limit: float, warn: float | None, never: str
 ) -> KpiResult | None:
     if not values:
@@ -113,13 +113,13 @@ def _seconds_kpi(
 
 def recovery_kpi(timings: Sequence[FaultTiming], t: KpiThresholds) -> KpiResult | None:
     values = [(f"{f.kind} {f.fault_id} in {f.stage}", f.recovery_s) for f in timings]
-    return _seconds_kpi(
+    return seconds_kpi(
         "recoverySeconds", values, t.recovery_seconds, t.recovery_seconds_warn, "NeverRecovered"
     )
 
 
 def hot_update_kpi(updates: Sequence[tuple[str, float | None]], t: KpiThresholds) -> KpiResult | None:
-    return _seconds_kpi(
+    return seconds_kpi(
         "hotUpdateSeconds", updates, t.hot_update_seconds, t.hot_update_seconds_warn, "NotRolledOut"
     )
 
@@ -168,7 +168,10 @@ def board(
     recoveries: Sequence[FaultTiming],
     hot_updates: Sequence[tuple[str, float | None]],
     thresholds: KpiThresholds,
+    extra: Sequence[KpiResult] = (),
 ) -> list[KpiResult]:
+    """Every KPI with data, in a fixed order; ``extra`` are the rows measured by other modules
+    (retry amplification, autoscaler lag, write outage)."""
     rows = [success_kpi(ok, total, thresholds)]
     for row in (
         recovery_kpi(recoveries, thresholds),
@@ -177,7 +180,7 @@ def board(
     ):
         if row is not None:
             rows.append(row)
-    return rows
+    return rows + list(extra)
 
 
 def refused_outcome(fault_id: str, reason: str, message: str) -> CheckOutcome:

@@ -37,6 +37,7 @@ class StageFigures:
     completed: int
     errors: int
     windows: tuple[WindowFigures, ...]
+    sent: int = 0  # requests the clients sent (completed or failed; dropped ones never left)
 
 
 def load_plan(load: StageLoad, base_url: str) -> dict[str, Any]:
@@ -48,7 +49,7 @@ def load_plan(load: StageLoad, base_url: str) -> dict[str, Any]:
         if load.rate is not None
         else {"concurrency": [load.concurrency] * windows}
     )
-    return {
+    plan: dict[str, Any] = {
         "url": base_url.rstrip("/") + load.path,
         "backend": "http",
         "levels": levels,
@@ -56,6 +57,15 @@ def load_plan(load: StageLoad, base_url: str) -> dict[str, Any]:
         "request_timeout_s": 5.0,
         "labels": {"component": "mcp-readiness-drill"},
     }
+    if load.retry is not None:
+        retry = load.retry
+        plan["retry"] = {
+            "attempts": retry.attempts,
+            "backoff_ms": retry.backoff_ms,
+            "max_backoff_ms": retry.max_backoff_ms,
+            "jitter": retry.jitter,
+        }
+    return plan
 
 
 def figures(doc: ResultDocument, load: StageLoad) -> StageFigures:
@@ -63,7 +73,7 @@ def figures(doc: ResultDocument, load: StageLoad) -> StageFigures:
     windows = []
     offset = 0.0
     window_s = load.duration_seconds / max(1, len(doc.levels))
-    completed = errors = 0
+    completed = errors = sent = 0
     for level in doc.levels:
         metric = "e2e_from_schedule" if level.mode == "open" else "e2e"
         hist = level.histogram(metric) or level.histogram("e2e")
@@ -77,6 +87,7 @@ def figures(doc: ResultDocument, load: StageLoad) -> StageFigures:
         )
         completed += level.completed
         errors += errs
+        sent += level.completed + level.failed
         offset += window_s
     achieved = completed / load.duration_seconds if load.duration_seconds else None
     requested = f"{load.rate:g} req/s" if load.rate is not None else f"concurrency {load.concurrency}"
@@ -88,6 +99,7 @@ def figures(doc: ResultDocument, load: StageLoad) -> StageFigures:
         completed=completed,
         errors=errors,
         windows=tuple(windows),
+        sent=sent,
     )
 
 

@@ -24,10 +24,11 @@ from mcp_checks.verdict import CheckOutcome, Verdict, utc_now
 
 from ... import metrics
 from ...api.drill import DrillSpec, FaultSpec, Stage
-from ..faults import FaultRefused, inject_fault, plan_fault, revert_fault
+from ..faults import FaultRefused, PlannedFault, inject_fault, plan_fault, revert_fault
 from . import journal as jr
 from .kpi import FaultTiming, board, refused_outcome
 from .load import LoadRunner, StageFigures
+from .measures import Measures
 from .profile import expand
 
 log = logging.getLogger(__name__)
@@ -97,6 +98,7 @@ class Drill:
         self.stages = expand(spec, ctx.health_path)
         self.state = _State([_summary(s, "Pending") for s in self.stages])
         self.sentinel = SentinelRecord()
+        self.measures = Measures(spec, ctx.api, ctx.namespace)
 
     async def _write(self, **extra: Any) -> None:
         async with self.state.lock:
@@ -108,6 +110,7 @@ class Drill:
         stop = asyncio.Event()
         url = self.ctx.base_url.rstrip("/") + self.ctx.health_path
         sentinel = asyncio.create_task(run_sentinel(url, self.sentinel, stop))
+        self.measures.start()
         figures: list[tuple[str, StageFigures]] = []
         try:
             await self._write(stage=f"0/{len(self.stages)}", plan=[s.to_wire() for s in self.stages], kpis=[])
@@ -122,6 +125,7 @@ class Drill:
         finally:
             stop.set()
             await asyncio.gather(sentinel, return_exceptions=True)
+            await self.measures.stop()
             await self.revert_open()
         ok = sum(s.ok for s in self.sentinel.samples) + sum(f.completed for _, f in figures)
         total = len(self.sentinel.samples) + sum(f.completed + f.errors for _, f in figures)
@@ -133,6 +137,7 @@ class Drill:
             recoveries=self.state.timings,
             hot_updates=self.state.hot_updates,
             thresholds=self.spec.kpis,
+            extra=self.measures.rows(),
         )
         for row in rows:
             if row.name == "p99JumpPoint" and row.verdict == Verdict.WARN:
@@ -166,6 +171,7 @@ class Drill:
             )
 
     async def _stage(self, stage: Stage) -> StageFigures | None:
+        before = await self.measures.stage_starting(stage)
         started = time.monotonic()
         length = (
             stage.load.duration_seconds
@@ -183,6 +189,8 @@ class Drill:
         ]
         try:
             result = await load if load is not None else None
+            if result is not None:
+                await self.measures.stage_loaded(stage, before, result)
             await asyncio.gather(*faults)
         finally:
             for task in faults:
@@ -227,17 +235,32 @@ class Drill:
             )
             await self._write()
             return
+        hold_until = started + (fault.at_seconds + fault.hold_seconds if fault.hold_seconds else length)
+        if fault.kind == "etcdLeaderMove":  # API writes measured around it, stopped before the revert
+            evidence = f"etcdLeaderMove {fault_id} in {stage.name}"
+            async with self.measures.api_writes(evidence, str(planned.undo["configMap"])) as writes:
+                writes.keep = await self._apply(stage, fault_id, fault, planned, hold_until)
+            await self._revert(fault_id)
+            return
+        await self._apply(stage, fault_id, fault, planned, hold_until)
+        await self._revert(fault_id)
+
+    async def _apply(
+        self, stage: Stage, fault_id: str, fault: FaultSpec, planned: PlannedFault, hold_until: float
+    ) -> bool:
+        """Inject, journal it, and hold it until ``hold_until``; False when it was refused (and
+        reverted at once)."""
         try:
             message = await inject_fault(planned, self.ctx.api)
         except FaultRefused as exc:
             self.state.refused.append(refused_outcome(fault_id, exc.reason, str(exc)))
             await self._revert(fault_id, f"{exc.reason}: {exc}")
-            return
+            return False
         except Exception as exc:  # half injected, perhaps: the journal's undo covers it
             reason = "FaultInjectionFailed"
             self.state.refused.append(refused_outcome(fault_id, reason, f"{type(exc).__name__}: {exc}"))
             await self._revert(fault_id, f"{reason}: {type(exc).__name__}: {exc}")
-            return
+            return False
         self.state.injected_at[fault_id] = time.time()
         self.state.journal = jr.updated(
             self.state.journal, fault_id, phase="Injected", injectedAt=utc_now(), message=message
@@ -247,9 +270,8 @@ class Drill:
             self.state.hot_updates.append(
                 (f"configHotUpdate {fault_id} in {stage.name}", await self._hot_update(fault))
             )
-        hold_until = started + (fault.at_seconds + fault.hold_seconds if fault.hold_seconds else length)
         await asyncio.sleep(max(0.0, hold_until - time.monotonic()))
-        await self._revert(fault_id)
+        return True
 
     async def _hot_update(self, fault: FaultSpec) -> float | None:
         """Seconds from the patch until every ready pod of the workload runs the new config."""

@@ -1,9 +1,11 @@
 """Faults for MCPReadiness drills: plan (read, check safety, pick targets, compute the undo
 data before anything changes), inject, and revert (idempotent, from the undo data alone).
 
-Kinds: podKill, zoneOutage, nodeDrain, scaleDown, rolloutRestart, configHotUpdate. Faults act
-only in a namespace labelled ``mcp2026.io/fault-injection=enabled``, within the policy's blast
-radius; evictions respect PodDisruptionBudgets and are never forced.
+Kinds: podKill, zoneOutage, nodeDrain, scaleDown, rolloutRestart, configHotUpdate,
+etcdLeaderMove (only where the operator was given etcd's endpoints) and chaosMesh (only where
+Chaos Mesh's CRDs exist). Faults act only in a namespace labelled
+``mcp2026.io/fault-injection=enabled``, within the policy's blast radius; evictions respect
+PodDisruptionBudgets and are never forced.
 """
 
 from .base import FaultRefused, PlannedFault

@@ -14,7 +14,7 @@ from typing import Any
 from kubernetes import client
 
 from ...api.drill import FaultPolicy, FaultSpec
-from . import base, hotupdate, nodes, pods, workloads
+from . import base, chaos, controlplane, hotupdate, nodes, pods, workloads
 from .base import Apis, FaultRefused, PlannedFault
 from .safety import require_opt_in
 
@@ -35,6 +35,8 @@ KINDS: dict[str, Steps] = {
     "scaleDown": Steps(workloads.plan_scale_down, workloads.inject_scale_down, workloads.revert_scale_down),
     "rolloutRestart": Steps(workloads.plan_restart, workloads.inject_restart, workloads.revert_restart),
     "configHotUpdate": Steps(hotupdate.plan, hotupdate.inject, hotupdate.revert),
+    "etcdLeaderMove": Steps(controlplane.plan, controlplane.inject, controlplane.revert),
+    "chaosMesh": Steps(chaos.plan, chaos.inject, chaos.revert),
 }
 
 

@@ -26,6 +26,11 @@ def _allowed(group: str, resource: str, verb: str) -> bool:
         ("apps", "deployments/scale", ["get", "patch"]),
         ("", "configmaps", ["get", "patch"]),
         ("policy", "poddisruptionbudgets", ["list"]),
+        ("", "configmaps", ["create", "patch", "delete"]),  # the write probe of etcdLeaderMove
+        ("autoscaling", "horizontalpodautoscalers", ["list"]),
+        ("chaos-mesh.org", "networkchaos", ["get", "create", "delete"]),
+        ("chaos-mesh.org", "stresschaos", ["get", "create", "delete"]),
+        ("chaos-mesh.org", "podchaos", ["get", "create", "delete"]),
     ],
 )
 def test_the_faults_are_allowed_what_they_call(group: str, resource: str, verbs: list[str]) -> None:
@@ -40,6 +45,8 @@ def test_the_faults_are_allowed_what_they_call(group: str, resource: str, verbs:
         ("", "nodes", ["create", "update", "delete"]),
         ("", "pods", ["create", "update", "patch"]),
         ("policy", "poddisruptionbudgets", ["create", "update", "patch", "delete"]),
+        ("autoscaling", "horizontalpodautoscalers", ["create", "update", "patch", "delete"]),
+        ("chaos-mesh.org", "networkchaos", ["update", "patch", "list"]),
     ],
 )
 def test_nothing_wider(group: str, resource: str, verbs: list[str]) -> None:
