@@ -88,7 +88,11 @@ def _overload(url: str, retry: dict[str, Any] | None) -> dict[str, Any]:
         load["retry"] = retry
     return {
         "stages": [{"name": "overload", "load": load}],
-        "serverRequests": {"urls": [f"{url}/metrics"], "counter": COUNTER, "matchLabels": {"path": "/delay"}},
+        "serverRequests": {
+            "urls": [f"{url}/metrics"],
+            "counters": [COUNTER],
+            "matchLabels": {"path": "/delay"},
+        },
         "kpis": {"healthSuccessRatio": 0.5, "retryAmplification": 1.5, "retryAmplificationWarn": 1.2},
     }
 
@@ -113,7 +117,7 @@ def test_clients_retrying_without_backoff_are_a_retry_storm_and_the_twin_without
 def test_a_counter_the_target_does_not_have_is_inconclusive_never_a_pass(kube: Any, refserver: str) -> None:
     drill = {
         "stages": [{"name": "s", "load": {"rate": 20, "durationSeconds": 2, "path": "/delay"}}],
-        "serverRequests": {"urls": [f"{refserver}/metrics"], "counter": "http_requests_total"},
+        "serverRequests": {"urls": [f"{refserver}/metrics"], "counters": ["http_requests_total"]},
     }
     obj = _drill(kube, "no-counter", refserver, drill)
     row = _kpi(obj, "retryAmplification")

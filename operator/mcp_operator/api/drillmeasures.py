@@ -4,7 +4,7 @@ lag), the clients' retry behaviour reproduced by the load, and Chaos Mesh experi
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -25,10 +25,11 @@ class ServerRequests(ApiModel):
         max_length=8,
         description="Metrics endpoints whose counters are summed (every replica, or one that aggregates).",
     )
-    counter: str = Field(
-        pattern=PROMETHEUS_NAME,
-        max_length=200,
-        description="The request counter, e.g. http_requests_total (a _total suffix may be left out).",
+    counters: list[Annotated[str, Field(pattern=PROMETHEUS_NAME, max_length=200)]] = Field(
+        min_length=1,
+        max_length=4,
+        description="Request counters, summed: e.g. http_requests_total, or Triton's "
+        "nv_inference_request_success and nv_inference_request_failure (a _total suffix may be left out).",
     )
     match_labels: dict[str, str] = Field(
         default_factory=dict,

@@ -50,8 +50,8 @@ def counter_total(text: str, spec: ServerRequests) -> float | None:
     endpoint does not have the counter at all (a wrong name is not a count of zero). A counter
     it has without a matching series yet counts 0: a labelled series appears at its first
     increment."""
-    base = spec.counter.removesuffix("_total")
-    names = {base, f"{base}_total"}
+    bases = {c.removesuffix("_total") for c in spec.counters}
+    names = bases | {f"{base}_total" for base in bases}
     total, found = 0.0, False
     for family in text_string_to_metric_families(text):
         found = found or family.name in names
@@ -100,7 +100,8 @@ async def read_requests(spec: ServerRequests, session: aiohttp.ClientSession | N
                 return Reading(None, f"{url} is not Prometheus text: {exc}")
             if value is None:
                 labels = ",".join(f"{k}={v}" for k, v in sorted(spec.match_labels.items()))
-                return Reading(None, f"{url} has no {spec.counter}" + (f" with {labels}" if labels else ""))
+                counters = " or ".join(spec.counters)
+                return Reading(None, f"{url} has no {counters}" + (f" with {labels}" if labels else ""))
             total += value
         return Reading(total)
     finally:

@@ -1,7 +1,8 @@
 """API write availability during a control-plane fault: a small ConfigMap of the drill's own is
 patched every 50 ms from before the fault until its hold ends, each write with its start, end
-and outcome; the figure is the longest time writes did not succeed (from the start of a write
-that failed, or took longer than ``SLOW_S``, to the end of the next one that succeeded).
+and outcome; the figure is the longest time writes did not succeed: from the start of a write to
+the end of the first successful one, the failed attempts in between included. A leader change
+that only stalls writes shows as a slow write, one that fails them as a failed stretch.
 
 Writes go straight through the client with a short time-out and no retries, so an outage is
 seen as it is rather than smoothed over. The ConfigMap's name is in the fault's undo data:
@@ -27,7 +28,6 @@ from .kpi import KpiResult, seconds_kpi
 INTERVAL_S = 0.05
 RETRY_AFTER_FAILURE_S = 0.02
 TIMEOUT_S = 2.0
-SLOW_S = 1.0
 PROBE_LABEL = "mcp2026.io/write-probe"
 
 
@@ -81,15 +81,14 @@ async def run_write_probe(
             await asyncio.wait_for(stop.wait(), INTERVAL_S if ok else RETRY_AFTER_FAILURE_S)
 
 
-def longest_outage(writes: Sequence[Write], slow_s: float = SLOW_S) -> float | None:
-    """Seconds of the longest stretch without a successful write (0 when every write succeeded
-    in time); None when the record ends in a failure (writes never came back)."""
+def longest_outage(writes: Sequence[Write]) -> float | None:
+    """Seconds of the longest wait from starting a write to having one succeed (a write's own
+    time when it succeeds at once); None when the record ends in failures (writes never came
+    back within it)."""
     worst, since = 0.0, None
     for write in writes:
-        bad = not write.ok or write.end - write.start > slow_s
-        if bad and since is None:
-            since = write.start
-        if write.ok and since is not None:
+        since = write.start if since is None else since
+        if write.ok:
             worst = max(worst, write.end - since)
             since = None
     return None if since is not None else worst
