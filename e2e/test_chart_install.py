@@ -108,6 +108,24 @@ def test_chart_installs_a_locked_down_operator_with_a_working_disruption_budget(
     assert "--log-format=json" in container["command"]
     assert spec["terminationGracePeriodSeconds"] == 60
 
+    # the leader Lease: the operator's account may hold one in its own namespace and nowhere else
+    account = f"system:serviceaccount:{kube.namespace}:ops"
+    for verb in ("get", "create", "update"):
+        mine = kube.run("auth", "can-i", verb, "leases.coordination.k8s.io", "--as", account, check=False)
+        assert mine.stdout.strip() == "yes", (verb, mine.stdout, mine.stderr)
+    elsewhere = kube.run(
+        "auth",
+        "can-i",
+        "update",
+        "leases.coordination.k8s.io",
+        "--as",
+        account,
+        "-n",
+        "kube-node-lease",
+        check=False,
+    )
+    assert elsewhere.stdout.strip() == "no", elsewhere.stdout
+
     # the disruption controller counts the operator's pod, and the budget holds against eviction
     def budget() -> dict[str, Any] | None:
         status = kube.get("poddisruptionbudget", "ops").get("status") or {}

@@ -4,6 +4,7 @@ control plane and the demo belong to the test harness: ``mcp-devcluster``.)"""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
@@ -19,24 +20,40 @@ def _cmd_crds(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    import asyncio
+
     import kopf
 
-    from . import handlers, logs
+    from . import handlers, leadership, logs, metrics
+    from .handlers.lifecycle import abandon
     from .handlers.startup import current_object
+    from .settings import OperatorSettings
 
     del handlers  # imported for its registrations
     try:
         logs.setup(args.log_format, verbose=args.verbose, source=current_object)
-    except ValueError as exc:  # a bad MCP_LOG_FORMAT (argparse checks only the flag)
+        lease = leadership.LeaseConfig.from_env(
+            name=args.lease_name, namespace=args.lease_namespace, identity=args.identity
+        )
+    except ValueError as exc:  # a bad MCP_LOG_FORMAT or lease setting (argparse checks only flags)
         print(f"mcp-operator run: {exc}", file=sys.stderr)
         return 2
+    settings = OperatorSettings.from_env()
+    metrics.serve(settings.metrics_port, settings.metrics_address)  # a standby is scraped too
     namespaces = args.namespace or []
-    kopf.run(
-        standalone=True,
-        clusterwide=not namespaces,
-        namespaces=namespaces,
-        liveness_endpoint=args.liveness,
-    )
+
+    async def operate() -> None:
+        # standalone: kopf's own peering would pause every replica of one Deployment at once
+        # (equal priorities); the Lease decides who runs instead (docs/design.md)
+        await kopf.operator(
+            standalone=True,
+            clusterwide=not namespaces,
+            namespaces=namespaces,
+            liveness_endpoint=args.liveness,
+        )
+
+    with contextlib.suppress(asyncio.CancelledError):
+        asyncio.run(leadership.run(lease, operate, liveness=args.liveness, on_lost=abandon))
     return 0
 
 
@@ -63,6 +80,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--namespace", action="append", help="watch only these namespaces (repeatable; globs ok)"
     )
     run.add_argument("--liveness", default=os.environ.get("MCP_LIVENESS", "http://0.0.0.0:8080/healthz"))
+    run.add_argument(
+        "--identity",
+        help="this process in the leader Lease, unique among the live ones "
+        "(env MCP_OPERATOR_IDENTITY, else POD_NAME, else host and pid)",
+    )
+    run.add_argument(
+        "--lease-name",
+        help="the leader Lease: one per installation (env MCP_LEASE_NAME; default mcp-operator)",
+    )
+    run.add_argument(
+        "--lease-namespace",
+        help="the Lease's namespace (env MCP_LEASE_NAMESPACE, else POD_NAMESPACE, else the service "
+        "account's, else default)",
+    )
     run.add_argument("--verbose", action="store_true")
     run.add_argument(
         "--log-format",

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from .api import GROUP, VERSION, benchmark, readiness
 from .api.benchmark import MCPBenchmarkSpec, MCPBenchmarkStatus
 from .api.readiness import MCPReadinessSpec, MCPReadinessStatus
-from .rbac import OPERATOR_RULES, cluster_role
+from .rbac import LEASE_RULES, OPERATOR_RULES, cluster_role, lease_role
 
 DROP_KEYS = {"title"}
 
@@ -261,7 +261,7 @@ def file_name(definition: CrdDefinition) -> str:
 def generated_files(repo: Path) -> dict[Path, str]:
     """Every file generated from code, by path: the CRDs (top level, in the Helm chart's crds/
     and in the CRD chart, which upgrades them) and the operator's ClusterRole (kustomize base)
-    and rules (Helm chart)."""
+    and rules (Helm chart), and the Role that holds the leader Lease (both)."""
     files: dict[Path, str] = {}
     for definition in DEFINITIONS:
         text = render(definition)
@@ -272,6 +272,8 @@ def generated_files(repo: Path) -> dict[Path, str]:
         )
     files[repo / "manifests" / "base" / "clusterrole.yaml"] = RBAC_HEADER + _dump(cluster_role())
     files[repo / "charts" / "mcp-operator" / "files" / "rules.yaml"] = RBAC_HEADER + _dump(OPERATOR_RULES)
+    files[repo / "manifests" / "base" / "leader-role.yaml"] = RBAC_HEADER + _dump(lease_role())
+    files[repo / "charts" / "mcp-operator" / "files" / "leader-rules.yaml"] = RBAC_HEADER + _dump(LEASE_RULES)
     return files
 
 

@@ -30,6 +30,10 @@ API_RETRIES = Counter(
 READY = Gauge(
     "mcp_operator_readiness_ready", "1 when an MCPReadiness is Ready, else 0.", ["namespace", "name"]
 )
+LEADER = Gauge(
+    "mcp_operator_leader",
+    "1 while this process holds the leader Lease and runs the handlers, 0 on standby.",
+)
 FAULT_REVERT_FAILURES = Counter(
     "mcp_operator_fault_revert_failures_total",
     "Drill faults whose revert failed (journal phase RevertFailed), by fault kind.",
@@ -49,10 +53,16 @@ for _fault in FAULT_KINDS:
 ERRORS.labels("drill")  # a drill task's failure (handlers.readiness); handlers: counted_errors
 
 
+_SERVING: set[tuple[str, int]] = set()
+
+
 def serve(port: int, address: str = "0.0.0.0") -> None:
-    """Start the metrics endpoint on ``address`` (MCP_METRICS_ADDRESS); port 0 disables it."""
-    if port:
+    """Start the metrics endpoint on ``address`` (MCP_METRICS_ADDRESS); port 0 disables it. Once
+    per process: ``mcp-operator run`` serves it from the start (a standby is scraped too), and the
+    startup handler's call is then a no-op."""
+    if port and (address, port) not in _SERVING:
         start_http_server(port, addr=address)
+        _SERVING.add((address, port))
 
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])

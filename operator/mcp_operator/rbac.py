@@ -1,5 +1,7 @@
-"""The operator's ClusterRole rules: one definition, written into the kustomize base and the
-Helm chart by ``mcp-operator crds`` (a drift test keeps both in step with this list)."""
+"""The operator's RBAC rules: one definition, written into the kustomize base and the Helm chart
+by ``mcp-operator crds`` (a drift test keeps both in step with these lists). The ClusterRole does
+the work; a Role in the operator's own namespace holds the leader Lease (``leadership``), so the
+operator cannot touch any other Lease (the nodes' heartbeats, other controllers' elections)."""
 
 from __future__ import annotations
 
@@ -87,10 +89,26 @@ OPERATOR_RULES: list[dict[str, Any]] = [
 ]
 
 
+# leader election: the Lease of this installation, in the operator's namespace only (RBAC cannot
+# limit create by name; get and update could be, but the Lease's name is a setting)
+LEASE_RULES: list[dict[str, Any]] = [
+    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]},
+]
+
+
 def cluster_role(name: str = "mcp-operator") -> dict[str, Any]:
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
         "metadata": {"name": name},
         "rules": OPERATOR_RULES,
+    }
+
+
+def lease_role(name: str = "mcp-operator-leader") -> dict[str, Any]:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": name},
+        "rules": LEASE_RULES,
     }

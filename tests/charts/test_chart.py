@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from mcp_operator import crdgen
+from mcp_operator import crdgen, rbac
 
 from .conftest import KUBE_VERSION, REPO
 
@@ -33,7 +33,7 @@ def _one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
 
 
 def _env(container: dict[str, Any]) -> dict[str, str]:
-    return {e["name"]: e["value"] for e in container["env"]}
+    return {e["name"]: e.get("value") or e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"]}
 
 
 @pytest.mark.parametrize("chart", [CHART, CRD_CHART], ids=lambda p: p.name)
@@ -50,12 +50,19 @@ def test_default_deployment_is_locked_down_and_budgeted(helm: Helm) -> None:
         "ClusterRoleBinding",
         "Deployment",
         "PodDisruptionBudget",
+        "Role",
+        "RoleBinding",
         "Service",
         "ServiceAccount",
     ]
     deployment = _one(docs, "Deployment")
     spec = deployment["spec"]["template"]["spec"]
-    assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"]["type"] == "Recreate"
+    # a rollout's new pod waits on standby until the old one gives the leader Lease back
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
     pod_sc = spec["securityContext"]
     assert pod_sc["runAsNonRoot"] is True and pod_sc["runAsUser"] == 65532
     assert pod_sc["seccompProfile"] == {"type": "RuntimeDefault"}
@@ -69,6 +76,17 @@ def test_default_deployment_is_locked_down_and_budgeted(helm: Helm) -> None:
     assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
     assert {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}} in spec["volumes"]
     assert "--log-format=json" in container["command"]
+    # the leader Lease: named after the release, held as the pod, in the release's namespace
+    env = _env(container)
+    assert (env["MCP_LEASE_NAME"], env["POD_NAME"], env["POD_NAMESPACE"]) == (
+        "rel",
+        "metadata.name",
+        "metadata.namespace",
+    )
+    role, binding = _one(docs, "Role"), _one(docs, "RoleBinding")
+    assert role["metadata"]["name"] == "rel-leader" and role["rules"] == rbac.LEASE_RULES
+    assert binding["roleRef"]["name"] == "rel-leader"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "rel", "namespace": "ops"}]
     # the operator's own deadline ends before the kubelet's SIGKILL
     assert float(_env(container)["MCP_SHUTDOWN_TIMEOUT_SECONDS"]) < spec["terminationGracePeriodSeconds"]
     pdb = _one(docs, "PodDisruptionBudget")
@@ -151,7 +169,7 @@ def test_chart_copies_of_the_monitoring_files_are_equal() -> None:
     ("values", "message"),
     [
         ({"replicaCount": "two"}, "at '/replicaCount': got string, want integer"),
-        ({"replicaCount": 2}, "at '/replicaCount': maximum: got 2, want 1"),
+        ({"replicaCount": -1}, "at '/replicaCount': minimum: got -1, want 0"),
         ({"replicas": 1}, "additional properties 'replicas' not allowed"),
         ({"metrics": {"port": -1}}, "at '/metrics/port': minimum: got -1, want 1"),
         (

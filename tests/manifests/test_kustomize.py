@@ -40,8 +40,21 @@ def test_operator_deployment_is_locked_down_and_budgeted(kubectl: Run, target: s
     assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
     assert any(v["name"] == "tmp" and "emptyDir" in v for v in spec["volumes"])
     assert "--log-format=json" in container["command"]
-    env = {e["name"]: e["value"] for e in container["env"]}
+    env = {e["name"]: e.get("value") or e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"]}
     assert float(env["MCP_SHUTDOWN_TIMEOUT_SECONDS"]) < spec["terminationGracePeriodSeconds"]
+    # leader election: the Lease held as the pod, in the operator's namespace, through a Role there
+    assert (env["POD_NAME"], env["POD_NAMESPACE"]) == ("metadata.name", "metadata.namespace")
+    assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
+    role = _one(docs, "Role")
+    assert role["metadata"]["namespace"] == "mcp-system"
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]}
+    ]
+    binding = _one(docs, "RoleBinding")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "mcp-operator", "namespace": "mcp-system"}
+    ]
     pdb = _one(docs, "PodDisruptionBudget")
     assert pdb["metadata"]["namespace"] == "mcp-system" and pdb["spec"]["maxUnavailable"] == 1
     labels = deployment["spec"]["template"]["metadata"]["labels"]

@@ -5,11 +5,13 @@ version as the API server.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,22 +76,59 @@ def start_refserver(log_dir: Path, *extra: str) -> tuple[ManagedProcess, str]:
     return proc, f"http://127.0.0.1:{found[0]}"
 
 
+# the identity in the leader Lease: the same for every start, like the restarted container of one
+# pod, so a successor of a killed operator leads at once instead of after the lease duration
+OPERATOR_IDENTITY = "devcluster-operator"
+
+
 @dataclass
 class OperatorProcess:
     process: ManagedProcess
     liveness_url: str
     metrics_url: str
+    identity: str = OPERATOR_IDENTITY
+
+    def health(self) -> dict[str, Any]:
+        """The liveness endpoint's answer: ``{"leader": identity, ...}`` from the leader (kopf's
+        probes), ``{"standby": identity, "leader": holder}`` on standby; {} when it is silent."""
+        return liveness_body(self.liveness_url)
+
+    def leading(self) -> bool:
+        health = self.health()
+        return "standby" not in health and health.get("leader") == self.identity
 
 
 # the operator as the e2e tests run it: besides its own per-run account, shards may run under a
 # namespace's "default" account (one test shows a user's own account working) and nothing else
 TEST_OPERATOR_ENV = {"MCP_RUNNER_SERVICE_ACCOUNT_ALLOW": "default", "MCP_METRICS_ADDRESS": "127.0.0.1"}
+_STARTED: dict[str, ManagedProcess] = {}  # identity -> the last process started with it
+
+
+def liveness_body(url: str) -> dict[str, Any]:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            body: dict[str, Any] = json.loads(resp.read())
+            return body
+    except (OSError, ValueError):
+        return {}
 
 
 def start_operator(
-    kubeconfig: Path, log_dir: Path, *, namespaces: list[str] | None = None
+    kubeconfig: Path,
+    log_dir: Path,
+    *,
+    namespaces: list[str] | None = None,
+    identity: str = OPERATOR_IDENTITY,
+    lead: bool = True,
+    env: dict[str, str] | None = None,
 ) -> OperatorProcess:
-    """``mcp-operator run`` as its own process, ready once its liveness endpoint answers."""
+    """``mcp-operator run`` as its own process; returns once it leads (holds the Lease and runs
+    its handlers), or with ``lead=False`` once it is live (possibly on standby).
+
+    Two live processes must never share an identity (both would lead): refused here."""
+    previous = _STARTED.get(identity)
+    if previous is not None and previous.exited() is None:
+        raise RuntimeError(f"an operator with identity {identity!r} still runs: {previous.argv}")
     liveness_port, metrics_port = free_port(), free_port()
     argv = [
         sys.executable,
@@ -98,20 +137,28 @@ def start_operator(
         "run",
         "--liveness",
         f"http://127.0.0.1:{liveness_port}/healthz",
+        "--identity",
+        identity,
     ]
     for ns in namespaces or []:
         argv += ["--namespace", ns]
-    env = {
+    full_env = {
         **TEST_OPERATOR_ENV,
         **os.environ,
+        **(env or {}),
         "KUBECONFIG": str(kubeconfig),
         "MCP_METRICS_PORT": str(metrics_port),
     }
-    proc = ManagedProcess("operator", argv, log_dir / f"operator-{time.monotonic_ns()}.log", env=env)
+    proc = ManagedProcess("operator", argv, log_dir / f"operator-{time.monotonic_ns()}.log", env=full_env)
     proc.start()
+    _STARTED[identity] = proc
     liveness = f"http://127.0.0.1:{liveness_port}/healthz"
-    wait_until(proc, lambda: http_ok(liveness), timeout_s=60, what="live")
-    return OperatorProcess(proc, liveness, f"http://127.0.0.1:{metrics_port}/metrics")
+    op = OperatorProcess(proc, liveness, f"http://127.0.0.1:{metrics_port}/metrics", identity)
+    if lead:
+        wait_until(proc, op.leading, timeout_s=60, what="leading")
+    else:
+        wait_until(proc, lambda: http_ok(liveness), timeout_s=60, what="live")
+    return op
 
 
 def stop(proc: ManagedProcess | None) -> None:

@@ -14,9 +14,11 @@ interpreter exit would wait for them for up to minutes. All of it must end withi
 from __future__ import annotations
 
 import asyncio
+import logging
 import multiprocessing
+import os
 import time
-from typing import Any
+from typing import Any, NoReturn
 
 import kopf
 
@@ -45,6 +47,20 @@ def terminate_workers(grace_seconds: float = WORKER_STOP_SECONDS) -> list[int]:
             child.kill()
             child.join(1.0)
     return [child.pid for child in children if child.pid is not None]
+
+
+def abandon(why: str) -> NoReturn:
+    """Leadership lost: stop acting at once, as a crash would. Another process may hold the Lease
+    already, so nothing is reverted or written here; the successor replays the open journals (the
+    crash-point tests prove that path). Child processes (probe workers, drill loads) die first."""
+    from .readiness import LOADS
+
+    logging.getLogger(__name__).error("leadership lost (%s): exiting without acting further", why)
+    LOADS.close()
+    for child in multiprocessing.active_children():
+        child.kill()
+    logging.shutdown()
+    os._exit(1)
 
 
 @kopf.on.cleanup(id="graceful-shutdown")

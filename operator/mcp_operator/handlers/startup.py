@@ -12,6 +12,7 @@ from typing import Any
 import kopf
 
 from .. import logs, metrics
+from ..leadership import leader_identity
 from ..settings import OperatorSettings
 
 PREFIX = "mcp2026.io"
@@ -63,3 +64,10 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
 def api_reachable(**_: Any) -> str:
     """Liveness reports the watch loop is alive; kopf itself answers only while it runs."""
     return "ok"
+
+
+@kopf.on.probe(id="leader")
+def leader(**_: Any) -> str:
+    """Who leads: this process (kopf runs only in the holder of the Lease); a standby's own
+    endpoint answers with the holder it sees (``leadership.standby``)."""
+    return leader_identity() or ""

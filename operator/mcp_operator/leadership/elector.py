@@ -1,0 +1,164 @@
+"""Taking, keeping and giving back the Lease through the API server.
+
+Every write is a create or a replace with the resourceVersion just read, so two processes that
+race for a free or expired lease cannot both win: the API server refuses the second with 409.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from .. import kube
+from .lease import Holder, LeaseConfig, Observation, held_spec, may_take, released_spec
+
+log = logging.getLogger(__name__)
+Clock = Callable[[], float]
+
+
+class Elector:
+    """One process's view of one Lease."""
+
+    def __init__(self, config: LeaseConfig, clock: Clock = time.monotonic) -> None:
+        self.config = config
+        self.clock = clock
+        self.holder: Holder | None = None  # as last read or written
+        self.leading = False
+        self.renewed_at = 0.0  # our clock when the last successful write was sent
+        self._seen = Observation()
+        # a call must end well inside the renew deadline, or one hung request could outlast it
+        self._timeout = max(1.0, min(5.0, config.renew_deadline_s / 2))
+
+    def _api(self) -> client.CoordinationV1Api:
+        return client.CoordinationV1Api(kube.api_client())
+
+    async def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.to_thread(fn, *args, _request_timeout=self._timeout, **kwargs)
+
+    async def _read(self) -> Holder | None:
+        try:
+            response = await self._call(
+                self._api().read_namespaced_lease,
+                self.config.name,
+                self.config.namespace,
+                _preload_content=False,
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return Holder.from_lease(json.loads(response.data))
+
+    async def _write(self, holder: Holder | None, spec: dict[str, Any]) -> Holder | None:
+        """Create or replace the Lease; None when another process changed it first."""
+        meta: dict[str, Any] = {"name": self.config.name, "namespace": self.config.namespace}
+        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta, "spec": spec}
+        api = self._api()
+        try:
+            if holder is None:
+                response = await self._call(
+                    api.create_namespaced_lease, self.config.namespace, body, _preload_content=False
+                )
+            else:
+                meta["resourceVersion"] = holder.resource_version
+                response = await self._call(
+                    api.replace_namespaced_lease,
+                    self.config.name,
+                    self.config.namespace,
+                    body,
+                    _preload_content=False,
+                )
+        except ApiException as exc:
+            if exc.status == 409:
+                return None
+            raise
+        return Holder.from_lease(json.loads(response.data))
+
+    async def try_acquire_or_renew(self) -> bool:
+        """One look at the Lease: take or renew it when the rules allow; True while we hold it."""
+        now = self.clock()
+        holder = await self._read()
+        seen_since = now if holder is None else self._seen.see(holder, now)
+        if not may_take(holder, self.config.identity, seen_since, now):
+            self.holder = holder
+            return False
+        spec = held_spec(holder, self.config.identity, self.config.duration_s, dt.datetime.now(dt.UTC))
+        written = await self._write(holder, spec)
+        if written is None:
+            return False
+        self.holder = written
+        self._seen.see(written, now)
+        self.renewed_at = now  # when the call began: a standby cannot have seen the write earlier
+        return True
+
+    async def acquire(self, stop: asyncio.Event) -> bool:
+        """Wait on standby until the Lease is ours (True) or ``stop`` is set (False)."""
+        announced = ""
+        while not stop.is_set():
+            try:
+                if await self.try_acquire_or_renew():
+                    self.leading = True
+                    log.info(
+                        "leading: holds lease %s/%s as %s",
+                        self.config.namespace,
+                        self.config.name,
+                        self.config.identity,
+                    )
+                    return True
+                holder = self.holder.identity if self.holder else ""
+                if holder != announced:
+                    log.info("standby: lease %s held by %s", self.config.name, holder or "nobody")
+                    announced = holder
+            except Exception as exc:  # the API server may be away for a while: keep looking
+                log.warning("standby: cannot read or take the lease: %s", exc)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.config.retry_period_s)
+        return False
+
+    async def hold(self) -> str:
+        """Renew every retry period while leading; returns why leadership ended: another holds
+        the Lease, or no renewal succeeded within the renew deadline. A standby takes over no
+        sooner than a lease duration after the last renewal was sent, so stopping at the renew
+        deadline leaves the difference (5 s by default) as the margin against two leaders."""
+        while True:
+            await asyncio.sleep(self.config.retry_period_s)
+            if self.clock() - self.renewed_at >= self.config.renew_deadline_s:
+                # the process stood still (stopped, starved) past the deadline: a standby may
+                # lead by now, so stop before anything else runs, without asking the API first
+                self.leading = False
+                return f"no renewal for {self.clock() - self.renewed_at:.0f} s"
+            try:
+                if await self.try_acquire_or_renew():
+                    continue
+                if self.holder is not None and self.holder.identity not in ("", self.config.identity):
+                    self.leading = False
+                    return f"the lease is held by {self.holder.identity}"
+            except Exception as exc:
+                log.warning("leader: renewing the lease failed: %s", exc)
+            if self.clock() - self.renewed_at >= self.config.renew_deadline_s:
+                self.leading = False
+                return f"no renewal for {self.config.renew_deadline_s:.0f} s"
+
+    async def release(self) -> None:
+        """Give the Lease back on a clean exit, if it is still ours, so a standby need not wait
+        for it to expire."""
+        if not self.leading:
+            return
+        self.leading = False
+        try:
+            holder = await self._read()
+            if holder is None or holder.identity != self.config.identity:
+                return
+            if await self._write(holder, released_spec(holder, dt.datetime.now(dt.UTC))) is not None:
+                log.info("released lease %s/%s", self.config.namespace, self.config.name)
+        except Exception as exc:  # it expires by itself: a standby waits one lease duration
+            log.warning("releasing the lease failed: %s", exc)

@@ -1,0 +1,90 @@
+"""One operator process's life under the Lease: standby, then leading, then gone.
+
+- Standby: look at the Lease every retry period, answer liveness, handle nothing. SIGTERM or
+  SIGINT ends the process at once (it holds nothing).
+- Leading: run the operator (kopf, with its own SIGTERM handling: handlers stopped, drills
+  reverted) while renewing the Lease beside it; once the operator has stopped, give the Lease back,
+  so a standby takes over at its next look instead of after a lease duration.
+- Leadership lost (another holds the Lease, or no renewal within the renew deadline): ``on_lost``
+  ends the process at once, as a crash would; the successor replays what was left open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Awaitable, Callable
+from typing import NoReturn
+
+from .. import metrics
+from . import standby
+from .elector import Elector
+from .lease import LeaseConfig
+
+log = logging.getLogger(__name__)
+_leader: str | None = None  # this process's identity while it leads
+
+
+def leader_identity() -> str | None:
+    """Who this process is while it leads (the liveness probe says so); None on standby."""
+    return _leader
+
+
+async def _standby(elector: Elector, liveness: str | None) -> bool:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    def status() -> dict[str, str]:
+        holder = elector.holder.identity if elector.holder else ""
+        return {"standby": elector.config.identity, "leader": holder}
+
+    server = await standby.serve(liveness, status) if liveness else None
+    try:
+        return await elector.acquire(stop)
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        if server is not None:
+            server.close()
+            await server.wait_closed()
+
+
+async def _watch(elector: Elector, on_lost: Callable[[str], NoReturn]) -> None:
+    why = await elector.hold()
+    metrics.LEADER.set(0)
+    on_lost(why)
+
+
+async def run(
+    config: LeaseConfig,
+    operate: Callable[[], Awaitable[None]],
+    *,
+    liveness: str | None,
+    on_lost: Callable[[str], NoReturn],
+) -> None:
+    """Wait for the Lease, then ``operate`` while holding it; return when the operator stopped
+    (or the process was stopped on standby)."""
+    global _leader
+    elector = Elector(config)
+    metrics.LEADER.set(0)
+    if not await _standby(elector, liveness):
+        log.info("stopped on standby")
+        return
+    metrics.LEADER.set(1)
+    _leader = config.identity
+    # started before the operator, so kopf's end-of-run sweep of its own tasks leaves it alone:
+    # the Lease is renewed until the operator's shutdown (drills reverted) is over
+    holding = asyncio.create_task(_watch(elector, on_lost), name="lease holder")
+    try:
+        await operate()
+    finally:
+        holding.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await holding
+        metrics.LEADER.set(0)
+        _leader = None
+        await elector.release()
