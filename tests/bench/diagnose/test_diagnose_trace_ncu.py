@@ -55,9 +55,14 @@ def test_trap2_l2_conflicts_against_a_baseline_and_alone() -> None:
     ] == pytest.approx(72.4)
     assert f.values["kernels"] == 1  # the GEMM is not an attention kernel
     assert f.values["sectors_per_request"] == pytest.approx(16.0)
-    assert state(2, ncu=ncu("attention_conflicting")).state == "Found"  # 31.5% < 50% floor
+    alone = state(2, ncu=ncu("attention_conflicting"))  # sector efficiency 38.1% < 50% floor
+    assert alone.state == "Found" and "no baseline" in alone.summary
     assert state(2, ncu=ncu("attention_baseline"), ncu_baseline=ncu("attention_baseline")).state == "NotFound"
     assert state(2, ncu=ncu("attention_baseline")).state == "NotFound"
+    # a hit rate alone, with no baseline and no sector efficiency, cannot be judged either way
+    hits_only = parse_ncu_csv('"ID","Kernel Name","lts__t_sector_hit_rate.pct"\n"0","paged_attn","12.5"\n')
+    f = state(2, ncu=hits_only)
+    assert f.state == "NoData" and f.values["l2_hit_pct"] == 12.5 and "baseline" in f.needs
     assert state(2, ncu=ncu("bank_conflicts")).state == "NoData"  # no L2 figures in that report
     assert state(2).state == "NoData"
 

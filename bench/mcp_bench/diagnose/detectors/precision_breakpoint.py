@@ -1,7 +1,8 @@
 """Trap 4: the FP16/INT4 precision-throughput breakpoint. A lower precision that does not pay:
 some layers get slower (dequantisation, no native kernel) and outputs drift. Read from a
-profiler trace: per-layer latency outliers beyond 2.5 standard deviations of their peers; with a
-second run (``compare``) of the other precision, the throughput gain is reported beside it."""
+profiler trace (GPU time per layer where the trace has it): per-layer latency outliers beyond
+2.5 standard deviations of their peers; with a second run (``compare``) of the other precision,
+the throughput gain is reported beside it."""
 
 from __future__ import annotations
 
@@ -13,20 +14,27 @@ from collections.abc import Mapping
 from mcp_bench.diagnose.finding import Finding
 from mcp_bench.diagnose.inputs import DiagnoseInputs
 from mcp_bench.diagnose.registry import Detector, detector
-from mcp_bench.diagnose.sources.trace import Trace
+from mcp_bench.diagnose.sources.trace import GPU_ANNOTATION_CATS, Span, Trace
 from mcp_bench.results.document import ResultDocument
 
 LAYER = re.compile(r"(?i)(layer|block)")
 DIGITS = re.compile(r"\d+")
 
 
+def layer_spans(trace: Trace) -> list[Span]:
+    """Numbered layer spans; as the GPU ran them when the trace has those (the PyTorch profiler's
+    ``gpu_user_annotation``), since a CPU range only times the launches of an asynchronous layer."""
+    spans = [s for s in trace.spans if LAYER.search(s.name) and DIGITS.search(s.name)]
+    gpu = [s for s in spans if s.cat in GPU_ANNOTATION_CATS]
+    return gpu or spans
+
+
 def layer_outliers(trace: Trace, min_layers: int) -> tuple[int, list[tuple[str, float, float, float]]]:
     """(layers looked at, outliers as (name, mean us, peers' mean us, z)): a layer's mean duration
     against the other layers of the same kind (the name with its numbers taken out), leave one out."""
     per_name: dict[str, list[float]] = defaultdict(list)
-    for s in trace.spans:
-        if LAYER.search(s.name) and DIGITS.search(s.name):
-            per_name[s.name].append(s.dur_us)
+    for s in layer_spans(trace):
+        per_name[s.name].append(s.dur_us)
     groups: dict[str, dict[str, float]] = defaultdict(dict)
     for name, durs in per_name.items():
         groups[DIGITS.sub("#", name)][name] = sum(durs) / len(durs)
