@@ -44,7 +44,16 @@ FAULT_REVERT_FAILURES = Counter(
 # born at 1 on its first event shows no increase, so that first event would never alert.
 RESOURCE_KINDS = ("MCPReadiness", "MCPBenchmark")
 VERDICT_VALUES = ("Pass", "Warn", "Inconclusive", "Fail", "Error")
-FAULT_KINDS = ("podKill", "zoneOutage", "configHotUpdate", "scaleDown", "rolloutRestart", "nodeDrain")
+FAULT_KINDS = (
+    "podKill",
+    "zoneOutage",
+    "configHotUpdate",
+    "scaleDown",
+    "rolloutRestart",
+    "nodeDrain",
+    "etcdLeaderMove",
+    "chaosMesh",
+)
 for _kind in RESOURCE_KINDS:
     for _verdict in VERDICT_VALUES:
         VERDICTS.labels(_kind, _verdict)

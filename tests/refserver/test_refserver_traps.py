@@ -93,7 +93,8 @@ def test_knobs_are_off_by_default_and_the_cli_sets_them() -> None:
 async def test_default_exposition_has_no_trap_families() -> None:
     async with await start_refserver(RefServerConfig()) as srv, aiohttp.ClientSession() as s:
         fams = await metrics(s, srv.url)
-    assert not [n for n in fams if n.startswith("mcp_refserver_") or n == "vllm:cache_config_info"]
+    trap_families = [n for n in fams if n.startswith("mcp_refserver_") or n == "vllm:cache_config_info"]
+    assert trap_families == ["mcp_refserver_http_requests"]  # the request counter is no trap's: always there
 
 
 async def test_strict_priority_gate_serves_the_low_number_first() -> None:
