@@ -20,7 +20,7 @@ class ServerRequests(ApiModel):
     """The target's own count of the requests it received, read from Prometheus-format metrics
     before and after each stage's load: the server's side of retry amplification."""
 
-    urls: list[str] = Field(
+    urls: list[Annotated[str, Field(pattern=r"^https?://", max_length=2048)]] = Field(
         min_length=1,
         max_length=8,
         description="Metrics endpoints whose counters are summed (every replica, or one that aggregates).",

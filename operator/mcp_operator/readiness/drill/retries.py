@@ -70,7 +70,10 @@ async def url_problem(spec: ServerRequests) -> str:
     for url in spec.urls:
         if url_has_credentials(url):
             return f"{redact_url(url)}: serverRequests URLs must not carry credentials"
-        problem = await policy.url_problem(url)
+        try:
+            problem = await policy.url_problem(url)
+        except ValueError as exc:
+            problem = f"not a URL the operator can read: {exc}"
         if problem:
             return f"{redact_url(url)}: {problem}"
     return ""

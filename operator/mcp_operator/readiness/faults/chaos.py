@@ -111,9 +111,14 @@ async def plan(fault: FaultSpec, namespace: str, policy: FaultPolicy, apis: Apis
     labels = spec["selector"].get("labelSelectors") or {}
     if not isinstance(labels, dict):
         raise FaultRefused("InvalidFault", "chaos.spec.selector.labelSelectors must be a mapping")
-    listed = await kube.call(
-        apis.core.list_namespaced_pod, namespace, label_selector=label_selector(labels) or None
-    )
+    try:
+        listed = await kube.call(
+            apis.core.list_namespaced_pod, namespace, label_selector=label_selector(labels) or None
+        )
+    except ApiException as exc:
+        if exc.status != 400:
+            raise
+        raise FaultRefused("InvalidFault", f"chaos.spec.selector.labelSelectors: {exc.reason}") from exc
     running = sorted(p.metadata.name for p in listed.items if is_running(p))
     count = taken(str(spec.get("mode", "all")), str(spec.get("value", "")), len(running))
     if count == 0:
