@@ -25,11 +25,18 @@ http_requests_total{path="/health",code="200"} 500
 
 
 def test_the_counter_is_summed_over_matching_series_and_a_wrong_name_is_no_count() -> None:
-    assert counter_total(TEXT, ServerRequests(urls=["u"], counters=["http_requests_total"])) == 620
-    by_path = ServerRequests(urls=["u"], counters=["http_requests"], match_labels={"path": "/delay"})
+    assert (
+        counter_total(TEXT, ServerRequests(urls=["http://t/metrics"], counters=["http_requests_total"]))
+        == 620
+    )
+    by_path = ServerRequests(
+        urls=["http://t/metrics"], counters=["http_requests"], match_labels={"path": "/delay"}
+    )
     assert counter_total(TEXT, by_path) == 120  # the _created sample is not a count
-    assert counter_total(TEXT, ServerRequests(urls=["u"], counters=["requests_total"])) is None
-    fresh = ServerRequests(urls=["u"], counters=["http_requests"], match_labels={"path": "/other"})
+    assert counter_total(TEXT, ServerRequests(urls=["http://t/metrics"], counters=["requests_total"])) is None
+    fresh = ServerRequests(
+        urls=["http://t/metrics"], counters=["http_requests"], match_labels={"path": "/other"}
+    )
     assert counter_total(TEXT, fresh) == 0  # the counter exists, the series has not been incremented yet
 
 
@@ -182,6 +189,6 @@ nv_inference_request_success{model="m",version="1"} 90
 nv_inference_request_failure{model="m",version="1"} 12
 """
     both = ServerRequests(
-        urls=["u"], counters=["nv_inference_request_success", "nv_inference_request_failure"]
+        urls=["http://t/metrics"], counters=["nv_inference_request_success", "nv_inference_request_failure"]
     )
     assert counter_total(triton, both) == 102
