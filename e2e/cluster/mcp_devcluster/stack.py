@@ -101,7 +101,7 @@ class OperatorProcess:
 # the operator as the e2e tests run it: besides its own per-run account, shards may run under a
 # namespace's "default" account (one test shows a user's own account working) and nothing else
 TEST_OPERATOR_ENV = {"MCP_RUNNER_SERVICE_ACCOUNT_ALLOW": "default", "MCP_METRICS_ADDRESS": "127.0.0.1"}
-_STARTED: dict[str, ManagedProcess] = {}  # identity -> the last process started with it
+_STARTED: dict[tuple[str, str], ManagedProcess] = {}  # (kubeconfig, identity) -> the last one started
 
 
 def liveness_body(url: str) -> dict[str, Any]:
@@ -125,8 +125,9 @@ def start_operator(
     """``mcp-operator run`` as its own process; returns once it leads (holds the Lease and runs
     its handlers), or with ``lead=False`` once it is live (possibly on standby).
 
-    Two live processes must never share an identity (both would lead): refused here."""
-    previous = _STARTED.get(identity)
+    Two live processes must never share an identity on one cluster (both would lead): refused."""
+    key = (str(kubeconfig), identity)
+    previous = _STARTED.get(key)
     if previous is not None and previous.exited() is None:
         raise RuntimeError(f"an operator with identity {identity!r} still runs: {previous.argv}")
     liveness_port, metrics_port = free_port(), free_port()
@@ -151,7 +152,7 @@ def start_operator(
     }
     proc = ManagedProcess("operator", argv, log_dir / f"operator-{time.monotonic_ns()}.log", env=full_env)
     proc.start()
-    _STARTED[identity] = proc
+    _STARTED[key] = proc
     liveness = f"http://127.0.0.1:{liveness_port}/healthz"
     op = OperatorProcess(proc, liveness, f"http://127.0.0.1:{metrics_port}/metrics", identity)
     if lead:
