@@ -128,6 +128,8 @@ def test_values_steer_the_deployment(helm: Helm) -> None:
         for d in _render(helm, CHART, "--set", "podDisruptionBudget.enabled=false")
         if d["kind"] == "PodDisruptionBudget"
     ]
+    # more replicas are standbys behind the leader Lease, so the schema allows them
+    assert _one(_render(helm, CHART, "--set", "replicaCount=3"), "Deployment")["spec"]["replicas"] == 3
 
 
 def test_monitoring_objects_when_enabled(helm: Helm) -> None:
