@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client, config
 
 from mcp_devcluster import stack
 from mcp_devcluster.cluster import ClusterState, DevCluster
@@ -60,6 +61,16 @@ def kubeconfig(cluster: ClusterState) -> Path:
     path = Path(cluster.kubeconfig)
     stack.apply_crds(path, REPO / "crds")
     return path
+
+
+@pytest.fixture(scope="module")
+def api(kubeconfig: Path) -> Iterator[client.ApiClient]:
+    """A Kubernetes API client for the tests that read and write through the API directly."""
+    api_client = config.new_client_from_config(str(kubeconfig))
+    try:
+        yield api_client
+    finally:
+        api_client.close()
 
 
 @pytest.fixture(scope="session")

@@ -20,13 +20,13 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client, config
+from kubernetes import client
 
 from mcp_devcluster import stack
 from mcp_devcluster.certs import PkiPaths
@@ -110,15 +110,6 @@ def restart_component(cluster: ClusterState, name: str, sig: signal.Signals, dow
         time.sleep(0.05)
     record.ready_at = time.monotonic()
     return record
-
-
-@pytest.fixture(scope="module")
-def api(kubeconfig: Path) -> Iterator[client.ApiClient]:
-    api_client = config.new_client_from_config(str(kubeconfig))
-    try:
-        yield api_client
-    finally:
-        api_client.close()
 
 
 def _benchmark(api: client.ApiClient, namespace: str, name: str, url: str, duration_s: float) -> str:

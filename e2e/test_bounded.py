@@ -20,12 +20,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client, config
+from kubernetes import client
 
 from mcp_bench.engines import run_plan_sync
 from mcp_bench.plan import RunPlan
@@ -41,15 +39,6 @@ UID_LABEL = "mcp2026.io/benchmark-uid"
 STATUS_LIMIT = 64 * 1024
 CONFIGMAP_LIMIT = 1024 * 1024  # the API server's limit on a ConfigMap's data
 MAX_SHARDS, MAX_LEVELS = 256, 16  # the MCPBenchmark schema's maxima
-
-
-@pytest.fixture(scope="module")
-def api(kubeconfig: Path) -> Iterator[client.ApiClient]:
-    api_client = config.new_client_from_config(str(kubeconfig))
-    try:
-        yield api_client
-    finally:
-        api_client.close()
 
 
 def _size(value: Any) -> int:

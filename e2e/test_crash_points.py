@@ -18,7 +18,6 @@ long to the verdict. Most cases are behind ``--long``; the default run keeps fou
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import threading
@@ -45,15 +44,6 @@ SHARDS = 2
 POLL_S = 0.02
 VERDICT_TIMEOUT_S = 150
 VERDICT_REASONS = {"Measured", "SloMet", "SloMissed", "ShardResultMissing", "NothingMeasured", "JobMissing"}
-
-
-@pytest.fixture(scope="module")
-def api(kubeconfig: Path) -> Iterator[client.ApiClient]:
-    api_client = config.new_client_from_config(str(kubeconfig))
-    try:
-        yield api_client
-    finally:
-        api_client.close()
 
 
 def crash_and_restart(operator: Any, kubeconfig: Path, log_dir: Path) -> tuple[float, float]:
@@ -408,28 +398,6 @@ def test_a_benchmark_survives_a_crash(
 # -- MCPReadiness drill with a fault ---------------------------------------------------------------
 
 
-def _deployment(name: str = "srv", replicas: int = 3) -> str:
-    return json.dumps(
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": name},
-            "spec": {
-                "replicas": replicas,
-                "selector": {"matchLabels": {"app": name}},
-                "template": {
-                    "metadata": {"labels": {"app": name}},
-                    "spec": {
-                        "nodeSelector": {"type": "kwok"},
-                        "terminationGracePeriodSeconds": 0,
-                        "containers": [{"name": "main", "image": "registry.example/srv:1"}],
-                    },
-                },
-            },
-        }
-    )
-
-
 def _drill_gate(name: str, url: str) -> str:
     fault = {"kind": "scaleDown", "workload": "srv", "replicas": 1, "atSeconds": 0.5}
     spec = {
@@ -520,7 +488,7 @@ def _crash_a_drill(
     """Run the drill, SIGKILL the operator at ``point``, start a new one and wait until the drill
     has a verdict with nothing left open; returns the view then and a describer for failures."""
     kube.run("label", "namespace", kube.namespace, OPT_IN)
-    kube.apply(_deployment())
+    kube.apply(stack.kwok_deployment())
     apps = client.AppsV1Api(api)
     deadline = time.monotonic() + 90
     while int(apps.read_namespaced_deployment("srv", kube.namespace).status.ready_replicas or 0) != 3:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,15 +35,6 @@ from mcp_operator.readiness.faults.controlplane import ENDPOINTS_ENV
 
 OPT_IN = "mcp2026.io/fault-injection=enabled"
 COUNTER = "mcp_refserver_http_requests_total"
-
-
-def _until(
-    check: Callable[[], bool], what: str, timeout_s: float = 90, state: Callable[[], Any] = str
-) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting until {what}\n{state()}"
-        time.sleep(0.3)
 
 
 def _drill(kube: Any, name: str, url: str, drill: dict[str, Any], timeout_s: int = 120) -> dict[str, Any]:
@@ -212,7 +203,7 @@ def test_the_autoscaler_lag_is_measured_and_a_blind_autoscaler_says_why(
     kube: Any, cluster: ClusterState, tmp_path: Path
 ) -> None:
     url = _serve_autoscaled(kube)
-    _until(
+    stack.until(
         lambda: _scaling_active(kube).startswith("False"), "the autoscaler reports it cannot read its metric"
     )
     blind = _drill(kube, "blind", url, {"stages": _rising(2, 20, 2, 3), "autoscaling": {"workload": APP}})
@@ -223,7 +214,7 @@ def test_the_autoscaler_lag_is_measured_and_a_blind_autoscaler_says_why(
     assert "FailedGetExternalMetric" in row["measured"]
 
     with external_metrics(cluster, kube.namespace, tmp_path):
-        _until(
+        stack.until(
             lambda: _scaling_active(kube).startswith("True"),
             "the autoscaler reads the request rate",
             timeout_s=60,
@@ -267,7 +258,7 @@ def _kwok_pods(kube: Any) -> None:
     }
     kube.run("label", "namespace", kube.namespace, OPT_IN)
     kube.apply(json.dumps(body))
-    _until(
+    stack.until(
         lambda: int(kube.get("deployment", "srv").get("status", {}).get("readyReplicas") or 0) == 2,
         "srv ready",
     )

@@ -39,7 +39,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from mcp_checks.health import required_samples
@@ -529,15 +529,6 @@ def _cel_messages(kind: str) -> list[str]:
 
     walk(spec_schema(kind))
     return messages
-
-
-@pytest.fixture(scope="module")
-def api(kubeconfig: Path) -> Iterator[client.ApiClient]:
-    api_client = config.new_client_from_config(str(kubeconfig))
-    try:
-        yield api_client
-    finally:
-        api_client.close()
 
 
 def _examples(request: pytest.FixtureRequest, default: int, long: int) -> settings:

@@ -11,7 +11,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,16 +21,6 @@ from mcp_devcluster import stack
 
 OPT_IN = "mcp2026.io/fault-injection=enabled"
 SHUTDOWN_TIMEOUT_S = 45  # MCP_SHUTDOWN_TIMEOUT_SECONDS in the manifests; the pod gets 60
-
-
-def _until(check: Callable[[], Any], what: str, timeout_s: float = 90, state: Callable[[], str] = str) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting until {what}\n{state()}"
-        time.sleep(0.3)
 
 
 @pytest.fixture
@@ -89,28 +79,6 @@ def _running(pid: int) -> bool:
     return state != "Z"
 
 
-def _deployment() -> str:
-    return json.dumps(
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": "srv"},
-            "spec": {
-                "replicas": 3,
-                "selector": {"matchLabels": {"app": "srv"}},
-                "template": {
-                    "metadata": {"labels": {"app": "srv"}},
-                    "spec": {
-                        "nodeSelector": {"type": "kwok"},
-                        "terminationGracePeriodSeconds": 0,
-                        "containers": [{"name": "main", "image": "registry.example/srv:1"}],
-                    },
-                },
-            },
-        }
-    )
-
-
 def _replicas(kube: Any) -> int:
     return int(kube.get("deployment", "srv")["spec"]["replicas"])
 
@@ -138,8 +106,10 @@ def test_sigterm_reverts_the_drill_ends_the_workers_and_exits_in_time(
 
     # a drill with its fault in place
     kube.run("label", "namespace", kube.namespace, OPT_IN)
-    kube.apply(_deployment())
-    _until(lambda: int(kube.get("deployment", "srv").get("status", {}).get("readyReplicas") or 0) == 3, "srv")
+    kube.apply(stack.kwok_deployment())
+    stack.until(
+        lambda: int(kube.get("deployment", "srv").get("status", {}).get("readyReplicas") or 0) == 3, "srv"
+    )
     scale_down = {"kind": "scaleDown", "workload": "srv", "replicas": 1, "atSeconds": 0.2}
     drill = {
         "stages": [{"name": "long", "load": {"rate": 5, "durationSeconds": 120}, "faults": [scale_down]}]
@@ -150,7 +120,7 @@ def test_sigterm_reverts_the_drill_ends_the_workers_and_exits_in_time(
             "MCPReadiness", "drill", {"target": {"url": refserver}, "checks": checks, "drill": drill}
         )
     )
-    _until(
+    stack.until(
         lambda: any(f["phase"] == "Injected" for f in _faults(kube, "drill")) and _replicas(kube) == 1,
         "the fault is in place",
         state=state,
@@ -163,7 +133,7 @@ def test_sigterm_reverts_the_drill_ends_the_workers_and_exits_in_time(
             "MCPReadiness", "stuck", {"target": {"url": silent_server}, "checks": {"healthProbe": stuck}}
         )
     )
-    workers = _until(
+    workers = stack.until(
         lambda: {p: c for p, c in _children(popen.pid).items() if "spawn_main" in c},
         "a probe round in a worker process",
         state=state,
@@ -207,7 +177,7 @@ def test_sigterm_reverts_the_drill_ends_the_workers_and_exits_in_time(
     replacement = stack.start_operator(kube.kubeconfig, tmp_path)
     operator.process, operator.metrics_url = replacement.process, replacement.metrics_url
     # the next operator finds the journal closed and ends the run as interrupted, not failed
-    _until(
+    stack.until(
         lambda: stack.condition_of(kube.get("mcpreadiness", "drill")).get("reason") == "DrillInterrupted",
         "the drill ended DrillInterrupted",
         state=lambda: json.dumps(kube.get("mcpreadiness", "drill").get("status"), indent=1),

@@ -12,34 +12,11 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from typing import Any
 
 from mcp_devcluster import stack
 
 OPT_IN = "mcp2026.io/fault-injection=enabled"
-
-
-def _deployment(name: str = "srv", replicas: int = 3) -> str:
-    return json.dumps(
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": name},
-            "spec": {
-                "replicas": replicas,
-                "selector": {"matchLabels": {"app": name}},
-                "template": {
-                    "metadata": {"labels": {"app": name}},
-                    "spec": {
-                        "nodeSelector": {"type": "kwok"},
-                        "terminationGracePeriodSeconds": 0,
-                        "containers": [{"name": "main", "image": "registry.example/srv:1"}],
-                    },
-                },
-            },
-        }
-    )
 
 
 def _gate(name: str, url: str, drill: dict[str, Any], ratio: float = 0.98) -> str:
@@ -55,15 +32,6 @@ def _replicas(kube: Any, name: str = "srv") -> int:
     return int(kube.get("deployment", name)["spec"]["replicas"])
 
 
-def _until(
-    check: Callable[[], bool], what: str, timeout_s: float = 90, state: Callable[[], str] = str
-) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting until {what}\n{state()}"
-        time.sleep(0.3)
-
-
 def _faults(kube: Any, name: str) -> list[dict[str, Any]]:
     return list((kube.get("mcpreadiness", name).get("status") or {}).get("faults") or [])
 
@@ -71,8 +39,8 @@ def _faults(kube: Any, name: str) -> list[dict[str, Any]]:
 def _setup(kube: Any, opt_in: bool = True) -> None:
     if opt_in:
         kube.run("label", "namespace", kube.namespace, OPT_IN)
-    kube.apply(_deployment())
-    _until(
+    kube.apply(stack.kwok_deployment())
+    stack.until(
         lambda: int(kube.get("deployment", "srv").get("status", {}).get("readyReplicas") or 0) == 3,
         "srv ready",
     )
@@ -129,11 +97,11 @@ def _injected(kube: Any, name: str) -> bool:
 def test_abort_reverts_at_once(kube: Any, refserver: str) -> None:
     _setup(kube)
     kube.apply(_gate("abort-me", refserver, _long_drill()))
-    _until(lambda: _injected(kube, "abort-me") and _replicas(kube) == 1, "the fault is in place")
+    stack.until(lambda: _injected(kube, "abort-me") and _replicas(kube) == 1, "the fault is in place")
     started = time.monotonic()
     kube.run("patch", "mcpreadiness", "abort-me", "--type=merge", "-p", '{"spec":{"drill":{"abort":true}}}')
-    _until(lambda: _replicas(kube) == 3, "replicas restored after abort", timeout_s=30)
-    _until(
+    stack.until(lambda: _replicas(kube) == 3, "replicas restored after abort", timeout_s=30)
+    stack.until(
         lambda: (kube.get("mcpreadiness", "abort-me").get("status") or {}).get("phase") == "Aborted",
         "Aborted",
     )
@@ -146,7 +114,7 @@ def test_abort_reverts_at_once(kube: Any, refserver: str) -> None:
 def test_deleting_a_drill_reverts_before_the_object_goes(kube: Any, refserver: str) -> None:
     _setup(kube)
     kube.apply(_gate("delete-me", refserver, _long_drill()))
-    _until(lambda: _injected(kube, "delete-me") and _replicas(kube) == 1, "the fault is in place")
+    stack.until(lambda: _injected(kube, "delete-me") and _replicas(kube) == 1, "the fault is in place")
     kube.run("delete", "mcpreadiness", "delete-me", "--wait=true", "--timeout=60s")
     assert _replicas(kube) == 3
 
@@ -166,7 +134,7 @@ def test_an_operator_killed_mid_drill_reverts_on_restart(
 ) -> None:
     _setup(kube)
     kube.apply(_gate("crash", refserver, _long_drill()))
-    _until(lambda: _injected(kube, "crash") and _replicas(kube) == 1, "the fault is in place")
+    stack.until(lambda: _injected(kube, "crash") and _replicas(kube) == 1, "the fault is in place")
     operator.process.popen.kill()  # SIGKILL: no finally, no finalizer, nothing reverted
     operator.process.popen.wait()
     time.sleep(1)
@@ -175,9 +143,9 @@ def test_an_operator_killed_mid_drill_reverts_on_restart(
     replacement = stack.start_operator(kube.kubeconfig, tmp_path)
     operator.process = replacement.process  # the session fixture stops whichever runs last
     operator.metrics_url = replacement.metrics_url
-    _until(lambda: _replicas(kube) == 3, "the replayed journal restored the replicas", timeout_s=60)
+    stack.until(lambda: _replicas(kube) == 3, "the replayed journal restored the replicas", timeout_s=60)
     print(f"operator start to stale fault reverted: {time.monotonic() - started:.2f}s")
-    _until(
+    stack.until(
         lambda: (kube.get("mcpreadiness", "crash").get("status") or {}).get("verdict") == "Inconclusive",
         "end",
     )

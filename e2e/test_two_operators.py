@@ -97,15 +97,6 @@ class Jobs:
         self._api.close()
 
 
-@pytest.fixture(scope="module")
-def api(kubeconfig: Path) -> Iterator[client.ApiClient]:
-    api_client = config.new_client_from_config(str(kubeconfig))
-    try:
-        yield api_client
-    finally:
-        api_client.close()
-
-
 @pytest.fixture
 def jobs(kube: Any) -> Iterator[Jobs]:
     watcher = Jobs(kube.kubeconfig, kube.namespace)
@@ -124,20 +115,12 @@ def pair(kube: Any, operator: Any, tmp_path: Path) -> Iterator[tuple[Any, Any]]:
     a = stack.start_operator(kube.kubeconfig, tmp_path / "a", identity=f"op-a-{tag}")
     b = stack.start_operator(kube.kubeconfig, tmp_path / "b", identity=f"op-b-{tag}", lead=False)
     try:
-        _until(lambda: b.health() == {"standby": b.identity, "leader": a.identity}, "b on standby")
+        stack.until(lambda: b.health() == {"standby": b.identity, "leader": a.identity}, "b on standby")
         yield a, b
     finally:
         for op in (a, b):
             stack.stop(op.process)
             print(f"{op.identity} log: {op.process.log_path}")
-
-
-def _until(check: Callable[[], Any], what: str, timeout_s: float = 120, state: str = "") -> Any:
-    deadline = time.monotonic() + timeout_s
-    while not (value := check()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what} {state}"
-        time.sleep(0.1)
-    return value
 
 
 def _leader_gauge(op: Any) -> float:
@@ -209,18 +192,18 @@ def test_two_operators_act_as_one_and_the_standby_takes_over_a_killed_leader(
         return f"\na: {a.process.log_tail(2000)}\nb: {b.process.log_tail(2000)}"
 
     # the leader decides the first gates and starts the benchmark's shards
-    _until(
+    stack.until(
         lambda: len(gs := _items(kube, "mcpreadiness")) == len(before) and all(_decided(g) for g in gs),
         "the leader's verdicts",
-        state=state(),
+        state=state,
     )
-    _until(
+    stack.until(
         lambda: (
             sum(len(p) for p in jobs.pods.values()) == SHARDS
             and all(p["status"].get("phase") == "Running" for p in _items(kube, "pods"))
         ),
         "the shards running",
-        state=state(),
+        state=state,
     )
     assert _named_in_log(b, kube.namespace) == set(), "the standby handled an object"
     assert b.health()["standby"] == b.identity
@@ -232,14 +215,14 @@ def test_two_operators_act_as_one_and_the_standby_takes_over_a_killed_leader(
     killed = time.monotonic()
     popen.wait()
     kube.apply(yaml.safe_dump_all([_gate(n, refserver) for n in after]))
-    _until(b.leading, "the standby to lead", timeout_s=60, state=state())
+    stack.until(b.leading, "the standby to lead", timeout_s=60, state=state, interval_s=0.1)
     takeover = time.monotonic() - killed
 
     def everything() -> bool:
         objs = _items(kube, "mcpreadiness") + _items(kube, "mcpbenchmark")
         return len(objs) == len(before) + len(after) + 1 and all(_decided(o) for o in objs)
 
-    _until(everything, "every verdict", timeout_s=180, state=state())
+    stack.until(everything, "every verdict", timeout_s=180, state=state)
     finished = time.monotonic() - killed
     time.sleep(3)  # a second round, a replayed body or a late duplicate would show now
 
@@ -278,10 +261,12 @@ def test_a_leader_that_exits_cleanly_hands_over_at_once(
     stack.stop(a.process)  # SIGTERM, as the kubelet sends: the Lease is given back on the way out
     exited = time.monotonic() - stopped
     assert a.process.exited() == 0, a.process.log_tail(3000)
-    _until(b.leading, "the standby to lead", timeout_s=30, state=b.process.log_tail(3000))
+    stack.until(
+        b.leading, "the standby to lead", timeout_s=30, state=lambda: b.process.log_tail(3000), interval_s=0.1
+    )
     took = time.monotonic() - stopped
     kube.apply(yaml.safe_dump(_gate("after-handover", refserver)))
-    _until(lambda: _decided(kube.get("mcpreadiness", "after-handover")), "the successor's verdict")
+    stack.until(lambda: _decided(kube.get("mcpreadiness", "after-handover")), "the successor's verdict")
     assert kube.get("mcpreadiness", "after-handover")["status"]["evaluations"] == 1
     print(
         f"\nclean exit of the leader: it exited {exited:.1f}s after SIGTERM, the standby led "
@@ -304,9 +289,15 @@ def test_a_leader_frozen_past_its_lease_wakes_up_and_exits_without_acting(
     try:
         names = [f"frozen-{i}" for i in range(4)]
         kube.apply(yaml.safe_dump_all([_gate(n, refserver) for n in names]))
-        _until(b.leading, "the standby to lead", timeout_s=60, state=b.process.log_tail(3000))
+        stack.until(
+            b.leading,
+            "the standby to lead",
+            timeout_s=60,
+            state=lambda: b.process.log_tail(3000),
+            interval_s=0.1,
+        )
         takeover = time.monotonic() - frozen
-        _until(
+        stack.until(
             lambda: len(gs := _items(kube, "mcpreadiness")) == len(names) and all(_decided(g) for g in gs),
             "the successor's verdicts",
         )

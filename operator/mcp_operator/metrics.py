@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
+
+from .api.drill import FaultKind
 
 RECONCILIATIONS = Counter(
     "mcp_operator_reconciliations_total", "Reconciliations by resource kind and outcome.", ["kind", "outcome"]
@@ -44,16 +46,7 @@ FAULT_REVERT_FAILURES = Counter(
 # born at 1 on its first event shows no increase, so that first event would never alert.
 RESOURCE_KINDS = ("MCPReadiness", "MCPBenchmark")
 VERDICT_VALUES = ("Pass", "Warn", "Inconclusive", "Fail", "Error")
-FAULT_KINDS = (
-    "podKill",
-    "zoneOutage",
-    "configHotUpdate",
-    "scaleDown",
-    "rolloutRestart",
-    "nodeDrain",
-    "etcdLeaderMove",
-    "chaosMesh",
-)
+FAULT_KINDS = get_args(FaultKind)  # every kind a drill can inject, from the API model
 for _kind in RESOURCE_KINDS:
     for _verdict in VERDICT_VALUES:
         VERDICTS.labels(_kind, _verdict)

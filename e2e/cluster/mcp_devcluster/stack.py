@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -177,6 +178,48 @@ def custom_resource(kind: str, name: str, spec: dict[str, Any]) -> str:
     return yaml.safe_dump(
         {"apiVersion": "mcp2026.io/v1alpha1", "kind": kind, "metadata": {"name": name}, "spec": spec}
     )
+
+
+def kwok_deployment(name: str = "srv", replicas: int = 3) -> str:
+    """A Deployment whose pods kwok simulates (on the nodes labelled ``type: kwok``): a workload
+    that drills scale, kill and restart without running anything."""
+    return json.dumps(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name},
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": {"app": name}},
+                "template": {
+                    "metadata": {"labels": {"app": name}},
+                    "spec": {
+                        "nodeSelector": {"type": "kwok"},
+                        "terminationGracePeriodSeconds": 0,
+                        "containers": [{"name": "main", "image": "registry.example/srv:1"}],
+                    },
+                },
+            },
+        }
+    )
+
+
+def until(
+    check: Callable[[], Any],
+    what: str,
+    timeout_s: float = 90,
+    state: Callable[[], object] = str,
+    interval_s: float = 0.3,
+) -> Any:
+    """Poll ``check`` until it returns something truthy and return that; on time-out fail with
+    ``what`` and whatever ``state`` says of the moment."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting until {what}\n{state()}"
+        time.sleep(interval_s)
 
 
 def condition_of(obj: dict[str, Any], type_: str = "Ready") -> dict[str, Any]:
