@@ -81,6 +81,8 @@ _PLAN_FLAGS = (
     "burstiness",
     "max_concurrency",
     "overload",
+    "connections",
+    "ramp",
     "duration",
     "warmup",
     "requests",
@@ -122,9 +124,12 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
         ("max_concurrency", "max_concurrency"),
         ("overload", "overload"),
         ("seed", "seed"),
+        ("connections", "connections"),
     ):
         if getattr(args, flag) is not None:
             levels[key] = getattr(args, flag)
+    if args.ramp is not None:
+        levels["ramp_s"] = parse_duration_s(args.ramp)
     stage: dict[str, Any] = {}
     if args.duration is not None:
         stage["duration_s"] = parse_duration_s(args.duration)
@@ -368,6 +373,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-concurrency", type=int, help="open loop in-flight cap")
     run.add_argument("--overload", choices=["late", "drop"], help="open loop, cap reached: send late or drop")
     run.add_argument("--seed", type=int, help="arrival schedule seed")
+    run.add_argument(
+        "--connections",
+        choices=["warm", "cold", "per-request"],
+        help="warm (default): opened before the measured window; cold: opened by the level's "
+        "requests; per-request: a new connection for every request",
+    )
+    run.add_argument(
+        "--ramp", help="e.g. 5s: closed loop starts workers over it, open loop raises the rate over it"
+    )
     run.add_argument("--duration", help="measured time per level (default 10s)")
     run.add_argument("--warmup", help="unmeasured warm-up per level")
     run.add_argument("--requests", type=int, help="measured requests per level")

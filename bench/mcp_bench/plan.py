@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 Backend = Literal["http", "openai", "openai-chat", "triton-http", "triton-grpc"]
 Arrival = Literal["constant", "poisson", "gamma"]
 Overload = Literal["late", "drop"]
+Connections = Literal["warm", "cold", "per-request"]
 
 
 class _Strict(BaseModel):
@@ -36,6 +37,20 @@ class Levels(_Strict):
         description="open loop, cap reached: 'late' waits and sends late, 'drop' counts it dropped",
     )
     late_after_ms: float = Field(default=1.0, ge=0, description="a send this far behind schedule counts late")
+    connections: Connections | None = Field(
+        default=None,
+        description="'warm': opened (and TLS handshaken) before each level's measured window; 'cold': "
+        "the pool is emptied at each level's start and connections open as requests need them; "
+        "'per-request': a new connection for every request. None: warm on the builtin engine, an "
+        "external engine's own behaviour (a new process per level, so cold)",
+    )
+    ramp_s: float = Field(
+        default=0.0,
+        ge=0,
+        le=3600,
+        description="closed loop: worker starts spread evenly over this time; open loop: the rate rises "
+        "linearly from 0 to the level's rate over it",
+    )
 
     @model_validator(mode="after")
     def _one_kind(self) -> Levels:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 
 class ErrorKind(StrEnum):
@@ -56,6 +56,7 @@ class RequestRecord:
     error: ErrorKind | None = None
     error_detail: str = ""
     tags: dict[str, str] | None = None  # the payload's tags, copied by the load loop
+    new_connection: bool = False  # it waited for a connection opened for it (connect time inside)
 
     @property
     def ok(self) -> bool:
@@ -105,4 +106,31 @@ class ProtocolClient(Protocol):
 
     async def fingerprint(self) -> dict[str, str]:
         """Server name and version as the server reports them (empty strings when unknown)."""
+        ...
+
+
+ConnectionMode = Literal["warm", "cold", "per-request"]
+
+
+@dataclass(slots=True)
+class ConnectTime:
+    """One connection the client opened: TCP connect, and the TLS handshake (None over plain TCP,
+    or where the client cannot tell the two apart and counts both as connect)."""
+
+    connect_ns: int
+    tls_ns: int | None = None
+
+
+@runtime_checkable
+class ConnectionControl(Protocol):
+    """What a client that owns its connection pool offers, so that connection set-up is kept out
+    of the measured window (warm), put in on purpose (cold, per request), and timed on its own."""
+
+    async def prepare_connections(self, mode: ConnectionMode, count: int) -> None:
+        """Before a level: ``warm`` opens up to ``count`` idle connections now; ``cold`` and
+        ``per-request`` close the idle ones (and ``per-request`` closes each after its answer)."""
+        ...
+
+    def take_connect_times(self) -> list[ConnectTime]:
+        """The connections opened since the last call (then forgotten)."""
         ...

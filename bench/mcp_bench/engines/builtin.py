@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import math
 import time
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
@@ -26,12 +27,15 @@ from mcp_bench.load.payloads import payload_source
 from mcp_bench.plan import RunPlan
 from mcp_bench.protocols import protocol_factory
 from mcp_bench.protocols.retry import RetryingClient, with_retries
-from mcp_bench.records import ProtocolClient, RequestPayload, RequestRecord
+from mcp_bench.records import ConnectionControl, ProtocolClient, RequestPayload, RequestRecord
 from mcp_bench.results.aggregate import LevelAccumulator, LevelMeta
 from mcp_bench.results.document import LevelResult, ResultDocument
 
 PROGRESS_INTERVAL_S = 0.25
 FINGERPRINT_TIMEOUT_S = 5.0
+# Open loop, warm: connections opened before the level, enough for requests that last this long
+# at the level's rate (capped by the in-flight limit); more open on demand.
+WARM_OPEN_LOOP_S = 0.1
 
 
 class BuiltinEngine:
@@ -88,6 +92,12 @@ class BuiltinEngine:
         else:
             sink = acc.add
         drain = drain_s(plan)
+        control_conns = _connection_control(client)
+        if control_conns is not None:
+            mode = plan.levels.connections or "warm"
+            control_conns.take_connect_times()  # the fingerprint's or an earlier level's
+            await control_conns.prepare_connections(mode, warm_connections(plan, meta))
+            acc.connections = mode
         ticker = _start_ticker(plan, meta, acc, observers)
         # Objects that live through the level go to the permanent generation, so the collector
         # never walks them mid-level (a full collection there shows up as schedule lag).
@@ -97,7 +107,14 @@ class BuiltinEngine:
             if meta.mode == "closed":
                 assert meta.concurrency is not None
                 reason = await run_closed(
-                    client, payloads, meta.concurrency, plan.stage, sink, control, drain
+                    client,
+                    payloads,
+                    meta.concurrency,
+                    plan.stage,
+                    sink,
+                    control,
+                    drain,
+                    ramp_s=plan.levels.ramp_s,
                 )
             else:
                 lv = plan.levels
@@ -118,9 +135,25 @@ class BuiltinEngine:
                 ticker.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await ticker
+        if control_conns is not None:
+            acc.add_connections(control_conns.take_connect_times())
         result = acc.to_result(meta, stop_reason=reason)
         result.stability, result.breaker = control.report()
         return result
+
+
+def warm_connections(plan: RunPlan, meta: LevelMeta) -> int:
+    """How many connections a warm level opens before its measured window: one per closed-loop
+    worker; in open loop, what :data:`WARM_OPEN_LOOP_S` of arrivals need, within the cap."""
+    if meta.concurrency is not None:
+        return meta.concurrency
+    rate = meta.requested_rate or 0.0
+    return max(1, min(plan.levels.max_concurrency, math.ceil(rate * WARM_OPEN_LOOP_S)))
+
+
+def _connection_control(client: ProtocolClient) -> ConnectionControl | None:
+    inner = client.inner if isinstance(client, RetryingClient) else client
+    return inner if isinstance(inner, ConnectionControl) else None
 
 
 async def _server_fingerprint(client: ProtocolClient, notes: list[str]) -> dict[str, str]:

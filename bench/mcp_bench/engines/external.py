@@ -172,6 +172,14 @@ def reject_unsupported(engine: str, plan: RunPlan, backends: Sequence[str]) -> N
             raise PlanError(
                 f"{name}: not applied by the {engine} engine; remove it or use the builtin engine"
             )
+    if plan.levels.connections not in (None, "cold"):
+        raise PlanError(
+            f"levels.connections: the {engine} engine runs each level in a new process whose users "
+            f"open their connections with their first requests (cold); {plan.levels.connections!r} "
+            "needs the builtin engine"
+        )
+    if plan.levels.ramp_s > 0:
+        raise PlanError(f"levels.ramp_s: not applied by the {engine} engine; use the builtin engine")
     if plan.payload.workload is not None:
         raise PlanError(f"payload.workload: not supported by the {engine} engine (one fixed request only)")
     for name in ("classes", "shape_sweep"):
@@ -262,6 +270,7 @@ class ExternalEngine(ABC):
             async def one_level(meta: LevelMeta) -> LevelResult:
                 nonlocal server
                 acc = level_accumulator(plan, meta, offset_ns=0)  # the tools report Unix ns
+                acc.connections = "cold"  # a new tool process per level (connect time not seen)
                 workdir = Path(tmp) / f"level-{meta.index}"
                 workdir.mkdir()
                 run = await self.run_level(

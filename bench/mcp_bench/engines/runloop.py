@@ -38,6 +38,7 @@ def level_schedule(plan: RunPlan, meta: LevelMeta) -> Schedule:
         warmup_s=stage.warmup_s,
         duration_s=stage.duration_s,
         requests=stage.requests,
+        ramp_s=lv.ramp_s,
     )
 
 

@@ -8,6 +8,7 @@ from time import perf_counter_ns
 
 from mcp_bench.load.common import Sink, cut_off_record, drain
 from mcp_bench.load.control import LevelControl
+from mcp_bench.load.open import sleep_until
 from mcp_bench.plan import Stage
 from mcp_bench.records import ProtocolClient, RequestPayload
 
@@ -20,8 +21,13 @@ async def run_closed(
     sink: Sink,
     control: LevelControl,
     drain_s: float,
+    *,
+    ramp_s: float = 0.0,
 ) -> str:
     """Run one level; requests sent during warm-up are not handed to ``sink``. Returns the stop reason.
+
+    With ``ramp_s``, worker ``i`` of ``n`` sends its first request ``i/n * ramp_s`` after the
+    level's start, so the connections' first requests do not all leave at once.
 
     The level ends at ``warmup + duration`` (no new requests; in-flight ones finish within
     ``drain_s``), after ``stage.requests`` measured requests, or when ``control`` stops it.
@@ -32,9 +38,11 @@ async def run_closed(
     budget = stage.requests
     issued = 0
 
-    async def worker() -> None:
+    async def worker(first_ns: int) -> None:
         nonlocal issued
         send = client.send
+        if first_ns > start:
+            await sleep_until(first_ns)
         while not control.stopped:
             now = perf_counter_ns()
             if measure_end is not None and now >= measure_end:
@@ -57,7 +65,8 @@ async def run_closed(
                 rec.tags = payload.tags
                 sink(rec)
 
-    tasks = [asyncio.create_task(worker()) for _ in range(concurrency)]
+    step = int(ramp_s * 1e9) // concurrency
+    tasks = [asyncio.create_task(worker(start + i * step)) for i in range(concurrency)]
     if measure_end is None:
         await asyncio.wait(tasks)
     else:

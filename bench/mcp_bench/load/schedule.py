@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from array import array
 from collections.abc import Iterator
@@ -41,6 +42,15 @@ def _arrival_times_s(rate: float, arrival: Arrival, burstiness: float, rng: rand
         t += rng.expovariate(rate) if arrival == "poisson" else rng.gammavariate(burstiness, scale)
 
 
+def _ramped(times: Iterator[float], ramp_s: float) -> Iterator[float]:
+    """The same arrivals with the rate rising linearly from 0 to ``rate`` over ``ramp_s``: a time
+    change of the process (its cumulative intensity is ``rate * t**2 / (2 * ramp_s)`` in the ramp),
+    so Poisson stays Poisson and a seed replays the same schedule."""
+    half = ramp_s / 2
+    for s in times:
+        yield math.sqrt(2 * ramp_s * s) if s < half else s + half
+
+
 def arrival_schedule(
     rate: float,
     arrival: Arrival,
@@ -50,17 +60,21 @@ def arrival_schedule(
     warmup_s: float = 0.0,
     duration_s: float | None = None,
     requests: int | None = None,
+    ramp_s: float = 0.0,
 ) -> Schedule:
     """Arrivals at ``rate``/s: warm-up first, then until ``duration_s`` elapses or ``requests`` are due.
 
     The first arrival is at offset 0. Constant arrivals are exactly 1/rate apart; Poisson and gamma
-    gaps are drawn from a seeded generator, so a plan replays the same schedule.
+    gaps are drawn from a seeded generator, so a plan replays the same schedule. With ``ramp_s``
+    the rate rises linearly from 0 over the ramp (warm-up and duration count from offset 0).
     """
     if rate <= 0:
         raise ValueError("rate must be > 0")
     if duration_s is None and requests is None:
         raise ValueError("give duration_s and/or requests")
     times = _arrival_times_s(rate, arrival, burstiness, random.Random(seed))
+    if ramp_s > 0:
+        times = _ramped(times, ramp_s)
     warmup_ns = int(warmup_s * 1e9)
     end_ns = None if duration_s is None else warmup_ns + int(duration_s * 1e9)
     offsets = array("q")

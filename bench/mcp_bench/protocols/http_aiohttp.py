@@ -10,12 +10,14 @@ comes back as a record with an :class:`ErrorKind`, never as an exception.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from time import perf_counter_ns
+from types import SimpleNamespace
 
 import aiohttp
 
 from mcp_bench.protocols.http_common import PLAIN_BODY, HttpSettings, fail_record, parse_server_header
-from mcp_bench.records import ErrorKind, RequestPayload, RequestRecord
+from mcp_bench.records import ConnectionMode, ConnectTime, ErrorKind, RequestPayload, RequestRecord
 
 
 def classify_error(exc: BaseException) -> ErrorKind:
@@ -38,26 +40,83 @@ def classify_error(exc: BaseException) -> ErrorKind:
 
 
 class AiohttpSession:
-    """One shared aiohttp session with a keep-alive pool, for the clients built on aiohttp."""
+    """One shared aiohttp session with a keep-alive pool, for the clients built on aiohttp.
+
+    aiohttp opens connections inside a request and has no call that only connects, so a warm
+    pool is filled with ``count`` concurrent unmeasured requests (:meth:`_warm_request`); its
+    connect time is DNS, TCP and TLS together (aiohttp's trace does not tell them apart).
+    """
 
     timeout_s: float
     max_connections: int
     headers: dict[str, str]
     _session: aiohttp.ClientSession | None = None
+    _force_close = False
+    _connect_times: list[ConnectTime] | None = None
 
     async def open(self) -> None:
-        connector = aiohttp.TCPConnector(limit=self.max_connections, limit_per_host=0, ttl_dns_cache=300)
+        self._connect_times = []
+        trace = aiohttp.TraceConfig()
+        trace.on_connection_create_start.append(self._connect_started)
+        trace.on_connection_create_end.append(self._connect_ended)
+        connector = aiohttp.TCPConnector(
+            limit=self.max_connections, limit_per_host=0, ttl_dns_cache=300, force_close=self._force_close
+        )
         self._session = aiohttp.ClientSession(
             connector=connector,
             timeout=aiohttp.ClientTimeout(total=self.timeout_s),
             headers=self.headers,
             auto_decompress=False,
+            trace_configs=[trace],
         )
+
+    async def _connect_started(
+        self, session: aiohttp.ClientSession, ctx: SimpleNamespace, params: object
+    ) -> None:
+        ctx.connect_start = perf_counter_ns()
+
+    async def _connect_ended(
+        self, session: aiohttp.ClientSession, ctx: SimpleNamespace, params: object
+    ) -> None:
+        start = getattr(ctx, "connect_start", None)
+        if start is not None and self._connect_times is not None:
+            self._connect_times.append(ConnectTime(perf_counter_ns() - start))
+        holder = getattr(ctx, "trace_request_ctx", None)
+        if isinstance(holder, dict) and isinstance(holder.get("rec"), RequestRecord):
+            holder["rec"].new_connection = True
 
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+    async def prepare_connections(self, mode: ConnectionMode, count: int) -> None:
+        """Cold and per-request start the level on a fresh pool (per-request: closed after each
+        answer); warm fills the pool with ``count`` concurrent unmeasured requests."""
+        force_close = mode == "per-request"
+        if mode != "warm" or force_close != self._force_close or self._session is None:
+            times = self._connect_times
+            await self.close()
+            self._force_close = force_close
+            await self.open()
+            self._connect_times = times
+        if mode == "warm" and count > 0:
+            await asyncio.gather(*(self._warm_one() for _ in range(count)))
+
+    async def _warm_one(self) -> None:
+        method, url, body = self._warm_request()
+        with contextlib.suppress(Exception):  # a failed warm-up request leaves its slot cold
+            async with self.session.request(method, url, data=body) as resp:
+                await resp.read()
+
+    def _warm_request(self) -> tuple[str, str, bytes | None]:
+        """The unmeasured request that opens a connection: method, URL and body."""
+        raise NotImplementedError
+
+    def take_connect_times(self) -> list[ConnectTime]:
+        times = self._connect_times or []
+        self._connect_times = []
+        return times
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -74,7 +133,9 @@ class HttpClient(HttpSettings, AiohttpSession):
         session = self.session
         rec = RequestRecord(sent_ns=perf_counter_ns(), end_ns=0)
         try:
-            async with session.request(self.method, self.url, data=body) as resp:
+            async with session.request(
+                self.method, self.url, data=body, trace_request_ctx={"rec": rec}
+            ) as resp:
                 await resp.read()
                 rec.end_ns = perf_counter_ns()
                 rec.status = resp.status
@@ -84,6 +145,9 @@ class HttpClient(HttpSettings, AiohttpSession):
             rec.end_ns = perf_counter_ns()
             return fail_record(rec, (classify_error(exc), f"{type(exc).__name__}: {exc}"))
         return fail_record(rec, PLAIN_BODY.end(rec))
+
+    def _warm_request(self) -> tuple[str, str, bytes | None]:
+        return self.method, self.url, self.body
 
     async def fingerprint(self) -> dict[str, str]:
         try:

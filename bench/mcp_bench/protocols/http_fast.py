@@ -24,7 +24,7 @@ from mcp_bench.protocols import rx_stamps
 from mcp_bench.protocols.http_aiohttp import HttpClient
 from mcp_bench.protocols.http_common import PLAIN_BODY, BodyReader, HttpSettings, fail_record
 from mcp_bench.protocols.http_connection import Connection, OnDone, PendingRequest
-from mcp_bench.records import ErrorKind, RequestPayload, RequestRecord
+from mcp_bench.records import ConnectionMode, ConnectTime, ErrorKind, RequestPayload, RequestRecord
 
 _MAX_CALLBACK_ERRORS = 20
 
@@ -63,6 +63,8 @@ class FastHttpClient(HttpSettings):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self.callback_errors: list[str] = []
+        self._per_request = False
+        self._connect_times: list[ConnectTime] = []
 
     def _build(self, body: bytes | None) -> bytes:
         if body is None:
@@ -113,6 +115,26 @@ class FastHttpClient(HttpSettings):
             return await probe.fingerprint()
         finally:
             await probe.close()
+
+    # -- ConnectionControl ----------------------------------------------------------------------
+    async def prepare_connections(self, mode: ConnectionMode, count: int) -> None:
+        """Warm: open idle connections up to ``count`` now, so no measured request waits for a
+        connect; cold and per-request: close the idle ones, so the level opens its own."""
+        self._loop = asyncio.get_running_loop()
+        self._per_request = mode == "per-request"
+        if mode != "warm":
+            for conn in list(self._idle):
+                conn.abort()
+            self._idle.clear()
+            return
+        missing = count - len(self._conns) - self._connecting
+        if missing > 0:
+            self._connecting += missing
+            await asyncio.gather(*(self._connect() for _ in range(missing)))
+
+    def take_connect_times(self) -> list[ConnectTime]:
+        times, self._connect_times = self._connect_times, []
+        return times
 
     # -- callback API (used by the open-loop driver) --------------------------------------------
     def start(self, payload: RequestPayload, scheduled_ns: int | None, on_done: OnDone) -> None:
@@ -166,7 +188,9 @@ class FastHttpClient(HttpSettings):
             req.timer.cancel()
         self._inflight.discard(req)
         req.conn = None
-        if reusable is not None:
+        if reusable is not None and self._per_request:
+            reusable.abort()  # its loss opens the next waiting request's connection
+        elif reusable is not None:
             self._release(reusable)
         else:
             self._maybe_connect()
@@ -191,17 +215,7 @@ class FastHttpClient(HttpSettings):
         loop = self._loop
         assert loop is not None
         try:
-            if self.kernel_stamps and self.ssl is None and rx_stamps.AVAILABLE:
-                conn = Connection(self)
-                await rx_stamps.open_stamped(loop, self.host, self.port, conn)
-            else:
-                _, conn = await loop.create_connection(
-                    lambda: Connection(self),
-                    self.host,
-                    self.port,
-                    ssl=self.ssl,
-                    server_hostname=self.host if self.ssl else None,
-                )
+            conn = await self._open(loop)
         except asyncio.CancelledError:
             self._connecting -= 1
             raise
@@ -217,7 +231,37 @@ class FastHttpClient(HttpSettings):
             return
         self._connecting -= 1
         self._conns.add(conn)
+        if self._waiting:
+            self._waiting[0].rec.new_connection = True
         self._release(conn)
+
+    async def _open(self, loop: asyncio.AbstractEventLoop) -> Connection:
+        """One new connection, its TCP connect and TLS handshake timed apart."""
+        conn = Connection(self)
+        t0 = perf_counter_ns()
+        if self.kernel_stamps and self.ssl is None and rx_stamps.AVAILABLE:
+            await rx_stamps.open_stamped(loop, self.host, self.port, conn)
+        else:
+            await loop.create_connection(lambda: conn, self.host, self.port)
+        t1 = perf_counter_ns()
+        tls_ns = None
+        if self.ssl is not None:
+            assert conn.transport is not None
+            try:
+                tls = await loop.start_tls(
+                    conn.transport,  # type: ignore[arg-type]
+                    conn,
+                    self.ssl,
+                    server_hostname=self.host,
+                )
+            except BaseException:
+                conn.abort()
+                raise
+            assert tls is not None
+            conn.transport = tls
+            tls_ns = perf_counter_ns() - t1
+        self._connect_times.append(ConnectTime(t1 - t0, tls_ns))
+        return conn
 
     def _release(self, conn: Connection) -> None:
         if self._waiting:

@@ -42,7 +42,7 @@ class OpenAIClient(OpenAISettings, AiohttpSession):
         rec = RequestRecord(sent_ns=0, end_ns=0, input_tokens=payload.input_tokens)
         rec.sent_ns = perf_counter_ns()
         try:
-            async with session.post(self.url, data=data) as resp:
+            async with session.post(self.url, data=data, trace_request_ctx={"rec": rec}) as resp:
                 rec.status = resp.status
                 failure = await self._read(resp, rec, body)
         except asyncio.CancelledError:
@@ -75,6 +75,9 @@ class OpenAIClient(OpenAISettings, AiohttpSession):
                     while await content.readany():
                         pass
                 return body.end(rec)
+
+    def _warm_request(self) -> tuple[str, str, bytes | None]:
+        return "GET", self.root + "/v1/models", None  # cheap on every OpenAI server
 
     async def _get_json(self, path: str) -> tuple[Any, str]:
         """GET a JSON document; (None, "") when it is absent or not JSON."""

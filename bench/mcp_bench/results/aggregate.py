@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from mcp_bench.plan import Slo
-from mcp_bench.records import ErrorKind, RequestRecord
-from mcp_bench.results.document import METRICS, LevelResult, PercentileTable, TagResult
+from mcp_bench.records import ConnectTime, ErrorKind, RequestRecord
+from mcp_bench.results.document import CONNECTION_METRICS, METRICS, LevelResult, PercentileTable, TagResult
 from mcp_bench.results.histogram import LatencyHistogram, Unit
 from mcp_bench.results.slo import evaluate, latency_metric, request_latency_limit_ms
 
@@ -98,7 +98,9 @@ class LevelAccumulator:
         self.slo = slo
         self.open_loop = open_loop
         self.late_after_ns = late_after_ns
-        self.hists = {m: LatencyHistogram(unit) for m in METRICS}
+        self.hists = {m: LatencyHistogram(unit) for m in METRICS + CONNECTION_METRICS}
+        self.connections: str | None = None
+        self.new_connection_requests = 0
         self._e2e = self.hists["e2e"]
         self._e2e_sched = self.hists["e2e_from_schedule"]
         self._lag = self.hists["schedule_lag"]
@@ -134,6 +136,8 @@ class LevelAccumulator:
             self.last_end = end
         if rec.tags is not None:
             self._add_tagged(rec, rec.tags)
+        if rec.new_connection:
+            self.new_connection_requests += 1
         scheduled = rec.scheduled_ns
         if scheduled is not None:
             lag = sent - scheduled
@@ -190,6 +194,14 @@ class LevelAccumulator:
         for key, value in tags.items():
             self._tag(key, value).add(rec)
 
+    def add_connections(self, times: list[ConnectTime]) -> None:
+        """Connections opened for this level: their set-up time, apart from every request's."""
+        connect, tls = self.hists["connect"], self.hists["tls"]
+        for t in times:
+            connect.record_ns(t.connect_ns)
+            if t.tls_ns is not None:
+                tls.record_ns(t.tls_ns)
+
     def add_dropped(self) -> None:
         """An arrival that was never sent (open loop, cap reached under the 'drop' policy)."""
         self.dropped += 1
@@ -199,13 +211,16 @@ class LevelAccumulator:
     def merge_result(self, level: LevelResult) -> None:
         """Fold a finished level (e.g. another shard's) in; its instants are already Unix ns."""
         self.offset_ns = 0
-        for metric in METRICS:
+        if self.connections is None:
+            self.connections = level.connections
+        for metric in METRICS + CONNECTION_METRICS:
             hist = level.histogram(metric)
             if hist is not None:
                 self.hists[metric].merge(hist)
         for kind, n in level.errors.items():
             self.errors[ErrorKind(kind)] += n
         self.sent += level.sent
+        self.new_connection_requests += level.new_connection_requests
         self.completed += level.completed
         self.failed += level.failed
         self.dropped += level.dropped
@@ -261,6 +276,8 @@ class LevelAccumulator:
             latency={m: PercentileTable.from_histogram(h) for m, h in self.hists.items()},
             histograms={m: h.encode() for m, h in self.hists.items() if h.count},
             stop_reason=stop_reason,
+            connections=self.connections,
+            new_connection_requests=self.new_connection_requests,
             shards=self.shards,
             breakdown={
                 key: {value: tag.to_result(off) for value, tag in sorted(values.items())}

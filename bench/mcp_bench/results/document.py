@@ -25,6 +25,9 @@ from mcp_bench.results.histogram import PERCENTILES, LatencyHistogram
 SCHEMA_VERSION = "mcp-bench.result/v1"
 # Metrics kept per level, in report order; all in milliseconds.
 METRICS: tuple[str, ...] = ("e2e", "e2e_from_schedule", "ttft", "tpot", "itl", "schedule_lag")
+# Per connection opened for a level (not per request, never in TTFT's figures): TCP connect and
+# the TLS handshake, also in milliseconds.
+CONNECTION_METRICS: tuple[str, ...] = ("connect", "tls")
 Unavailable = Literal["unavailable"]
 
 
@@ -137,6 +140,12 @@ class LevelResult(_Model):
     latency: dict[str, PercentileTable] = Field(default_factory=dict)
     histograms: dict[str, str] = Field(default_factory=dict)
     stop_reason: str = ""
+    # how connections were handled ("warm", "cold", "per-request"); None where the client
+    # cannot say (its library owns the pool)
+    connections: str | None = None
+    # measured requests that waited for a connection opened for them (its connect time is in
+    # their TTFT and e2e): none in a warm level whose pool held, every one per request
+    new_connection_requests: int = 0
     stability: dict[str, Any] | None = None
     breaker: dict[str, Any] | None = None
     slo: SloVerdict = Field(default_factory=SloVerdict)

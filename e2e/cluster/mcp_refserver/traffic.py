@@ -1,9 +1,11 @@
 """Every HTTP request counted by route and status (the server's side of retry amplification),
+every connection that carried one counted (the server's side of a client's connection reuse),
 and the optional load shedding (``max_inflight``) that answers 503 at once when the server is
 full, the overload that clients retrying without backoff turn into a storm."""
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
@@ -33,12 +35,23 @@ class Traffic:
             ["path", "code"],
             registry=registry,
         )
+        self.connections = Counter(
+            "mcp_refserver_http_connections",
+            "HTTP connections that carried at least one request (how often clients connected)",
+            registry=registry,
+        )
+        # the transports seen so far; a closed one is forgotten with its object
+        self._seen: weakref.WeakSet[object] = weakref.WeakSet()
         self.max_inflight = max_inflight
         self.inflight = 0
 
     @web.middleware
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         path = route_path(request)
+        transport = request.transport
+        if transport is not None and transport not in self._seen:
+            self._seen.add(transport)
+            self.connections.inc()
         if self.max_inflight and path not in UNSHED and self.inflight >= self.max_inflight:
             self.requests.labels(path, "503").inc()
             return web.Response(status=503, text="overloaded: shed\n", headers={"Retry-After": "1"})

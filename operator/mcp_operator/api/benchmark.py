@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from mcp_bench.plan import Arrival, Backend, Overload
+from mcp_bench.plan import Arrival, Backend, Connections, Overload
 
 from ..redact import SENSITIVE_PARAMS, SENSITIVE_SUFFIXES
 from .common import (
@@ -120,6 +120,20 @@ class BenchmarkLoad(ApiModel):
         default="late",
         description="Open loop, when no connection is free: send the arrival late (counted late) or drop it "
         "(counted dropped); never skipped silently.",
+    )
+    connections: Connections | None = Field(
+        default=None,
+        description="warm: connections opened (and TLS handshaken) before each level's measured window "
+        "(the builtin engine's default); cold: opened by the level's requests; per-request: a new "
+        "connection for every request. Connect and TLS times are reported per level on their own. "
+        "Locust and k6 run cold only.",
+    )
+    ramp_seconds: float = Field(
+        default=0,
+        ge=0,
+        le=3600,
+        description="Closed loop: workers start spread over this time; open loop: the rate rises linearly "
+        "from 0 over it (builtin engine only).",
     )
     engine: Literal["builtin", "locust", "k6"] = Field(
         default="builtin",

@@ -24,7 +24,13 @@ HEADER_BACKENDS = ("http", "openai", "openai-chat")
 def plan_from_spec(spec: MCPBenchmarkSpec, url: str, benchmark: str) -> RunPlan:
     """The plan each shard runs: the spec's load per shard, against the resolved URL."""
     load = spec.load
-    levels: dict[str, Any] = {"arrival": load.arrival, "overload": load.overload}
+    levels: dict[str, Any] = {
+        "arrival": load.arrival,
+        "overload": load.overload,
+        "ramp_s": load.ramp_seconds,
+    }
+    if load.connections is not None:
+        levels["connections"] = load.connections
     if load.concurrency is not None:
         levels["concurrency"] = load.concurrency
     else:

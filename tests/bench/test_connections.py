@@ -1,0 +1,157 @@
+"""Warm, cold and per-request connections against the reference server, which counts the
+connections it was given; connect and TLS time per level, apart from TTFT."""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import re
+import ssl
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from mcp_bench.engines import run_plan
+from mcp_bench.plan import RunPlan
+from mcp_bench.results.document import LevelResult
+from mcp_refserver import RefServerConfig, start_refserver
+from mcp_refserver.app import build_app
+
+CONCURRENCY = 64
+REQUESTS = 192
+
+
+def _plan(url: str, connections: str | None, **levels: Any) -> RunPlan:
+    lv: dict[str, Any] = {"concurrency": [CONCURRENCY], **levels}
+    if connections is not None:
+        lv["connections"] = connections
+    return RunPlan.from_dict(
+        {
+            "url": url,
+            "backend": "openai",
+            "model": "refmodel",
+            "levels": lv,
+            "stage": {"requests": REQUESTS},
+            "payload": {"max_output_tokens": 4},
+        }
+    )
+
+
+async def _server_connections(url: str) -> int:
+    """The reference server's own count (this scrape's connection included)."""
+    async with aiohttp.ClientSession() as session, session.get(url + "/metrics") as resp:
+        text = await resp.text()
+    match = re.search(r"^mcp_refserver_http_connections_total (\S+)$", text, re.MULTILINE)
+    assert match is not None
+    return int(float(match.group(1)))
+
+
+async def _run(connections: str | None, http_client: str = "fast") -> tuple[LevelResult, int]:
+    """One level at concurrency 64; the level and how many connections the server was given
+    (the fingerprint probe's one included)."""
+    async with await start_refserver(RefServerConfig(ttft_ms=5, tpot_ms=1)) as srv:
+        before = await _server_connections(srv.url)
+        plan = _plan(srv.url, connections).model_copy(update={"http_client": http_client})
+        doc = await run_plan(plan)
+        after = await _server_connections(srv.url)
+    (lv,) = doc.levels
+    assert lv.failed == 0 and lv.completed == REQUESTS
+    return lv, after - before - 1
+
+
+@pytest.mark.parametrize("http_client", ["fast", "aiohttp"])
+async def test_warm_first_wave_carries_no_connect_time(http_client: str) -> None:
+    warm, warm_conns = await _run(None, http_client)
+    cold, cold_conns = await _run("cold", http_client)
+    ttft, connect = (
+        (warm.latency["ttft"], cold.latency["ttft"]),
+        (warm.latency["connect"], cold.latency["connect"]),
+    )
+    print(
+        f"\n{http_client}: TTFT P99 warm {ttft[0].p99_ms} ms, cold {ttft[1].p99_ms} ms;"
+        f" connect P50 warm {connect[0].p50_ms} ms, cold {connect[1].p50_ms} ms"
+    )
+    # the default is warm, and the result says so; every worker's connection was opened before
+    # the measured window, so no measured request waited for one
+    assert warm.connections == "warm" and cold.connections == "cold"
+    assert warm.new_connection_requests == 0
+    # (aiohttp keeps the fingerprint probe's connection in the pool it warms)
+    assert CONCURRENCY - 1 <= warm.latency["connect"].count <= CONCURRENCY
+    # cold: the first wave (one request per worker) waited for its connection
+    assert cold.new_connection_requests == CONCURRENCY
+    assert cold.latency["connect"].count == CONCURRENCY
+    assert cold.latency["connect"].p50_ms is not None and cold.latency["connect"].p50_ms > 0
+    # the server saw one connection per worker (and the fingerprint probe's) either way
+    assert CONCURRENCY <= warm_conns <= CONCURRENCY + 2
+    assert CONCURRENCY + 1 <= cold_conns <= CONCURRENCY + 2
+    # connect time is its own figure, per level, and TLS is not counted over plain TCP
+    assert warm.latency["tls"].count == 0 and "connect" in warm.histograms
+
+
+@pytest.mark.parametrize("http_client", ["fast", "aiohttp"])
+async def test_per_request_opens_one_connection_per_request(http_client: str) -> None:
+    lv, conns = await _run("per-request", http_client)
+    assert lv.connections == "per-request"
+    assert lv.new_connection_requests == REQUESTS
+    assert lv.latency["connect"].count == REQUESTS
+    assert lv.latency["connect"].p50_ms is not None and lv.latency["connect"].p50_ms > 0
+    assert REQUESTS + 1 <= conns <= REQUESTS + 2  # the server counted them too
+
+
+def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return cert_path, key_path
+
+
+async def test_tls_handshake_timed_apart_from_connect(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cert, key = _self_signed(tmp_path)
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # the client trusts this server's certificate
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(cert, key)
+    app, _ = build_app(RefServerConfig(ttft_ms=2, tpot_ms=1))
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=server_ctx)
+        await site.start()
+        port = runner.addresses[0][1]
+        plan = _plan(f"https://127.0.0.1:{port}", "cold", concurrency=[4])
+        doc = await run_plan(plan)
+    finally:
+        await runner.cleanup()
+    (lv,) = doc.levels
+    assert lv.failed == 0 and lv.completed == REQUESTS
+    assert lv.latency["connect"].count == 4 and lv.latency["tls"].count == 4
+    assert lv.latency["tls"].min_ms is not None and lv.latency["tls"].min_ms > 0
