@@ -3,7 +3,7 @@
 # binaries (built from the Go module proxy into ~/.cache/mcp-operator, reused across clones).
 VENV ?= .venv
 BIN := $(VENV)/bin
-APT_PACKAGES := prometheus
+APT_PACKAGES := prometheus chromium-headless-shell  # the HTML report's screenshot test
 
 .PHONY: demo demo-vllm test lint unit e2e toolchain system-packages clean
 

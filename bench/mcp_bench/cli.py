@@ -1,4 +1,4 @@
-"""``mcp-bench``: run a benchmark, merge shard results, show a result, diagnose it.
+"""``mcp-bench``: run a benchmark, merge shard results, show, chart, report or diagnose a result.
 
 Exit codes (for CI): 0 every SLO passed (or none was set), 1 an SLO was missed, 2 bad usage, plan
 or input file, 3 the run measured nothing (no request completed). ``diagnose``: 0 no trap found,
@@ -322,6 +322,22 @@ def cmd_plot(args: argparse.Namespace, out: Console, err: Console) -> int:
     return EXIT_OK
 
 
+def cmd_report(args: argparse.Namespace, out: Console, err: Console) -> int:
+    """One self-contained HTML report of a verified result, and JUnit XML of its SLO checks."""
+    from mcp_bench.reportfiles import MissingExtraError, write_report
+
+    doc = _load(args.file)
+    html = Path(args.output) if args.output else Path(args.file).with_suffix(".html")
+    try:
+        written = write_report(doc, html, None if args.junit is None else Path(args.junit))
+    except MissingExtraError as exc:
+        err.print(f"mcp-bench report: {exc}", markup=False)
+        return EXIT_USAGE
+    for path in written:
+        out.print(f"wrote {path}", highlight=False)
+    return exit_code(doc) if args.check else EXIT_OK
+
+
 def cmd_diagnose(args: argparse.Namespace, out: Console, err: Console) -> int:
     """The trap detectors over a result (and a trace, Nsight Compute reports, a second run)."""
     from mcp_bench.diagnose import (
@@ -421,6 +437,15 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("file")
     plot.add_argument("--output", "-o", required=True, help="PNG to write")
     plot.set_defaults(func=cmd_plot)
+
+    report = sub.add_parser(
+        "report", help="verify a result's checksum and write one self-contained HTML report (and JUnit XML)"
+    )
+    report.add_argument("file")
+    report.add_argument("--output", "-o", help="HTML to write (default: the result's name with .html)")
+    report.add_argument("--junit", help="also write the SLO judgements as JUnit XML, for CI")
+    report.add_argument("--check", action="store_true", help="exit 1 when the SLO verdict fails")
+    report.set_defaults(func=cmd_report)
 
     diag = sub.add_parser(
         "diagnose", help="look for the twelve hidden latency traps (exit 1 when one is found)"

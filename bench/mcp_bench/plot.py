@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import matplotlib
 
@@ -18,9 +17,10 @@ matplotlib.use("Agg")  # files only: no display in pods and CI
 
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
 from mcp_bench.results.document import LevelResult, ResultDocument
-from mcp_bench.results.summary import gpu_memory_peak_pct
+from mcp_bench.results.summary import gpu_field_mean, gpu_memory_peak_pct
 
 PERCENTILES = (("p50_ms", "P50"), ("p95_ms", "P95"), ("p99_ms", "P99"))
 
@@ -84,7 +84,7 @@ def _throughput_panel(ax: Axes, labels: list[str], levels: list[LevelResult]) ->
 
 def _gpu_panel(ax: Axes, labels: list[str], levels: list[LevelResult]) -> None:
     memory = [gpu_memory_peak_pct(lv.telemetry) for lv in levels]
-    utilisation = [_sm_util_mean(lv.telemetry) for lv in levels]
+    utilisation = [gpu_field_mean(lv.telemetry, "sm_util_pct") for lv in levels]
     if all(v is None for v in memory + utilisation):
         reason = next((lv.telemetry for lv in levels if isinstance(lv.telemetry, str)), "no telemetry")
         _no_data(ax, "GPU", f"GPU telemetry {reason}")
@@ -103,22 +103,9 @@ def _gpu_panel(ax: Axes, labels: list[str], levels: list[LevelResult]) -> None:
     ax.legend()
 
 
-def _sm_util_mean(telemetry: dict[str, Any] | str | None) -> float | None:
-    """Mean SM utilisation over the GPUs of a level summary, or None where there is none."""
-    if not isinstance(telemetry, dict) or telemetry.get("status", "ok") != "ok":
-        return None
-    means = [
-        float(gpu["fields"]["sm_util_pct"]["mean"])
-        for gpu in telemetry.get("gpus", [])
-        if isinstance(gpu, dict)
-        and isinstance((gpu.get("fields") or {}).get("sm_util_pct"), dict)
-        and gpu["fields"]["sm_util_pct"].get("mean") is not None
-    ]
-    return sum(means) / len(means) if means else None
-
-
-def plot_result(doc: ResultDocument, path: Path) -> Path:
-    """Write the chart of ``doc`` to ``path`` (PNG) and return the path."""
+def figure(doc: ResultDocument) -> Figure:
+    """The four panels of ``doc`` (the PNG of ``mcp-bench plot``, the HTML report's overview);
+    the caller closes it."""
     if not doc.levels:
         raise ValueError("the result has no levels to plot")
     levels = doc.levels
@@ -131,6 +118,14 @@ def plot_result(doc: ResultDocument, path: Path) -> Path:
     server = " ".join(part for part in (doc.engine.server_name, doc.engine.server_version) if part)
     fig.suptitle(f"{doc.plan.backend} {doc.plan.url}" + (f" ({server})" if server else ""))
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    return fig
+
+
+def plot_result(doc: ResultDocument, path: Path) -> Path:
+    """Write the chart of ``doc`` to ``path`` (PNG) and return the path."""
+    fig = figure(doc)
+    try:
+        fig.savefig(path, dpi=100)
+    finally:
+        plt.close(fig)
     return path

@@ -1,5 +1,6 @@
-"""The ``mcp-operator`` command: run the operator, generate CRDs, run a shard. (The local
-control plane and the demo belong to the test harness: ``mcp-devcluster``.)"""
+"""The ``mcp-operator`` command: run the operator, generate CRDs, run a shard, render a
+benchmark's report. (The local control plane and the demo belong to the test harness:
+``mcp-devcluster``.)"""
 
 from __future__ import annotations
 
@@ -64,6 +65,24 @@ def _cmd_shard(_args: argparse.Namespace) -> int:
     return run_shard()
 
 
+def _cmd_report(args: argparse.Namespace) -> int:
+    from mcp_bench.reportfiles import MissingExtraError, write_report
+
+    from .benchmark.report import ReportError, default_namespace, read_report
+
+    namespace = args.namespace or default_namespace()
+    try:
+        doc = read_report(args.name, namespace)
+        html = args.output or Path(f"{args.name}.html")
+        written = write_report(doc, html, args.junit)
+    except (ReportError, MissingExtraError) as exc:
+        print(f"mcp-operator report: {exc}", file=sys.stderr)
+        return 2
+    for path in written:
+        print(f"wrote {path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mcp-operator", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -103,6 +122,15 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: text on a terminal, json otherwise; env MCP_LOG_FORMAT)",
     )
     run.set_defaults(func=_cmd_run)
+
+    report = sub.add_parser(
+        "report", help="render a finished MCPBenchmark's report as one HTML file (as mcp-bench report)"
+    )
+    report.add_argument("name", help="the MCPBenchmark")
+    report.add_argument("--namespace", "-n", help="default: the kubeconfig's current namespace")
+    report.add_argument("--output", "-o", type=Path, help="HTML to write (default: NAME.html)")
+    report.add_argument("--junit", type=Path, help="also write the SLO judgements as JUnit XML, for CI")
+    report.set_defaults(func=_cmd_report)
 
     shard = sub.add_parser("shard", help="benchmark shard entrypoint (inside a Job pod)")
     shard.set_defaults(func=_cmd_shard)

@@ -35,6 +35,20 @@ def gpu_memory_peak_pct(telemetry: dict[str, Any] | str | None) -> float | None:
     return max(peaks) if peaks else None
 
 
+def gpu_field_mean(telemetry: dict[str, Any] | str | None, field: str) -> float | None:
+    """Mean of one sampled field (``sm_util_pct``, ``power_w``) over the GPUs of a level summary,
+    or None where no GPU has it: an unsupported field is never read as 0."""
+    if not isinstance(telemetry, dict) or telemetry.get("status", "ok") != "ok":
+        return None
+    means: list[float] = []
+    for gpu in telemetry.get("gpus", []):
+        entry = (gpu.get("fields") or {}).get(field) if isinstance(gpu, dict) else None
+        mean = entry.get("mean") if isinstance(entry, dict) else None
+        if isinstance(mean, int | float):
+            means.append(float(mean))
+    return sum(means) / len(means) if means else None
+
+
 def slo_mark(passed: bool | None) -> SloMark | None:
     """The SLO verdict of a level or run in the spelling of every view: Pass, Fail, or None."""
     return None if passed is None else ("Pass" if passed else "Fail")
