@@ -16,6 +16,11 @@ contention between the two processes); the difference to the model adds the serv
     .venv/bin/python measurements/accuracy.py                       # 10 and 1000 req/s
     .venv/bin/python measurements/accuracy.py --rates 10,1000 --ttft-ms 20 --tpot-ms 5 --tokens 8
     .venv/bin/python measurements/accuracy.py --rates 10 --http-client aiohttp   # the aiohttp client
+    .venv/bin/python measurements/accuracy.py --concurrency 64 --connections warm,cold,per-request
+
+With ``--connections``, closed loop at ``--concurrency`` once per connection mode, side by side:
+TTFT P50 / P99 reported and as the server measured them, the connect time per connection, and
+how many measured requests waited for a new connection (whose connect time is in their TTFT).
 """
 
 from __future__ import annotations
@@ -78,6 +83,57 @@ def plan_for(url: str, rate: float, seconds: float, tokens: int, http_client: st
     )
 
 
+def closed_plan(url: str, args: argparse.Namespace, mode: str, seconds: float) -> RunPlan:
+    return RunPlan.model_validate(
+        {
+            "url": url,
+            "backend": "openai",
+            "http_client": args.http_client,
+            "model": "refmodel",
+            "levels": {"concurrency": [args.concurrency], "connections": mode, "ramp_s": args.ramp},
+            "stage": {"duration_s": seconds},
+            "request_timeout_s": 30,
+            "payload": {"prompt": "one two three four", "max_output_tokens": args.tokens, "stream": True},
+        }
+    )
+
+
+def compare_connections(url: str, args: argparse.Namespace) -> None:
+    """One closed-loop run per connection mode, each on a new client (so nothing is open before
+    it), and one line each: what the client reported beside what the server measured."""
+    seconds = args.seconds or 5.0
+    print(
+        f"\nclosed loop, concurrency {args.concurrency}, ramp {args.ramp:g} s, {seconds:g} s per mode "
+        "(TTFT and connect in ms; 'new conn' = measured requests that waited for a connection)"
+    )
+    head = (
+        "mode",
+        "TTFT p50",
+        "TTFT p99",
+        "server p50",
+        "server p99",
+        "err p99",
+        "connects",
+        "conn p50",
+        "conn p99",
+        "new conn",
+    )
+    print(" ".join(f"{h:>11}" for h in head))
+    for mode in args.connections.split(","):
+        server_timings(url, reset=True)
+        level = run_plan_sync(closed_plan(url, args, mode, seconds)).levels[0]
+        truth = [v for v in server_timings(url, reset=True)["ttft_ms"] if v is not None]
+        ttft, conn = level.latency["ttft"], level.latency["connect"]
+        p50, p99 = (float(np.percentile(truth, q)) if truth else float("nan") for q in (50, 99))
+        cells = (ttft.p50_ms, ttft.p99_ms, p50, p99, None if ttft.p99_ms is None else ttft.p99_ms - p99)
+        row = [f"{mode:>11}"] + [f"{float('nan') if v is None else v:11.3f}" for v in cells]
+        row += [f"{conn.count:11d}"] + [
+            f"{float('nan') if v is None else v:11.3f}" for v in (conn.p50_ms, conn.p99_ms)
+        ]
+        row += [f"{level.new_connection_requests:11d}"]
+        print(" ".join(row) + f"   ({level.completed} requests, {level.failed} failed)")
+
+
 def within(reported: float | None, truth: float) -> str:
     if reported is None:
         return "NO DATA"
@@ -131,10 +187,25 @@ def main(argv: list[str] | None = None) -> int:
         default="fast",
         help="the OpenAI client (plan http_client)",
     )
+    ap.add_argument(
+        "--connections",
+        help="compare connection modes (e.g. warm,cold,per-request) in closed loop at --concurrency",
+    )
+    ap.add_argument("--concurrency", type=int, default=64, help="closed-loop concurrency for --connections")
+    ap.add_argument(
+        "--ramp", type=float, default=0.0, help="seconds over which the workers start (--connections)"
+    )
     args = ap.parse_args(argv)
     rates = [float(r) for r in args.rates.split(",")]
     proc, url = start_server(args)
     ok = True
+    if args.connections:
+        try:
+            compare_connections(url, args)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+        return 0
     try:
         print(
             f"refserver at {url} (own process, select loop): ttft {args.ttft_ms} ms, tpot {args.tpot_ms} ms, "
