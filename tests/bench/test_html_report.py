@@ -20,6 +20,7 @@ from mcp_bench.engines import run_plan
 from mcp_bench.htmlreport import render_html
 from mcp_bench.junit import junit_xml
 from mcp_bench.plan import RunPlan
+from mcp_bench.results import merge_documents
 from mcp_bench.results.document import ResultDocument, dumps_document, loads_document
 from mcp_refserver import RefServerConfig, start_refserver
 
@@ -201,6 +202,28 @@ def test_gpu_columns_and_telemetry_over_time_from_an_h200_run() -> None:
     assert page.text_by_id["crc32c"] == doc.crc32c == "3141752a"
     states = {r[0]: r[2] for r in page.body("findings")}
     assert states["trap 10"] == "Found"  # the starved instance of that run
+
+
+def test_a_merged_document_charts_every_shards_gpus() -> None:
+    """Two measured runs merged as two shards: the telemetry chart draws each shard's series and
+    the table reads the merged summaries."""
+    from mcp_bench.htmlreport.charts import _series
+
+    fixtures = H200.parent
+    shards = [
+        loads_document((fixtures / name).read_text()).model_copy(update={"shard_index": i, "shards": 2})
+        for i, name in enumerate(("instances_8_1.result.json", "instances_1_1.result.json"))
+    ]
+    merged = merge_documents(shards)
+    assert isinstance(merged.telemetry, dict)
+    assert [label for label, _, _ in _series(merged.telemetry["plot"])] == ["shard 0 GPU 0", "shard 1 GPU 0"]
+    page = Page(render_html(merged))
+    assert "chart-telemetry" in {img["id"] for img in page.images}
+    header, row = page.tables["levels"]
+    assert row[0] == merged.levels[0].level_label
+    assert row[header.index("OK")] == str(shards[0].levels[0].completed + shards[1].levels[0].completed)
+    assert row[header.index("GPU mem peak %")] != "unavailable"
+    assert page.text_by_id["crc32c"] == loads_document(dumps_document(merged)).crc32c  # as written out
 
 
 def test_junit_has_one_testcase_per_slo_judgement(measured: tuple[ResultDocument, Path]) -> None:

@@ -1,0 +1,48 @@
+"""``mcp-operator report`` picks the namespace as kubectl does: the kubeconfig's current context."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mcp_operator.benchmark.report import default_namespace
+from mcp_operator.cli import main
+
+
+def _kubeconfig(path: Path, namespace: str | None) -> Path:
+    context: dict[str, str] = {"cluster": "c", "user": "u"}
+    if namespace is not None:
+        context["namespace"] = namespace
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "ctx", "context": context}],
+                "current-context": "ctx",
+            }
+        )
+    )
+    return path
+
+
+def test_the_current_contexts_namespace_else_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(_kubeconfig(tmp_path / "a", "bench")))
+    assert default_namespace() == "bench"
+    monkeypatch.setenv("KUBECONFIG", str(_kubeconfig(tmp_path / "b", None)))
+    assert default_namespace() == "default"
+
+
+def test_an_unreachable_api_server_is_an_error_not_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Nothing listens on port 1: the command says so (exit 2) and writes no HTML."""
+    monkeypatch.setenv("KUBECONFIG", str(_kubeconfig(tmp_path / "a", "bench")))
+    html = tmp_path / "r.html"
+    assert main(["report", "nothing", "-o", str(html)]) == 2
+    assert "bench/nothing-report" in capsys.readouterr().err
+    assert not html.exists()
