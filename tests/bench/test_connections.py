@@ -20,6 +20,7 @@ from cryptography.x509.oid import NameOID
 
 from mcp_bench.engines import run_plan
 from mcp_bench.plan import RunPlan
+from mcp_bench.records import ErrorKind
 from mcp_bench.results.document import LevelResult
 from mcp_refserver import RefServerConfig, start_refserver
 from mcp_refserver.app import build_app
@@ -155,3 +156,19 @@ async def test_tls_handshake_timed_apart_from_connect(
     assert lv.failed == 0 and lv.completed == REQUESTS
     assert lv.latency["connect"].count == 4 and lv.latency["tls"].count == 4
     assert lv.latency["tls"].min_ms is not None and lv.latency["tls"].min_ms > 0
+
+
+async def test_warm_against_a_closed_port_leaves_the_failures_to_the_requests(closed_port: int) -> None:
+    plan = RunPlan.from_dict(
+        {
+            "url": f"http://127.0.0.1:{closed_port}/ok",
+            "levels": {"concurrency": [4]},
+            "stage": {"requests": 8},
+            "request_timeout_s": 2,
+        }
+    )
+    doc = await run_plan(plan)
+    (lv,) = doc.levels
+    # nothing could be opened before the window; every measured request says why it failed
+    assert lv.connections == "warm" and lv.latency["connect"].count == 0
+    assert lv.completed == 0 and lv.errors == {ErrorKind.CONNECT: lv.failed} and lv.failed >= 8

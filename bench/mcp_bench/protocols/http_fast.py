@@ -130,7 +130,9 @@ class FastHttpClient(HttpSettings):
         missing = count - len(self._conns) - self._connecting
         if missing > 0:
             self._connecting += missing
-            await asyncio.gather(*(self._connect() for _ in range(missing)))
+            opening = asyncio.gather(*(self._connect() for _ in range(missing)))
+            with contextlib.suppress(TimeoutError):  # the level's requests then meet it themselves
+                await asyncio.wait_for(opening, self.timeout_s)
 
     def take_connect_times(self) -> list[ConnectTime]:
         times, self._connect_times = self._connect_times, []
