@@ -14,7 +14,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from mcp_bench.results.document import METRICS, LevelResult, ResultDocument
+from mcp_bench.results.document import CONNECTION_METRICS, METRICS, LevelResult, ResultDocument
 from mcp_bench.results.slo import latency_metric
 from mcp_bench.results.summary import gpu_memory_peak_pct, slo_mark, summarize
 
@@ -111,6 +111,9 @@ def csv_text(doc: ResultDocument) -> str:
         "stop_reason",
     ]
     header += [f"{m}_{c}" for m in METRICS for c in percentile_cols]
+    # connection set-up, per connection opened for the level (never in the request figures)
+    header += ["connections", "new_connection_requests"]
+    header += [f"{m}_{c}" for m in CONNECTION_METRICS for c in percentile_cols]
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(header)
@@ -135,6 +138,10 @@ def csv_text(doc: ResultDocument) -> str:
             lv.stop_reason,
         ]
         for m in METRICS:
+            tab = lv.latency.get(m)
+            row += [None if tab is None else getattr(tab, c) for c in percentile_cols]
+        row += [lv.connections, lv.new_connection_requests]
+        for m in CONNECTION_METRICS:
             tab = lv.latency.get(m)
             row += [None if tab is None else getattr(tab, c) for c in percentile_cols]
         w.writerow(["" if v is None else v for v in row])

@@ -3,7 +3,9 @@ connections it was given; connect and TLS time per level, apart from TTFT."""
 
 from __future__ import annotations
 
+import csv
 import datetime
+import io
 import ipaddress
 import re
 import ssl
@@ -21,6 +23,7 @@ from cryptography.x509.oid import NameOID
 from mcp_bench.engines import run_plan
 from mcp_bench.plan import RunPlan
 from mcp_bench.records import ErrorKind
+from mcp_bench.report import csv_text
 from mcp_bench.results.document import LevelResult
 from mcp_refserver import RefServerConfig, start_refserver
 from mcp_refserver.app import build_app
@@ -172,3 +175,12 @@ async def test_warm_against_a_closed_port_leaves_the_failures_to_the_requests(cl
     # nothing could be opened before the window; every measured request says why it failed
     assert lv.connections == "warm" and lv.latency["connect"].count == 0
     assert lv.completed == 0 and lv.errors == {ErrorKind.CONNECT: lv.failed} and lv.failed >= 8
+
+
+async def test_csv_row_carries_the_connection_figures() -> None:
+    async with await start_refserver(RefServerConfig(ttft_ms=2, tpot_ms=1)) as srv:
+        doc = await run_plan(_plan(srv.url, "cold", concurrency=[4]))
+    (row,) = csv.DictReader(io.StringIO(csv_text(doc)))
+    assert row["connections"] == "cold" and row["new_connection_requests"] == "4"
+    assert row["connect_count"] == "4" and float(row["connect_p50_ms"]) > 0
+    assert row["tls_count"] == "0" and row["tls_p50_ms"] == ""  # plain TCP: no TLS, never 0 ms
