@@ -91,6 +91,13 @@ def test_the_report_of_a_finished_benchmark_agrees_with_its_status_and_renders(
         (s["level"], s["p50Ms"], s["p95Ms"], s["p99Ms"], str(s["requests"]), str(s["errors"]), s["slo"])
         for s in status["results"]
     ]
+    cluster = dict(map(tuple, page.tables["benchmark"][1:]))  # the status, as a section of its own
+    assert cluster["phase"] == "Succeeded" and cluster["shards reported"] == "2"
+    assert cluster["shards rejected"] == "0"
+    conditions = {r[0]: r[1] for r in page.tables["conditions"][1:]}
+    assert (
+        conditions == {c["type"]: c["status"] for c in status["conditions"]} and conditions["Ready"] == "True"
+    )
     merged = loads_document(kube.get("configmap", status["reportName"])["data"]["result.json"])
     assert page.crc32c == merged.crc32c
     suite = ET.parse(junit).getroot()
@@ -100,7 +107,7 @@ def test_the_report_of_a_finished_benchmark_agrees_with_its_status_and_renders(
     if binary is None:
         pytest.skip(f"{CHROMIUM} is not installed (make system-packages installs it)")
     shot = tmp_path / "report.png"
-    flags = ["--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1280,900"]
+    flags = ["--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1280,1600"]
     subprocess.run(
         [binary, *flags, f"--screenshot={shot}", html.as_uri()],
         capture_output=True,
@@ -108,7 +115,7 @@ def test_the_report_of_a_finished_benchmark_agrees_with_its_status_and_renders(
         check=True,
     )
     pixels = np.round(matplotlib.image.imread(shot)[..., :3] * 255).astype(int)
-    assert pixels.shape[:2] == (900, 1280)
+    assert pixels.shape[:2] == (1600, 1280)
     assert pixels.std() > 20  # not one colour
     dark = (pixels.max(axis=2) < 80).mean()
     assert dark > 0.002, dark  # text was drawn

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
+from mcp_bench.htmlreport import Table, render_html
 from mcp_bench.junit import junit_xml
 from mcp_bench.results.document import ResultDocument
 
@@ -16,16 +18,17 @@ class MissingExtraError(RuntimeError):
     """Jinja2 or matplotlib (the ``plot`` extra) is not installed."""
 
 
-def write_report(doc: ResultDocument, html: Path, junit: Path | None = None) -> list[Path]:
-    """Write the HTML report (and the JUnit XML) of ``doc``; nothing is written when the extra
-    the HTML needs is missing. Returns the paths written."""
+def write_report(
+    doc: ResultDocument, html: Path, junit: Path | None = None, extra: Sequence[Table] = ()
+) -> list[Path]:
+    """Write the HTML report (with ``extra`` sections) and the JUnit XML of ``doc``; nothing is
+    written when the extra the HTML needs is missing. Returns the paths written."""
     try:
-        from mcp_bench.htmlreport import render_html  # Jinja2 and matplotlib only when asked for
+        page = render_html(doc, extra)  # imports Jinja2 and matplotlib only now
     except ModuleNotFoundError as missing:
         if (missing.name or "").split(".")[0] not in EXTRA_MODULES:
             raise
         raise MissingExtraError(f"the HTML report needs Jinja2 and matplotlib: {INSTALL_HINT}") from missing
-    page = render_html(doc)
     html.write_text(page, encoding="utf-8")
     written = [html]
     if junit is not None:

@@ -68,13 +68,13 @@ def _cmd_shard(_args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     from mcp_bench.reportfiles import MissingExtraError, write_report
 
-    from .benchmark.report import ReportError, default_namespace, read_report
+    from .benchmark.report import ReportError, default_namespace, read_report, status_tables
 
     namespace = args.namespace or default_namespace()
     try:
-        doc = read_report(args.name, namespace)
+        doc, benchmark = read_report(args.name, namespace)
         html = args.output or Path(f"{args.name}.html")
-        written = write_report(doc, html, args.junit)
+        written = write_report(doc, html, args.junit, status_tables(benchmark))
     except (ReportError, MissingExtraError) as exc:
         print(f"mcp-operator report: {exc}", file=sys.stderr)
         return 2

@@ -44,6 +44,11 @@ code { font-size: 0.95em; }
 </table>
 {% endmacro %}
 
+{% for t in view.extra %}
+<h2>{{ t.title }}</h2>
+{{ table(t, "text") }}
+{% endfor %}
+
 <h2>Per level</h2>
 {{ table(view.tables["levels"]) }}
 {% if view.telemetry_note %}<p class="note" id="telemetry-note">{{ view.telemetry_note }}</p>{% endif %}

@@ -8,6 +8,7 @@ did not measure is ``unavailable``, never 0; a column no level has is left out.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
@@ -33,11 +34,13 @@ def redact_url(url: str) -> str:
 
 @dataclass(frozen=True)
 class Table:
-    """A table with an id (the tests and readers find it by id), headers and rows of text."""
+    """A table with an id (the tests and readers find it by id), headers and rows of text; a title
+    where it is a section of its own (what a caller adds, such as the cluster's view of the run)."""
 
     id: str
     headers: list[str]
     rows: list[list[str]]
+    title: str = ""
 
 
 @dataclass
@@ -48,6 +51,7 @@ class ReportView:
     tables: dict[str, Table]
     telemetry_note: str
     findings: list[Finding]
+    extra: list[Table] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     crc32c: str = ""
 
@@ -182,8 +186,9 @@ def checksum(doc: ResultDocument) -> str:
     return str(json.loads(dumps_document(doc))["crc32c"])
 
 
-def build_view(doc: ResultDocument) -> ReportView:
-    """Everything the report shows of ``doc``, the trap detectors' findings included."""
+def build_view(doc: ResultDocument, extra: Sequence[Table] = ()) -> ReportView:
+    """Everything the report shows of ``doc``, the trap detectors' findings included, and the
+    ``extra`` sections a caller adds."""
     verdict = {None: "no SLO declared", True: "SLO met", False: "SLO missed"}[doc.slo_passed]
     basis = summarize(doc, doc.levels[0]).latency_basis if doc.levels else "e2e"
     model = f" {doc.plan.model}" if doc.plan.model else ""
@@ -206,6 +211,7 @@ def build_view(doc: ResultDocument) -> ReportView:
         tables=tables,
         telemetry_note=_telemetry_reason(doc),
         findings=diagnose(DiagnoseInputs(document=doc)),
+        extra=list(extra),
         notes=list(doc.notes),
         crc32c=checksum(doc),
     )

@@ -1,15 +1,18 @@
 """``mcp-operator report``: a finished MCPBenchmark's merged document, read back from its report
 ConfigMap (``contract.report_name``, key ``contract.RESULT_KEY``) with the checksum verified, so
-it renders exactly as ``mcp-bench report`` renders a file."""
+it renders exactly as ``mcp-bench report`` renders a file; the benchmark's status (phase, shards
+accepted and rejected, conditions) is added as a section of its own."""
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from mcp_bench.htmlreport.view import Table
 from mcp_bench.results.document import (
     ChecksumMismatchError,
     DocumentFormatError,
@@ -18,6 +21,8 @@ from mcp_bench.results.document import (
 )
 
 from .. import kube
+from ..api.benchmark import PLURAL
+from ..api.common import GROUP, VERSION
 from .contract import RESULT_KEY, report_name
 
 SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -32,16 +37,16 @@ def _kubeconfig() -> str | None:
     return os.environ.get("KUBECONFIG") or None
 
 
-def _core() -> client.CoreV1Api:
+def _client() -> client.ApiClient:
     """A client of its own from the kubeconfig, else the pod's service account."""
     try:
-        return client.CoreV1Api(config.new_client_from_config(config_file=_kubeconfig()))
+        return config.new_client_from_config(config_file=_kubeconfig())
     except config.ConfigException:
         try:
             config.load_incluster_config()
         except config.ConfigException as exc:
             raise ReportError(f"no kubeconfig and not in a pod: {exc}") from exc
-        return client.CoreV1Api(client.ApiClient())
+        return client.ApiClient()
 
 
 def default_namespace() -> str:
@@ -60,11 +65,18 @@ def default_namespace() -> str:
     return "default"
 
 
-def read_report(benchmark: str, namespace: str) -> ResultDocument:
-    """The merged document of ``benchmark``; ReportError says why there is none."""
+def read_report(benchmark: str, namespace: str) -> tuple[ResultDocument, dict[str, Any]]:
+    """The merged document of ``benchmark`` and the benchmark object; ReportError says why
+    there is none."""
+    api = _client()
     name = report_name(benchmark)
     try:
-        cm = _core().read_namespaced_config_map(name, namespace, _request_timeout=kube.REQUEST_TIMEOUT_S)
+        cm = client.CoreV1Api(api).read_namespaced_config_map(
+            name, namespace, _request_timeout=kube.REQUEST_TIMEOUT_S
+        )
+        obj = client.CustomObjectsApi(api).get_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, benchmark, _request_timeout=kube.REQUEST_TIMEOUT_S
+        )
     except (urllib3.exceptions.HTTPError, OSError) as exc:
         raise ReportError(f"reading {namespace}/{name}: cannot reach the API server: {exc}") from exc
     except ApiException as exc:
@@ -78,6 +90,31 @@ def read_report(benchmark: str, namespace: str) -> ResultDocument:
     if not text:
         raise ReportError(f"{namespace}/{name} holds no {RESULT_KEY}")
     try:
-        return loads_document(text)
+        return loads_document(text), obj
     except (ChecksumMismatchError, DocumentFormatError) as exc:
         raise ReportError(f"{namespace}/{name}: {exc}") from exc
+
+
+def status_tables(obj: dict[str, Any]) -> list[Table]:
+    """The cluster's side of the run, as the report's sections: what the status says of the
+    run and its shards (rejected shard results are never in the figures), and the conditions."""
+    meta = obj.get("metadata") or {}
+    status = obj.get("status") or {}
+    shards = status.get("shards") or {}
+    rows = [
+        ["phase", str(status.get("phase", ""))],
+        ["verdict", str(status.get("verdict", ""))],
+        *([f"shards {k}", str(v)] for k, v in shards.items()),
+        ["job", str(status.get("jobName", ""))],
+        ["report", str(status.get("reportName", ""))],
+        ["observed generation", str(status.get("observedGeneration", ""))],
+    ]
+    title = f"MCPBenchmark {meta.get('namespace', '')}/{meta.get('name', '')}"
+    conditions = [
+        [str(c.get(k, "")) for k in ("type", "status", "reason", "message", "lastTransitionTime")]
+        for c in status.get("conditions") or []
+    ]
+    return [
+        Table("benchmark", ["Field", "Value"], [r for r in rows if r[1]], title=title),
+        Table("conditions", ["Type", "Status", "Reason", "Message", "Since"], conditions, title="Conditions"),
+    ]

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mcp_operator.benchmark.report import default_namespace
+from mcp_operator.benchmark.report import default_namespace, status_tables
 from mcp_operator.cli import main
 
 
@@ -46,3 +46,23 @@ def test_an_unreachable_api_server_is_an_error_not_a_file(
     assert main(["report", "nothing", "-o", str(html)]) == 2
     assert "bench/nothing-report" in capsys.readouterr().err
     assert not html.exists()
+
+
+def test_the_status_becomes_sections_of_the_report() -> None:
+    """Shards accepted and rejected and the conditions: what the figures do not say."""
+    obj = {
+        "metadata": {"name": "b", "namespace": "ns"},
+        "status": {
+            "phase": "Succeeded",
+            "verdict": "Pass",
+            "shards": {"expected": 3, "reported": 2, "rejected": 1},
+            "conditions": [
+                {"type": "Ready", "status": "True", "reason": "SloMet", "message": "all levels met"},
+            ],
+        },
+    }
+    benchmark, conditions = status_tables(obj)
+    assert benchmark.title == "MCPBenchmark ns/b"
+    assert ["shards rejected", "1"] in benchmark.rows and ["phase", "Succeeded"] in benchmark.rows
+    assert conditions.rows == [["Ready", "True", "SloMet", "all levels met", ""]]
+    assert status_tables({"metadata": {"name": "b"}})[1].rows == []  # no status yet: no rows, no error
