@@ -103,9 +103,9 @@ def _gpu_panel(ax: Axes, labels: list[str], levels: list[LevelResult]) -> None:
     ax.legend()
 
 
-def figure(doc: ResultDocument) -> Figure:
-    """The four panels of ``doc`` (the PNG of ``mcp-bench plot``, the HTML report's overview);
-    the caller closes it."""
+def figure(doc: ResultDocument, url: str | None = None) -> Figure:
+    """The four panels of ``doc`` (the PNG of ``mcp-bench plot``, the HTML report's overview),
+    titled with ``url`` (default: the plan's); the caller closes it."""
     if not doc.levels:
         raise ValueError("the result has no levels to plot")
     levels = doc.levels
@@ -116,7 +116,7 @@ def figure(doc: ResultDocument) -> Figure:
     _throughput_panel(axes[1][0], labels, levels)
     _gpu_panel(axes[1][1], labels, levels)
     server = " ".join(part for part in (doc.engine.server_name, doc.engine.server_version) if part)
-    fig.suptitle(f"{doc.plan.backend} {doc.plan.url}" + (f" ({server})" if server else ""))
+    fig.suptitle(f"{doc.plan.backend} {url or doc.plan.url}" + (f" ({server})" if server else ""))
     fig.tight_layout()
     return fig
 

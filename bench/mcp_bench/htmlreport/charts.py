@@ -15,6 +15,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
+from mcp_bench.htmlreport.view import redact_url
 from mcp_bench.plot import figure as overview_figure
 from mcp_bench.results.document import ResultDocument
 
@@ -38,7 +39,7 @@ def data_uri(fig: Figure) -> str:
 
 def overview(doc: ResultDocument) -> str | None:
     """Latency percentiles, TTFT, throughput and GPU per level."""
-    return data_uri(overview_figure(doc)) if doc.levels else None
+    return data_uri(overview_figure(doc, redact_url(doc.plan.url))) if doc.levels else None
 
 
 def schedule_lag(doc: ResultDocument) -> str | None:
