@@ -413,6 +413,7 @@ CEL_CASES: dict[str, list[tuple[str, Cel]]] = {
         ("podKill-without-pods", _fault({"kind": "podKill"}, ".pods")),
         ("zoneOutage-without-zone", _fault({"kind": "zoneOutage"}, ".zone")),
         ("nodeDrain-without-node", _fault({"kind": "nodeDrain"}, ".node")),
+        ("chaosMesh-without-chaos", _fault({"kind": "chaosMesh"}, ".chaos")),
         ("scaleDown-without-workload", _fault({"kind": "scaleDown"}, ".workload")),
         ("rolloutRestart-without-workload", _fault({"kind": "rolloutRestart"}, ".workload")),
         ("configHotUpdate-without-data", _fault({"kind": "configHotUpdate", "workload": "w"}, ".configMap")),

@@ -44,7 +44,9 @@ async def test_success_measures_latency(loopback_http, client_cls: Client) -> No
     recs = await _send(client_cls, loopback_http.url + "/sleep/20", n=3)
     for rec in recs:
         assert rec.ok and rec.status == 200
-        assert 19.5e6 <= rec.e2e_ns < 200e6
+        # never shorter than what the server took; the upper bound only catches a wrong unit
+        # (a busy 2-core host has delayed one of these past 200 ms)
+        assert 19.5e6 <= rec.e2e_ns < 2e9
 
 
 @pytest.mark.parametrize(
