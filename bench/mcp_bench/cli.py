@@ -244,6 +244,8 @@ def _execute(plan: RunPlan, observers: list[RunObserver], k6_binary: str | None)
 
 def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     plan = plan_from_args(args)
+    if args.workers is not None:
+        plan = RunPlan.from_dict({**plan.model_dump(), "workers": args.workers}, source="--workers")
     if args.server_metrics_interval is not None:
         plan = with_timeline_interval(plan, args.server_metrics_interval)
     observers = build_observers(
@@ -397,6 +399,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--ramp", help="e.g. 5s: closed loop starts workers over it, open loop raises the rate over it"
+    )
+    run.add_argument(
+        "--workers",
+        type=int,
+        help="client processes sharing each level (builtin engine; default 1; also with --plan)",
     )
     run.add_argument("--duration", help="measured time per level (default 10s)")
     run.add_argument("--warmup", help="unmeasured warm-up per level")

@@ -266,6 +266,15 @@ class Observe(_Strict):
         return not self.server_metrics and not self.triton_stats
 
 
+class ClientBound(_Strict):
+    """When a level counts as limited by the client rather than the server: any worker process
+    whose schedule lag P99 or CPU share of one core passed its bound (the figures then measure
+    the load generator as much as the target)."""
+
+    lag_p99_ms: float = Field(default=10.0, gt=0, description="open loop: a worker's schedule lag P99")
+    cpu_share: float = Field(default=0.9, gt=0, description="a worker's CPU time / the level's wall time")
+
+
 class RunPlan(_Strict):
     """One benchmark run: a target, a load model swept over levels, stages, SLOs and payload."""
 
@@ -287,9 +296,20 @@ class RunPlan(_Strict):
     labels: dict[str, str] = Field(default_factory=dict, description="free-form tags copied into results")
     observe: Observe = Field(default_factory=Observe, description="server-side metrics to collect")
     retry: Retry | None = Field(default=None, description="client retries (none by default)")
+    workers: int = Field(
+        default=1,
+        ge=1,
+        le=256,
+        description="builtin engine: client processes (one event loop each) sharing each level's load",
+    )
+    client_bound: ClientBound = Field(
+        default_factory=ClientBound, description="with workers > 1: when a level is flagged client-bound"
+    )
 
     @model_validator(mode="after")
     def _url_scheme(self) -> RunPlan:
+        if self.workers > 1 and self.engine != "builtin":
+            raise ValueError(f"workers > 1 needs the builtin engine, not {self.engine!r}")
         if self.backend != "triton-grpc" and not self.url.startswith(("http://", "https://")):
             raise ValueError(f"url must start with http:// or https:// for backend {self.backend!r}")
         return self

@@ -69,10 +69,26 @@ def table(doc: ResultDocument) -> Table:
     keys = [k for k in _HEADERS if open_loop or k != "lag_p99_ms"]
     for k in keys:
         t.add_column(_HEADERS[k], justify="left" if k == "level" else "right")
+    workers = any(level.workers for level in doc.levels)
+    if workers:
+        t.add_column("Client", justify="left")
     for level in doc.levels:
         row = summary_row(doc, level)
-        t.add_row(*(row[k] for k in keys))
+        cells = [row[k] for k in keys]
+        if workers:
+            cells.append(client_cell(level))
+        t.add_row(*cells)
     return t
+
+
+def client_cell(level: LevelResult) -> str:
+    """The client's own load in a run of several worker processes: its busiest worker's CPU share,
+    and BOUND when a worker passed the plan's bound (the level measured the client too)."""
+    if not level.workers:
+        return "-"
+    busiest = max(w.cpu_share for w in level.workers)
+    cell = f"{len(level.workers)}w cpu<={busiest:.0%}"
+    return f"BOUND {cell}" if level.client_bound else cell
 
 
 def print_report(doc: ResultDocument, console: Console | None = None) -> None:
@@ -82,6 +98,8 @@ def print_report(doc: ResultDocument, console: Console | None = None) -> None:
         errs = ", ".join(f"{k.value}={v}" for k, v in level.errors.items())
         if errs:
             console.print(f"  {level.level_label}: errors {errs}")
+        for reason in level.client_bound or []:
+            console.print(f"  {level.level_label}: client-bound ({reason}): the client may be the bottleneck")
         for check in level.slo.checks:
             if not check.passed:
                 actual = "no data" if check.actual is None else f"{check.actual:.4g}"

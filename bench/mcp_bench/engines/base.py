@@ -13,9 +13,9 @@ import importlib
 import platform
 import socket
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from importlib.metadata import PackageNotFoundError, version
-from typing import Protocol
+from typing import Any, Protocol, cast
 
 from mcp_bench.plan import PlanError, RunPlan
 from mcp_bench.registry import LazyRegistry
@@ -113,7 +113,12 @@ def fingerprint(engine: str, engine_version: str, server: dict[str, str]) -> Eng
 
 
 async def run_plan(plan: RunPlan, observers: Sequence[RunObserver] = ()) -> ResultDocument:
-    """Run ``plan`` with the engine it names (``builtin`` by default)."""
+    """Run ``plan`` with the engine it names (``builtin`` by default); ``workers > 1`` runs the
+    built-in engine in that many processes (:mod:`mcp_bench.engines.workers`)."""
+    if plan.workers > 1:
+        # by name, as the registry loads engines: the worker module imports the built-in engine
+        pool = importlib.import_module("mcp_bench.engines.workers").WorkerPool()
+        return cast(ResultDocument, await pool.run(plan, observers))
     return await get_engine(plan.engine).run(plan, observers)
 
 
@@ -121,6 +126,11 @@ def run_plan_sync(
     plan: RunPlan, observers: Sequence[RunObserver] = (), *, use_uvloop: bool = True
 ) -> ResultDocument:
     """Blocking form for CLIs and Job pods; uses uvloop when it is installed and asked for."""
+    return run_sync(run_plan(plan, observers), use_uvloop=use_uvloop)
+
+
+def run_sync(run: Coroutine[Any, Any, ResultDocument], *, use_uvloop: bool = True) -> ResultDocument:
+    """Run a whole benchmark coroutine on a fresh loop (uvloop when installed and asked for)."""
     if use_uvloop:
         try:
             uvloop = importlib.import_module("uvloop")
@@ -128,5 +138,5 @@ def run_plan_sync(
             pass
         else:
             with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-                return runner.run(run_plan(plan, observers))
-    return asyncio.run(run_plan(plan, observers))
+                return runner.run(run)
+    return asyncio.run(run)

@@ -7,7 +7,8 @@ import contextlib
 import gc
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from time import perf_counter_ns
 
@@ -24,12 +25,13 @@ from mcp_bench.load.closed import run_closed
 from mcp_bench.load.control import LevelControl
 from mcp_bench.load.open import run_open
 from mcp_bench.load.payloads import payload_source
+from mcp_bench.load.schedule import Schedule
 from mcp_bench.plan import RunPlan
 from mcp_bench.protocols import protocol_factory
 from mcp_bench.protocols.retry import RetryingClient, with_retries
 from mcp_bench.records import ConnectionControl, ProtocolClient, RequestPayload, RequestRecord
 from mcp_bench.results.aggregate import LevelAccumulator, LevelMeta
-from mcp_bench.results.document import LevelResult, ResultDocument
+from mcp_bench.results.document import LevelResult, ResultDocument, WorkerLoad
 
 PROGRESS_INTERVAL_S = 0.25
 FINGERPRINT_TIMEOUT_S = 5.0
@@ -38,8 +40,22 @@ FINGERPRINT_TIMEOUT_S = 5.0
 WARM_OPEN_LOOP_S = 0.1
 
 
+@dataclass
+class WorkerSlice:
+    """This process is worker ``index`` of a level run by several client processes: it sends
+    ``schedule`` (its share of the open-loop arrivals, when given), waits on ``ready`` once its
+    connections are open so every worker starts together, and reports its own CPU and lag."""
+
+    index: int
+    schedule: Schedule | None = None
+    ready: Callable[[], Awaitable[None]] | None = None
+
+
 class BuiltinEngine:
     name = "builtin"
+
+    def __init__(self, worker: WorkerSlice | None = None) -> None:
+        self.worker = worker
 
     async def run(self, plan: RunPlan, observers: Sequence[RunObserver] = ()) -> ResultDocument:
         started = datetime.now(UTC)
@@ -98,6 +114,10 @@ class BuiltinEngine:
             control_conns.take_connect_times()  # the fingerprint's or an earlier level's
             await control_conns.prepare_connections(mode, warm_connections(plan, meta))
             acc.connections = mode
+        worker = self.worker
+        if worker is not None and worker.ready is not None:
+            await worker.ready()
+        cpu0, wall0 = time.process_time(), perf_counter_ns()
         ticker = _start_ticker(plan, meta, acc, observers)
         # Objects that live through the level go to the permanent generation, so the collector
         # never walks them mid-level (a full collection there shows up as schedule lag).
@@ -121,7 +141,9 @@ class BuiltinEngine:
                 reason = await run_open(
                     client,
                     payloads,
-                    level_schedule(plan, meta),
+                    level_schedule(plan, meta)
+                    if worker is None or worker.schedule is None
+                    else worker.schedule,
                     lv.max_concurrency,
                     lv.overload,
                     sink,
@@ -139,7 +161,30 @@ class BuiltinEngine:
             acc.add_connections(control_conns.take_connect_times())
         result = acc.to_result(meta, stop_reason=reason)
         result.stability, result.breaker = control.report()
+        if worker is not None:
+            cpu_s, wall_s = time.process_time() - cpu0, (perf_counter_ns() - wall0) / 1e9
+            client_load(plan, result, worker.index, cpu_s, wall_s)
         return result
+
+
+def client_load(plan: RunPlan, result: LevelResult, index: int, cpu_s: float, wall_s: float) -> None:
+    """Record what worker ``index`` cost the client over the level, and flag the level when the
+    worker passed the plan's bound: its figures then measure the client as much as the server."""
+    share = cpu_s / wall_s if wall_s > 0 else 0.0
+    lag = result.latency.get("schedule_lag")
+    lag_p99 = lag.p99_ms if lag is not None else None
+    result.workers = [
+        WorkerLoad(
+            worker=index, sent=result.sent, cpu_s=cpu_s, wall_s=wall_s, cpu_share=share, lag_p99_ms=lag_p99
+        )
+    ]
+    bound = plan.client_bound
+    reasons = []
+    if share > bound.cpu_share:
+        reasons.append(f"worker {index}: CPU {share:.0%} of a core > {bound.cpu_share:.0%}")
+    if lag_p99 is not None and lag_p99 > bound.lag_p99_ms:
+        reasons.append(f"worker {index}: schedule lag P99 {lag_p99:.3g} ms > {bound.lag_p99_ms:g} ms")
+    result.client_bound = reasons or None
 
 
 def warm_connections(plan: RunPlan, meta: LevelMeta) -> int:

@@ -111,6 +111,18 @@ class TagResult(_Model):
         return LatencyHistogram.decode(text) if text else None
 
 
+class WorkerLoad(_Model):
+    """What one client worker process of a level sent and what it cost the client: its CPU time
+    against the level's wall time, and (open loop) its own schedule lag."""
+
+    worker: int
+    sent: int = 0
+    cpu_s: float
+    wall_s: float
+    cpu_share: float
+    lag_p99_ms: float | None = None
+
+
 class LevelResult(_Model):
     """One load level (a concurrency or a rate) as measured after warm-up."""
 
@@ -154,6 +166,10 @@ class LevelResult(_Model):
     shards: int = 1
     # per tag ("class", "shape") and value: counts, latency tables and histograms; None when untagged
     breakdown: dict[str, dict[str, TagResult]] | None = None
+    # runs with several client processes: one entry per worker, and why the level was
+    # client-bound (a worker past the plan's client_bound); None with one process
+    workers: list[WorkerLoad] | None = None
+    client_bound: list[str] | None = None
 
     def histogram(self, metric: str) -> LatencyHistogram | None:
         text = self.histograms.get(metric)

@@ -68,6 +68,10 @@ def _merge_level(shards: Sequence[LevelResult], doc: ResultDocument) -> LevelRes
     brk = [lv.breaker for lv in shards if lv.breaker is not None]
     merged.stability = {"shards": stab} if stab else None
     merged.breaker = {"shards": brk} if brk else None
+    loads = [w for lv in shards for w in lv.workers or []]
+    bound = [b for lv in shards for b in lv.client_bound or []]
+    merged.workers = loads or None
+    merged.client_bound = bound or None
     return merged
 
 
