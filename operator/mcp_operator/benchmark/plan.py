@@ -6,6 +6,8 @@ reference and the shard adds them at run time."""
 from __future__ import annotations
 
 import fnmatch
+import math
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from mcp_bench.cli_observers import ObserverArgError, build_observers
@@ -19,6 +21,28 @@ from ..targets import ServiceExists, SpecProblem, resolve_url
 from .observe import observe_plan, observe_problem, workload_payload
 
 HEADER_BACKENDS = ("http", "openai", "openai-chat")
+# Suffixes of a Kubernetes quantity as multipliers (a CPU request is usually whole or milli).
+_SUFFIX = {
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "": Decimal(1),
+    "k": Decimal(1000),
+}
+MAX_WORKERS = 64
+
+
+def workers_for_cpu(cpu: str, engine: str) -> int:
+    """Client processes per shard: one per whole core of the pod's CPU request (at least one), so
+    a shard given the cores to keep up uses them; external engines run their own processes."""
+    if engine != "builtin":
+        return 1
+    number = cpu.rstrip("numk")
+    try:
+        cores = Decimal(number) * _SUFFIX.get(cpu[len(number) :], Decimal(1))
+    except InvalidOperation:
+        return 1
+    return max(1, min(MAX_WORKERS, math.floor(cores)))
 
 
 def plan_from_spec(spec: MCPBenchmarkSpec, url: str, benchmark: str) -> RunPlan:
@@ -69,6 +93,7 @@ def plan_from_spec(spec: MCPBenchmarkSpec, url: str, benchmark: str) -> RunPlan:
             "slo": slo,
             "labels": {"benchmark": benchmark},
             "observe": observe_plan(spec),
+            "workers": workers_for_cpu(spec.runner.cpu, load.engine),
         },
         source="spec",
     )

@@ -359,3 +359,18 @@ def test_runner_image_and_account_need_the_operators_allow_lists() -> None:
     assert runner_problem(runner.model_copy(update={"image": "registry.example/r:2"}), allowing) is None
     assert runner_problem(runner.model_copy(update={"service_account_name": "bench-ml"}), allowing) is None
     assert runner_problem(account, allowing) is not None
+
+
+@pytest.mark.parametrize(
+    ("cpu", "engine", "workers"),
+    [
+        ("1", "builtin", 1),
+        ("500m", "builtin", 1),
+        ("2", "builtin", 2),
+        ("3500m", "builtin", 3),
+        ("4", "locust", 1),
+    ],
+)
+def test_plan_workers_follow_the_shard_pods_cpu_request(cpu: str, engine: str, workers: int) -> None:
+    spec = _spec(runner={"cpu": cpu}, load={"concurrency": [8], "durationSeconds": 5, "engine": engine})
+    assert plan_from_spec(spec, "http://svc", "bench").workers == workers
