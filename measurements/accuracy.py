@@ -17,10 +17,13 @@ contention between the two processes); the difference to the model adds the serv
     .venv/bin/python measurements/accuracy.py --rates 10,1000 --ttft-ms 20 --tpot-ms 5 --tokens 8
     .venv/bin/python measurements/accuracy.py --rates 10 --http-client aiohttp   # the aiohttp client
     .venv/bin/python measurements/accuracy.py --concurrency 64 --connections warm,cold,per-request
+    .venv/bin/python measurements/accuracy.py --concurrency 256 --connections warm --workers 1,2
 
 With ``--connections``, closed loop at ``--concurrency`` once per connection mode, side by side:
 TTFT P50 / P99 reported and as the server measured them, the connect time per connection, and
 how many measured requests waited for a new connection (whose connect time is in their TTFT).
+``--workers 1,2`` runs each rate or mode once per client process count (plan ``workers``) and
+adds the busiest worker's CPU share of a core and whether the level was flagged client-bound.
 """
 
 from __future__ import annotations
@@ -68,10 +71,13 @@ def server_timings(url: str, reset: bool = True) -> dict[str, list[float]]:
     return data
 
 
-def plan_for(url: str, rate: float, seconds: float, tokens: int, http_client: str) -> RunPlan:
+def plan_for(
+    url: str, rate: float, seconds: float, tokens: int, http_client: str, workers: int = 1
+) -> RunPlan:
     return RunPlan.model_validate(
         {
             "url": url,
+            "workers": workers,
             "backend": "openai",
             "http_client": http_client,
             "model": "refmodel",
@@ -83,10 +89,11 @@ def plan_for(url: str, rate: float, seconds: float, tokens: int, http_client: st
     )
 
 
-def closed_plan(url: str, args: argparse.Namespace, mode: str, seconds: float) -> RunPlan:
+def closed_plan(url: str, args: argparse.Namespace, mode: str, seconds: float, workers: int = 1) -> RunPlan:
     return RunPlan.model_validate(
         {
             "url": url,
+            "workers": workers,
             "backend": "openai",
             "http_client": args.http_client,
             "model": "refmodel",
@@ -108,6 +115,7 @@ def compare_connections(url: str, args: argparse.Namespace) -> None:
     )
     head = (
         "mode",
+        "workers",
         "TTFT p50",
         "TTFT p99",
         "server p50",
@@ -117,21 +125,35 @@ def compare_connections(url: str, args: argparse.Namespace) -> None:
         "conn p50",
         "conn p99",
         "new conn",
+        "cpu max",
     )
     print(" ".join(f"{h:>11}" for h in head))
-    for mode in args.connections.split(","):
+    for mode, workers in ((m, w) for m in args.connections.split(",") for w in worker_counts(args)):
         server_timings(url, reset=True)
-        level = run_plan_sync(closed_plan(url, args, mode, seconds)).levels[0]
+        level = run_plan_sync(closed_plan(url, args, mode, seconds, workers)).levels[0]
         truth = [v for v in server_timings(url, reset=True)["ttft_ms"] if v is not None]
         ttft, conn = level.latency["ttft"], level.latency["connect"]
         p50, p99 = (float(np.percentile(truth, q)) if truth else float("nan") for q in (50, 99))
         cells = (ttft.p50_ms, ttft.p99_ms, p50, p99, None if ttft.p99_ms is None else ttft.p99_ms - p99)
-        row = [f"{mode:>11}"] + [f"{float('nan') if v is None else v:11.3f}" for v in cells]
+        row = [f"{mode:>11}", f"{workers:11d}"] + [f"{float('nan') if v is None else v:11.3f}" for v in cells]
         row += [f"{conn.count:11d}"] + [
             f"{float('nan') if v is None else v:11.3f}" for v in (conn.p50_ms, conn.p99_ms)
         ]
-        row += [f"{level.new_connection_requests:11d}"]
-        print(" ".join(row) + f"   ({level.completed} requests, {level.failed} failed)")
+        row += [f"{level.new_connection_requests:11d}", f"{client_cpu(level):>11}"]
+        print(" ".join(row) + f"   ({level.completed} requests, {level.failed} failed){bound_note(level)}")
+
+
+def worker_counts(args: argparse.Namespace) -> list[int]:
+    return [int(w) for w in args.workers.split(",")]
+
+
+def client_cpu(level: LevelResult) -> str:
+    """The busiest client process's CPU share of a core (measured with several workers only)."""
+    return "-" if not level.workers else f"{max(w.cpu_share for w in level.workers):.0%}"
+
+
+def bound_note(level: LevelResult) -> str:
+    return f"  CLIENT-BOUND: {'; '.join(level.client_bound)}" if level.client_bound else ""
 
 
 def within(reported: float | None, truth: float) -> str:
@@ -192,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         help="compare connection modes (e.g. warm,cold,per-request) in closed loop at --concurrency",
     )
     ap.add_argument("--concurrency", type=int, default=64, help="closed-loop concurrency for --connections")
+    ap.add_argument("--workers", default="1", help="client processes per run, comma separated (e.g. 1,2)")
     ap.add_argument(
         "--ramp", type=float, default=0.0, help="seconds over which the workers start (--connections)"
     )
@@ -212,15 +235,17 @@ def main(argv: list[str] | None = None) -> int:
             f"{args.tokens} tokens; client: built-in engine, backend openai (streaming, {args.http_client} "
             "client), Poisson arrivals"
         )
-        for rate in rates:
+        for rate, workers in ((r, w) for r in rates for w in worker_counts(args)):
             seconds = args.seconds or (20.0 if rate < 100 else 5.0)
             run_plan_sync(
-                plan_for(url, rate, min(1.0, seconds), args.tokens, args.http_client)
+                plan_for(url, rate, min(1.0, seconds), args.tokens, args.http_client, workers)
             )  # warm-up, not measured
             server_timings(url, reset=True)
-            doc = run_plan_sync(plan_for(url, rate, seconds, args.tokens, args.http_client))
+            doc = run_plan_sync(plan_for(url, rate, seconds, args.tokens, args.http_client, workers))
             truth: dict[str, Any] = server_timings(url, reset=True)
-            ok &= report(rate, doc.levels[0], truth, args)
+            level = doc.levels[0]
+            print(f"\nworkers {workers}: client CPU max {client_cpu(level)}{bound_note(level)}")
+            ok &= report(rate, level, truth, args)
     finally:
         proc.terminate()
         proc.wait(timeout=10)
