@@ -50,6 +50,9 @@ OPERATOR_RULES: list[dict[str, Any]] = [
         "resources": ["roles", "rolebindings"],
         "verbs": ["get", "create"],
     },
+    # benchmark preflight: whether the namespace's quotas leave room for the shard pods (nodes,
+    # listed for placement, are below)
+    {"apiGroups": [""], "resources": ["resourcequotas"], "verbs": ["list"]},
     # readiness targets given as serviceRef
     {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list"]},
     # readiness configConsistency: the workload and its ReplicaSets (pods and ConfigMaps above;

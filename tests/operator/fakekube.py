@@ -71,6 +71,7 @@ KINDS = {
     "secret": "Secret",
     "deployment": "Deployment",
     "pod_disruption_budget": "PodDisruptionBudget",
+    "resource_quota": "ResourceQuota",
 }
 JOB_INDEX = "batch.kubernetes.io/job-completion-index"  # on an Indexed Job's pods
 # cluster-scoped kinds (stored under namespace ""), addressed as e.g. read_node, patch_node

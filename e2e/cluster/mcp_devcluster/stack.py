@@ -100,8 +100,12 @@ class OperatorProcess:
 
 
 # the operator as the e2e tests run it: besides its own per-run account, shards may run under a
-# namespace's "default" account (one test shows a user's own account working) and nothing else
-TEST_OPERATOR_ENV = {"MCP_RUNNER_SERVICE_ACCOUNT_ALLOW": "default", "MCP_METRICS_ADDRESS": "127.0.0.1"}
+# namespace's "default" account (one test shows a user's own account working) or a "bench-*" one
+# (the preflight test names one that does not exist), and nothing else
+TEST_OPERATOR_ENV = {
+    "MCP_RUNNER_SERVICE_ACCOUNT_ALLOW": "default,bench-*",
+    "MCP_METRICS_ADDRESS": "127.0.0.1",
+}
 _STARTED: dict[tuple[str, str], ManagedProcess] = {}  # (kubeconfig, identity) -> the last one started
 
 

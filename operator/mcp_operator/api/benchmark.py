@@ -31,6 +31,8 @@ PLURAL = "mcpbenchmarks"
 MAX_RESULT_ROWS = 32
 MAX_SHARDS = 256
 MAX_NODE_SELECTOR = 32
+MAX_PREFLIGHT_FINDINGS = 8
+PreflightMode = Literal["strict", "warn", "off"]
 
 # A URL that carries credentials is refused at apply time, so the credential never reaches etcd,
 # the Job or status: userinfo, or a query parameter redact_url would hide.
@@ -343,6 +345,14 @@ class MCPBenchmarkSpec(ApiModel):
     workload: BenchmarkWorkload | None = Field(
         default=None, description="Request classes and shape sweeps (per-class and per-shape results)."
     )
+    preflight: PreflightMode = Field(
+        default="warn",
+        description="Checks before any Job (the target answers, some node fits the GPU request, "
+        "nodeSelector and tolerations, the namespace's ResourceQuotas allow the pods, the image is named, "
+        "the service account exists), written as the PreflightPassed condition. strict: a finding stops "
+        "the run before any Job (Ready False with its reason); warn: findings are recorded and the run "
+        "goes on; off: skipped.",
+    )
 
 
 class LevelRow(ApiModel):
@@ -412,6 +422,24 @@ class DiagnosticFinding(ApiModel):
     needs: str = Field(default="", description="NoData: the data that would decide it.", max_length=512)
 
 
+class PreflightFinding(ApiModel):
+    """One thing the preflight found that would stop or stall the run."""
+
+    reason: str = Field(description="CamelCase reason, e.g. InsufficientGpu.", max_length=128)
+    message: str = Field(description="What was found.", max_length=512)
+
+
+class PreflightStatus(ApiModel):
+    mode: PreflightMode = Field(description="spec.preflight as it was applied.")
+    findings: list[PreflightFinding] = Field(
+        default_factory=list, description="Findings, one reason each.", max_length=MAX_PREFLIGHT_FINDINGS
+    )
+    server: dict[str, str] = Field(
+        default_factory=dict,
+        description="The target's fingerprint as it answered the preflight: serverName, serverVersion.",
+    )
+
+
 class MCPBenchmarkStatus(ApiModel):
     observed_generation: int | None = Field(default=None, description="Generation the status reflects.")
     phase: str | None = Field(
@@ -439,4 +467,7 @@ class MCPBenchmarkStatus(ApiModel):
         description="The hidden latency traps, one finding per detector, from the merged result.",
         max_length=MAX_DIAGNOSTICS,
     )
-    conditions: list[Condition] = Field(default_factory=list, description="Accepted, Complete and Ready.")
+    preflight: PreflightStatus | None = Field(default=None, description="What the preflight found.")
+    conditions: list[Condition] = Field(
+        default_factory=list, description="Accepted, PreflightPassed, Complete and Ready."
+    )

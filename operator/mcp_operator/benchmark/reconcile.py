@@ -156,6 +156,12 @@ async def read_job(namespace: str, job: str) -> JobState | None:
     )
 
 
+async def run_pods(namespace: str, job: str) -> list[Any]:
+    """The shard pods of a running Job (their scheduling is watched while it runs)."""
+    pods = await kube.call(kube.core().list_namespaced_pod, namespace, label_selector=f"job-name={job}")
+    return list(pods.items)
+
+
 async def read_run_key(namespace: str, job: str) -> bytes | None:
     """The run's signing key, from the Secret the operator created; None when it is gone."""
     try:

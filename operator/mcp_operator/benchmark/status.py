@@ -101,9 +101,13 @@ def engine_fingerprint(fields: dict[str, Any], bounds: Bounds = TIERS[0]) -> dic
 def rejected_status(
     conditions: Conditions, generation: int, problems: list[SpecProblem], now: str
 ) -> dict[str, Any]:
-    return MCPBenchmarkStatus.model_validate(
-        rejected_fields(conditions, generation, problems, now)
-    ).to_patch()
+    """The first tier of the preflight, schema and semantics, failed: PreflightPassed says so too."""
+    fields = rejected_fields(conditions, generation, problems, now)
+    first = problems[0]
+    fields["conditions"] = set_condition(
+        fields["conditions"], "PreflightPassed", False, first.reason, first.message, generation, now
+    )
+    return MCPBenchmarkStatus.model_validate(fields).to_patch()
 
 
 def child_rejected_status(

@@ -15,11 +15,18 @@ from pydantic import ValidationError
 from mcp_bench.plan import format_validation_error
 
 from .. import events, kube, metrics
-from ..api.benchmark import KIND, PLURAL, MCPBenchmarkSpec
+from ..api.benchmark import KIND, PLURAL, MCPBenchmarkSpec, MCPBenchmarkStatus
 from ..api.common import GROUP, VERSION
 from ..benchmark import reconcile
 from ..benchmark.job import job_name, shard_job
 from ..benchmark.plan import prepare_plan, runner_problem
+from ..benchmark.preflight import (
+    preflight_fields,
+    scheduling_conditions,
+    stopped_fields,
+    unschedulable_message,
+)
+from ..benchmark.preflight_read import check as preflight_check
 from ..benchmark.run import new_run_key, run_objects
 from ..benchmark.status import (
     child_rejected_status,
@@ -92,6 +99,25 @@ async def start_benchmark(
     if isinstance(plan, SpecProblem):
         _reject(body, patch, status, generation, plan)
         return
+    conditions = list(status.get("conditions") or [])
+    found, server = await preflight_check(
+        parsed, plan, namespace, parsed.runner.image or settings.runner_image
+    )
+    block, conditions = preflight_fields(
+        mode=parsed.preflight,
+        found=found,
+        server=server,
+        conditions=conditions,
+        generation=generation,
+        now=utc_now(),
+    )
+    if found and parsed.preflight == "strict":
+        fields = {**stopped_fields(conditions, generation, found, utc_now()), "preflight": block}
+        reject(body, patch, KIND, MCPBenchmarkStatus.model_validate(fields).to_patch(), found)
+        return
+    patch.status["preflight"] = block.to_patch()
+    if found:
+        events.warning(body, found[0].reason, "; ".join(f.message for f in found))
     manifest = shard_job(
         spec=parsed,
         name=name,
@@ -105,7 +131,6 @@ async def start_benchmark(
         created = await reconcile.create_run(namespace, children, manifest)
     except reconcile.ChildRejectedError as exc:
         problem = SpecProblem(CHILD_REJECTED, str(exc))
-        conditions = list(status.get("conditions") or [])
         patch.status.update(child_rejected_status(conditions, generation, problem, utc_now()))
         metrics.RECONCILIATIONS.labels(KIND, "child-rejected").inc()
         events.warning(body, CHILD_REJECTED, str(exc))
@@ -113,7 +138,7 @@ async def start_benchmark(
     await reconcile.delete_older_jobs(namespace, uid, job)
     patch.status.update(
         started_status(
-            conditions=list(status.get("conditions") or []),
+            conditions=conditions,
             generation=generation,
             job=job,
             url=redact_url(plan.url),
@@ -151,6 +176,12 @@ async def collect_benchmark(
         progress = shard_progress(shards, state.succeeded, state.failed)
         if progress is not None:
             patch.status.update(progress)
+        stuck = unschedulable_message(await reconcile.run_pods(namespace, job))
+        placed = scheduling_conditions(conditions, generation, stuck, utc_now())
+        if placed is not None:
+            patch.status["conditions"] = placed
+            if stuck is not None:
+                events.warning(body, "Unschedulable", redact_text(stuck))
         return
     readout, pod_failures = await reconcile.read_results(namespace, meta["uid"], job, state)
     metrics.SHARD_RESULTS.labels("merged").inc(len(readout.documents))
