@@ -4,9 +4,7 @@ connections it was given; connect and TLS time per level, apart from TTFT."""
 from __future__ import annotations
 
 import csv
-import datetime
 import io
-import ipaddress
 import re
 import ssl
 from pathlib import Path
@@ -15,16 +13,13 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from mcp_bench.engines import run_plan
 from mcp_bench.plan import RunPlan
 from mcp_bench.records import ErrorKind
 from mcp_bench.report import csv_text
 from mcp_bench.results.document import LevelResult
+from mcp_devcluster.certs import self_signed_pair
 from mcp_refserver import RefServerConfig, start_refserver
 from mcp_refserver.app import build_app
 
@@ -110,31 +105,7 @@ async def test_per_request_opens_one_connection_per_request(http_client: str) ->
 
 
 def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    return cert_path, key_path
+    return self_signed_pair(tmp_path, "127.0.0.1", "127.0.0.1")
 
 
 async def test_tls_handshake_timed_apart_from_connect(

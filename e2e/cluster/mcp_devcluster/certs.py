@@ -97,6 +97,25 @@ def _name(common_name: str, organization: str | None = None) -> x509.Name:
     return x509.Name(attrs)
 
 
+def self_signed_pair(directory: Path, host: str, common_name: str) -> tuple[Path, Path]:
+    """A self-signed certificate for ``host`` (an IP address) and its key, written as
+    ``tls.crt`` and ``tls.key``: for a test server whose clients trust exactly that certificate."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = _name(common_name)
+    cert = (
+        _builder(name, name, key.public_key())
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(host))]), critical=False
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / "tls.crt", directory / "tls.key"
+    _write_cert(cert_path, cert)
+    _write_key(key_path, key)
+    return cert_path, key_path
+
+
 def generate_pki(root: Path, service_ip: str | None = None) -> PkiPaths:
     """Create CA, API-server serving cert (also for ``service_ip``, the ClusterIP of the
     ``kubernetes`` Service), admin client cert and service-account keys."""
