@@ -47,7 +47,13 @@ def gate(name: str, url: str) -> dict[str, Any]:
         "spec": {
             "target": {"url": url},
             "checks": {
-                "healthProbe": {"path": "/health", "requests": 100, "concurrency": 4, "maxP99Ms": 250}
+                "healthProbe": {
+                    "path": "/health",
+                    "requests": 100,
+                    "concurrency": 4,
+                    "minSuccessRatio": 0.99,
+                    "maxP99Ms": 250,
+                }
             },
         },
     }
@@ -137,7 +143,9 @@ def apply_and_time(kubeconfig: Path, namespace: str, url: str, count: int, prefi
     deadline = started + 60 + count * 2
     while len(seen) < count:
         if time.monotonic() > deadline:
-            raise SystemExit(f"only {len(seen)} of {count} decided")
+            pending = [o for o in listed(kubeconfig, namespace) if o["metadata"]["name"] not in seen]
+            example = json.dumps(pending[0].get("status"), indent=1)[:2000] if pending else ""
+            raise SystemExit(f"only {len(seen)} of {count} decided; one that was not: {example}")
         polls += 1
         for obj in listed(kubeconfig, namespace):
             name = obj["metadata"]["name"]
