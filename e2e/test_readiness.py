@@ -53,7 +53,11 @@ def test_unreachable_target_gives_ready_false(kube: Any, sample: Any) -> None:
 
 
 def test_latency_threshold_breach_fails_with_measured_p99(kube: Any, refserver: str, sample: Any) -> None:
-    kube.apply(_variant(sample(SAMPLE, refserver), "too-strict", maxP99Ms=0.001, maxP50Ms=0.001))
+    # this test is about the breach and its figure: the prober's lag is accepted up to the schema's
+    # limit, since a busy CI host would otherwise (rightly) call the round ProberOverloaded; the
+    # lag rule has its own tests (tests/checks/test_checks_health.py)
+    strict = {"maxP99Ms": 0.001, "maxP50Ms": 0.001, "maxProberLagMs": 10000}
+    kube.apply(_variant(sample(SAMPLE, refserver), "too-strict", **strict))
     assert kube.wait("mcpreadiness/too-strict", "condition=Ready=false", timeout_s=60).returncode == 0
     obj = kube.get("mcpreadiness", "too-strict")
     assert stack.condition_of(obj)["reason"] == "LatencyAboveThreshold"
