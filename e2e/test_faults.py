@@ -20,6 +20,7 @@ import pytest
 from kubernetes import client, config
 
 from mcp_checks.config import ConfigContent, config_hash
+from mcp_devcluster import stack
 from mcp_operator.api.drill import FAULT_OPT_IN_LABEL, FaultPolicy, FaultSpec, PodSelection
 from mcp_operator.readiness.faults import FaultRefused, inject_fault, plan_fault, revert_fault
 
@@ -39,26 +40,7 @@ class Space:
     def deployment(
         self, name: str = "srv", replicas: int = 2, annotations: dict[str, str] | None = None
     ) -> None:
-        template_meta: dict[str, Any] = {"labels": {"app": name}}
-        if annotations:
-            template_meta["annotations"] = annotations
-        body = {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": name},
-            "spec": {
-                "replicas": replicas,
-                "selector": {"matchLabels": {"app": name}},
-                "template": {
-                    "metadata": template_meta,
-                    "spec": {
-                        "nodeSelector": {"type": "kwok"},
-                        "terminationGracePeriodSeconds": 0,
-                        "containers": [{"name": "main", "image": "registry.example/srv:1"}],
-                    },
-                },
-            },
-        }
+        body = stack.kwok_deployment_body(name, replicas, annotations)
         self.apps.create_namespaced_deployment(self.name, body)
         self.wait(lambda: len(self.running(name)) == replicas, f"{replicas} running pods of {name}")
 

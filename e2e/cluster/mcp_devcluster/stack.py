@@ -184,28 +184,36 @@ def custom_resource(kind: str, name: str, spec: dict[str, Any]) -> str:
     )
 
 
-def kwok_deployment(name: str = "srv", replicas: int = 3) -> str:
+def kwok_deployment_body(
+    name: str = "srv", replicas: int = 3, annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
     """A Deployment whose pods kwok simulates (on the nodes labelled ``type: kwok``): a workload
     that drills scale, kill and restart without running anything."""
-    return json.dumps(
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": name},
-            "spec": {
-                "replicas": replicas,
-                "selector": {"matchLabels": {"app": name}},
-                "template": {
-                    "metadata": {"labels": {"app": name}},
-                    "spec": {
-                        "nodeSelector": {"type": "kwok"},
-                        "terminationGracePeriodSeconds": 0,
-                        "containers": [{"name": "main", "image": "registry.example/srv:1"}],
-                    },
+    template_meta: dict[str, Any] = {"labels": {"app": name}}
+    if annotations:
+        template_meta["annotations"] = annotations
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": template_meta,
+                "spec": {
+                    "nodeSelector": {"type": "kwok"},
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [{"name": "main", "image": "registry.example/srv:1"}],
                 },
             },
-        }
-    )
+        },
+    }
+
+
+def kwok_deployment(name: str = "srv", replicas: int = 3) -> str:
+    """``kwok_deployment_body`` as JSON, for ``kubectl apply``."""
+    return json.dumps(kwok_deployment_body(name, replicas))
 
 
 def until(
