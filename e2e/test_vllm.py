@@ -399,7 +399,7 @@ def test_trap6_on_real_vllm_metrics(vllm_kv_pressure_runs: dict[str, KvRun]) -> 
     cache their tokens need (short requests on 128-token blocks) are Found, fixed by 32-token blocks."""
     runs = vllm_kv_pressure_runs
     small = runs["small"].trap6()
-    assert small.state == "NotFound" and "real cache pressure" in small.summary, small
+    assert small.state == "NotFound" and "real cache pressure" in small.summary, (small.summary, small.values)
     assert (small.values["preemptions"] or 0) > 0 and (small.values["usage_at_preemption"] or 0) >= 0.85, (
         small
     )

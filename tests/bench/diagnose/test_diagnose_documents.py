@@ -108,6 +108,13 @@ def test_preemptions_at_full_cache_are_pressure_not_fragmentation(docs: Any, lab
     assert f.state == "NotFound" and "pressure" in f.summary
 
 
+def test_full_cache_seen_just_after_the_rise_is_pressure(docs: Any, labels: Any) -> None:
+    """A preemption between a filling sample and a full one: the cache was full when it happened."""
+    delta = _vllm([0, 0, 3, 3, 3], [0.0, 0.5, 0.6, 0.96, 0.2], docs, labels)
+    a = assess_vllm(delta)
+    assert a is not None and a["state"] == "NotFound" and a["usage_at_preemption"] == pytest.approx(0.96)
+
+
 def test_no_preemption_is_not_found_and_no_vllm_is_no_data(docs: Any, labels: Any) -> None:
     delta = _vllm([3, 3, 3], [0.2, 0.5, 0.1], docs, labels)
     assert finding(6, docs.document([docs.level(server_metrics={"v": delta})])).state == "NotFound"
@@ -151,6 +158,16 @@ def test_usage_against_tokens_held(docs: Any, labels: Any) -> None:
     # 4 running requests x (100 prompt + 50 generated so far) = 600 tokens of 1600: 0.375 expected, 0.9 seen
     assert a is not None and a["usage_over_held"] == pytest.approx(0.9 / 0.375)
     assert a["state"] == "Found"
+    # the same ratio with preemptions at a 90% full cache: the running requests are then the longest
+    # ones, so the held estimate runs low and the ratio high; the usage at preemption decides
+    points[2]["vllm:num_preemptions_total"] = ("counter", {k: 2.0})
+    points[3]["vllm:num_preemptions_total"] = ("counter", {k: 2.0})
+    pressed = docs.prom_delta(points[0], points[-1], samples=points[1:-1])
+    pressed["metrics"].update(
+        {n: delta["metrics"][n] for n in ("vllm:request_prompt_tokens", "vllm:request_generation_tokens")}
+    )
+    b = assess_vllm(pressed)
+    assert b is not None and b["usage_over_held"] == pytest.approx(0.9 / 0.375) and b["state"] == "NotFound"
 
 
 # -- trap 7 (telemetry) ----------------------------------------------------------------------

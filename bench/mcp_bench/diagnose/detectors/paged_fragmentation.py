@@ -61,8 +61,8 @@ def assess_vllm(delta: dict[str, Any], thresholds: Mapping[str, float] = THRESHO
     """One level's vLLM metrics delta judged for fragmentation; None when it holds no vLLM metrics.
 
     Returns ``state`` (Found, NotFound, NoData), ``preemptions``, ``usage_at_preemption`` (the
-    highest KV usage, 0..1, in the sampling intervals where the counter rose), ``peak_usage`` and,
-    when the data allow, ``usage_over_held``."""
+    highest KV usage, 0..1, in the samples around each rise of the counter), ``peak_usage`` and,
+    when the data allow, ``usage_over_held`` (which decides only where nothing was preempted)."""
     preemptions = counter_total(delta, *PREEMPTIONS)
     if preemptions is None:
         return None
@@ -85,7 +85,9 @@ def assess_vllm(delta: dict[str, Any], thresholds: Mapping[str, float] = THRESHO
         for i in range(1, len(counts)):
             a, b = counts[i - 1], counts[i]
             if a is not None and b is not None and b > a:
-                around = [_fraction(u) for u in (usage[i - 1], usage[i]) if u is not None]
+                # the sample after the rise too: freed blocks go straight to waiting requests, so
+                # a full cache stays full there, while the sample before may still be filling
+                around = [_fraction(u) for u in usage[i - 1 : i + 2] if u is not None]
                 if around:
                     at.append(max(around))
     out["usage_at_preemption"] = max(at) if at else None
@@ -95,9 +97,11 @@ def assess_vllm(delta: dict[str, Any], thresholds: Mapping[str, float] = THRESHO
     if preemptions <= 0:
         out["state"] = "Found" if over else "NotFound"
     elif at:
-        out["state"] = "Found" if max(at) < thresholds["usage_below"] or over else "NotFound"
+        # With preemptions the usage at the moment decides: the held-token estimate counts only the
+        # running requests, which under preemption are the longest ones, so its ratio runs high.
+        out["state"] = "Found" if max(at) < thresholds["usage_below"] else "NotFound"
     else:
-        out["state"] = "Found" if over else "NoData"
+        out["state"] = "NoData"
     return out
 
 
