@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
+import time
 
 import aiohttp
 import pytest
@@ -97,3 +99,28 @@ async def test_capacity_queues_requests_in_order() -> None:
         assert ttfts[2] >= 3 * service_ms - 1  # TTFT includes the queueing, as vLLM's does
         stats = srv.model.stats
         assert stats.queue.count == 3 and stats.queue.ns == pytest.approx(sum(queues) * 1e6, rel=1e-6)
+
+
+async def test_timings_carry_every_chunk_write_and_its_lateness() -> None:
+    """The inter-token truth: one write per chunk, gaps of about TPOT, lateness beside each."""
+    config = RefServerConfig(ttft_ms=FixedDist(value=5.0), tpot_ms=FixedDist(value=4.0))
+    async with await start_refserver(config) as srv, aiohttp.ClientSession() as s:
+        body = {"model": "refmodel", "prompt": "p", "max_tokens": 6, "stream": True}
+        before = time.time_ns()
+        for _ in range(2):
+            async with s.post(srv.url + "/v1/completions", json=body) as r:
+                await r.read()
+        t, _ = srv.model.timings
+        assert len(t.chunk_ns) == len(t.late_ns) == 6
+        assert t.chunk_ns[0] == t.ttft_ns and t.chunk_ns[-1] == t.e2e_ns
+        async with s.get(srv.url + "/debug/timings?reset=1") as r:
+            timings = await r.json()
+        assert before <= timings["arrival_unix_ns"][0] <= timings["arrival_unix_ns"][1] <= time.time_ns()
+        assert [len(c) for c in timings["chunks_ms"]] == [len(x) for x in timings["late_ms"]] == [6, 6]
+        chunks = timings["chunks_ms"][0]
+        assert chunks[0] == pytest.approx(timings["ttft_ms"][0]) and chunks[-1] == timings["e2e_ms"][0]
+        # the writes follow absolute deadlines, so a gap strays from TPOT only by two lateness figures
+        spread = 2 * max(abs(x) for late in timings["late_ms"] for x in late)
+        gaps = [b - a for c in timings["chunks_ms"] for a, b in itertools.pairwise(c)]
+        assert len(gaps) == 10 and all(abs(gap - 4.0) <= spread + 1e-6 for gap in gaps)
+        assert not srv.model.timings

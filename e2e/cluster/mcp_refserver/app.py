@@ -51,7 +51,12 @@ def build_app(config: RefServerConfig) -> tuple[web.Application, ServerModel]:
         return web.Response(body=b"x" * size)
 
     async def timings(request: web.Request) -> web.Response:
-        """Server-side truth per completed LLM request (ms); ``?reset=1`` clears it after reading."""
+        """Server-side truth per completed LLM request (ms); ``?reset=1`` clears it after reading.
+
+        Per request also: ``arrival_unix_ns`` (wall clock, to pick the requests of a client's
+        measured window), ``chunks_ms`` (each streamed chunk's write from arrival: the inter-token
+        truth) and ``late_ms`` (each chunk's write past its model deadline: the server's lateness).
+        """
         kept = list(model.timings)
         if request.query.get("reset") == "1":
             model.timings.clear()
@@ -62,6 +67,9 @@ def build_app(config: RefServerConfig) -> tuple[web.Application, ServerModel]:
                 "e2e_ms": [t.e2e_ns / 1e6 for t in kept],
                 "tpot_ms": [None if t.tpot_ns is None else t.tpot_ns / 1e6 for t in kept],
                 "output_tokens": [t.output_tokens for t in kept],
+                "arrival_unix_ns": [t.arrival_unix_ns for t in kept],
+                "chunks_ms": [[ns / 1e6 for ns in t.chunk_ns] for t in kept],
+                "late_ms": [[ns / 1e6 for ns in t.late_ns] for t in kept],
             }
         )
 

@@ -229,12 +229,21 @@ class Service:
 
 @dataclass(slots=True, frozen=True)
 class ServedTiming:
-    """Server-side truth for one completed LLM request: arrival to first/last token write."""
+    """Server-side truth for one completed LLM request: arrival to first/last token write.
+
+    ``chunk_ns`` holds every streamed chunk's write instant from arrival (the inter-token truth)
+    and ``late_ns`` how far each write was past its model deadline (the server's own lateness,
+    negative when the waker woke early), so a client's ITL can be checked against the gaps the
+    server really produced and the server's share of an error told apart from the client's.
+    """
 
     queue_ns: int
     ttft_ns: int
     e2e_ns: int
     output_tokens: int
+    chunk_ns: tuple[int, ...] = ()
+    late_ns: tuple[int, ...] = ()
+    arrival_unix_ns: int = 0
 
     @property
     def tpot_ns(self) -> float | None:

@@ -86,6 +86,7 @@ class OpenAIHandlers:
 
     async def _handle(self, request: web.Request, chat: bool) -> web.StreamResponse:
         arrival = time.perf_counter_ns()
+        arrival_unix = time.time_ns()
         cfg = self.model.config
         try:
             body = await request.json()
@@ -152,7 +153,9 @@ class OpenAIHandlers:
                 if not stream:
                     await self.model.waker.sleep_until(last_deadline)
                     done = time.perf_counter_ns()
-                    self._observe(arrival, svc.queue_ns, done, done, plan.tpot_ns, n)
+                    self._observe(
+                        arrival, svc.queue_ns, done, done, plan.tpot_ns, n, arrival_unix_ns=arrival_unix
+                    )
                     text = "".join(f" tok{i}" for i in range(n))
                     if chat:
                         choice: dict[str, Any] = {
@@ -181,6 +184,8 @@ class OpenAIHandlers:
                 k = cfg.tokens_per_chunk
                 sent = 0
                 first_sent = last_sent = 0
+                writes: list[int] = []  # each chunk's write instant
+                late: list[int] = []  # and how far past its deadline it was written
                 while sent < n:
                     if (
                         plan.fault in (Fault.CLOSE, Fault.MALFORMED, Fault.TRUNCATE)
@@ -205,7 +210,8 @@ class OpenAIHandlers:
                         elif need > 0:
                             held += need
                     # A chunk leaves when its last token is generated.
-                    await self.model.waker.sleep_until(first_deadline + (sent + take - 1) * plan.tpot_ns)
+                    deadline = first_deadline + (sent + take - 1) * plan.tpot_ns
+                    await self.model.waker.sleep_until(deadline)
                     sent += take
                     piece = chunk(
                         "".join(f" tok{i}" for i in range(sent - take, sent)), "length" if sent == n else None
@@ -214,11 +220,23 @@ class OpenAIHandlers:
                     # may have run other requests first, which would make the truth late
                     last_sent = time.perf_counter_ns()
                     first_sent = first_sent or last_sent
+                    writes.append(last_sent - arrival)
+                    late.append(last_sent - deadline)
                     await resp.write(piece)
             finally:
                 if kv is not None and held:
                     kv.give_back(held)
-            self._observe(arrival, svc.queue_ns, first_sent, last_sent, plan.tpot_ns, n)
+            self._observe(
+                arrival,
+                svc.queue_ns,
+                first_sent,
+                last_sent,
+                plan.tpot_ns,
+                n,
+                arrival_unix_ns=arrival_unix,
+                chunk_ns=tuple(writes),
+                late_ns=tuple(late),
+            )
             if include_usage:
                 data = {
                     "id": rid,
@@ -247,7 +265,19 @@ class OpenAIHandlers:
                 request.transport.abort()
         return resp
 
-    def _observe(self, arrival: int, queue_ns: int, first_ns: int, end_ns: int, tpot_ns: int, n: int) -> None:
+    def _observe(
+        self,
+        arrival: int,
+        queue_ns: int,
+        first_ns: int,
+        end_ns: int,
+        tpot_ns: int,
+        n: int,
+        *,
+        arrival_unix_ns: int,
+        chunk_ns: tuple[int, ...] = (),
+        late_ns: tuple[int, ...] = (),
+    ) -> None:
         """Record what the server actually did (write instants, not planned deadlines)."""
         m = self.metrics
         ttft, e2e = first_ns - arrival, end_ns - arrival
@@ -256,4 +286,14 @@ class OpenAIHandlers:
         if n > 1:
             m.tpot.observe(tpot_ns / 1e9)
         m.generation_tokens.inc(n)
-        self.model.timings.append(ServedTiming(queue_ns=queue_ns, ttft_ns=ttft, e2e_ns=e2e, output_tokens=n))
+        self.model.timings.append(
+            ServedTiming(
+                queue_ns=queue_ns,
+                ttft_ns=ttft,
+                e2e_ns=e2e,
+                output_tokens=n,
+                chunk_ns=chunk_ns,
+                late_ns=late_ns,
+                arrival_unix_ns=arrival_unix_ns,
+            )
+        )
