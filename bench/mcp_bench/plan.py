@@ -13,6 +13,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from mcp_bench.multimodal import ImageParts, ImageTensor, media_problem
+
 Backend = Literal["http", "openai", "openai-chat", "triton-http", "triton-grpc"]
 Arrival = Literal["constant", "poisson", "gamma"]
 Overload = Literal["late", "drop"]
@@ -140,6 +142,12 @@ class RequestClass(_Strict):
     latency_p99_ms: float | None = Field(
         default=None, gt=0, description="this class's P99 objective (default: the plan's latency_p99_ms)"
     )
+    images: ImageParts | None = Field(
+        default=None, description="this class's images (default: the payload's)"
+    )
+    image_tensor: ImageTensor | None = Field(
+        default=None, description="this class's V2 image tensor (default: the payload's)"
+    )
 
 
 class ShapeSweep(_Strict):
@@ -186,6 +194,12 @@ class Payload(_Strict):
         default=None, description="walk through prompt lengths on purpose (first hit per new shape)"
     )
     class_seed: int = Field(default=0, description="seed of the class each request is drawn into")
+    images: ImageParts | None = Field(
+        default=None, description="openai-chat: images as content parts of every request (or per class)"
+    )
+    image_tensor: ImageTensor | None = Field(
+        default=None, description="triton backends: a V2 image tensor in every request (or per class)"
+    )
 
     @model_validator(mode="after")
     def _distinct_classes(self) -> Payload:
@@ -312,6 +326,13 @@ class RunPlan(_Strict):
             raise ValueError(f"workers > 1 needs the builtin engine, not {self.engine!r}")
         if self.backend != "triton-grpc" and not self.url.startswith(("http://", "https://")):
             raise ValueError(f"url must start with http:// or https:// for backend {self.backend!r}")
+        p = self.payload
+        for where, images, tensor in [
+            ("payload", p.images, p.image_tensor),
+            *((f"payload.classes.{c.name}", c.images, c.image_tensor) for c in p.classes),
+        ]:
+            if (problem := media_problem(self.backend, images, tensor)) is not None:
+                raise ValueError(f"{where}: {problem}")
         return self
 
     @classmethod

@@ -38,6 +38,10 @@ class RequestPayload:
     extra: dict[str, Any] = field(default_factory=dict)
     # what the result is broken down by (e.g. {"class": "low", "shape": "512"}); None for most runs
     tags: dict[str, str] | None = None
+    # OpenAI chat content parts sent after the prompt's text (images); None: text only
+    parts: list[dict[str, Any]] | None = None
+    # V2 inputs sent instead of the client's own of the same name (mcp_bench.multimodal.Tensor)
+    tensors: list[Any] | None = None
 
 
 @dataclass(slots=True)

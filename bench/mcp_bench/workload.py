@@ -2,9 +2,14 @@
 
 Two sources:
 
-* synthetic: prompts of seeded random words whose count follows an input-length distribution,
+* synthetic: prompts of seeded random words whose count follows an input-length distribution
+  (fixed, uniform, normal, exponential, or a histogram of observed lengths), the first
+  ``shared_prefix_ratio`` of every prompt's words one shared prefix (what a prefix cache reuses),
   and a requested output length (``max_tokens``) drawn from an output-length distribution;
 * dataset: a JSONL file, one object per line with ``prompt`` and optional ``max_tokens``.
+
+Images (OpenAI content parts, V2 image tensors) are added per request by
+:mod:`mcp_bench.multimodal`, for the whole workload or for one request class.
 
 How tokens are counted. A synthetic prompt has exactly ``input_tokens`` whitespace-separated
 words and this module counts one word as one token; that is the number a request *asks* for.
@@ -111,8 +116,48 @@ class ExponentialDist(_Strict):
         return self.offset - self.mean * math.log(1.0 - min(q, 1 - 1e-12))
 
 
+MAX_HISTOGRAM_BINS = 64
+
+
+class HistogramDist(_Strict):
+    """Lengths as a histogram of what was observed: bin ``i`` spans ``[edges[i], edges[i+1]]`` and
+    holds ``weights[i]`` of the mass, uniform inside it (so a production length profile can be
+    replayed without its prompts)."""
+
+    kind: Literal["histogram"] = "histogram"
+    edges: list[float] = Field(min_length=2, max_length=MAX_HISTOGRAM_BINS + 1)
+    weights: list[float] = Field(min_length=1, max_length=MAX_HISTOGRAM_BINS)
+
+    @model_validator(mode="after")
+    def _shape(self) -> HistogramDist:
+        if len(self.edges) != len(self.weights) + 1:
+            raise ValueError("a histogram needs one more edge than weights")
+        if any(e < 0 for e in self.edges) or any(
+            b < a for a, b in zip(self.edges, self.edges[1:], strict=False)
+        ):
+            raise ValueError("histogram edges must be >= 0 and non-decreasing")
+        if any(w < 0 for w in self.weights) or sum(self.weights) <= 0:
+            raise ValueError("histogram weights must be >= 0 with a positive sum")
+        return self
+
+    def sample(self, rng: random.Random) -> float:
+        i = rng.choices(range(len(self.weights)), self.weights)[0]
+        return rng.uniform(self.edges[i], self.edges[i + 1])
+
+    def quantile(self, q: float) -> float:
+        total = sum(self.weights)
+        target = min(max(q, 0.0), 1.0) * total
+        seen = 0.0
+        for i, w in enumerate(self.weights):
+            if w > 0 and seen + w >= target:
+                return self.edges[i] + (target - seen) / w * (self.edges[i + 1] - self.edges[i])
+            seen += w
+        return self.edges[-1]
+
+
 Distribution = Annotated[
-    FixedDist | UniformDist | ClampedNormalDist | ExponentialDist, Field(discriminator="kind")
+    FixedDist | UniformDist | ClampedNormalDist | ExponentialDist | HistogramDist,
+    Field(discriminator="kind"),
 ]
 _DIST_ADAPTER: TypeAdapter[Distribution] = TypeAdapter(Distribution)
 
@@ -164,11 +209,15 @@ _WORDS = (  # noqa: SIM905 (one string reads better than 90 quoted words)
 
 
 class SyntheticWorkload(_Strict):
-    """Seeded random-word prompts with input and output lengths drawn from distributions."""
+    """Seeded random-word prompts with input and output lengths drawn from distributions; the first
+    ``shared_prefix_ratio`` of each prompt is the same words for every request."""
 
     kind: Literal["synthetic"] = "synthetic"
     input_tokens: Distribution = FixedDist(value=128)
     output_tokens: Distribution = FixedDist(value=64)
+    shared_prefix_ratio: float = Field(
+        default=0.0, ge=0, le=1, description="share of each prompt's words that is one prefix common to all"
+    )
     seed: int = 0
 
 
@@ -189,11 +238,16 @@ class DatasetError(ValueError):
 
 def _synthetic(w: SyntheticWorkload) -> Iterator[RequestPayload]:
     rng = random.Random(w.seed)
+    prefix: list[str] = []  # the shared words, grown on demand from a seed of their own
+    prefix_rng = random.Random(f"prefix-{w.seed}")
     while True:
         n_in = max(1, round(w.input_tokens.sample(rng)))
         n_out = max(1, round(w.output_tokens.sample(rng)))
-        prompt = " ".join(rng.choices(_WORDS, k=n_in))
-        yield RequestPayload(prompt=prompt, input_tokens=n_in, max_output_tokens=n_out)
+        n_shared = round(n_in * w.shared_prefix_ratio)
+        if n_shared > len(prefix):
+            prefix.extend(prefix_rng.choices(_WORDS, k=n_shared - len(prefix)))
+        words = prefix[:n_shared] + rng.choices(_WORDS, k=n_in - n_shared)
+        yield RequestPayload(prompt=" ".join(words), input_tokens=n_in, max_output_tokens=n_out)
 
 
 def load_dataset(w: DatasetWorkload) -> list[RequestPayload]:

@@ -7,6 +7,7 @@ import json
 import random
 import statistics
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import TypeAdapter, ValidationError
@@ -56,7 +57,7 @@ def test_normal_is_clamped() -> None:
 
 
 def test_same_seed_same_prompts_other_seed_differs() -> None:
-    spec = {"input_tokens": UniformDist(low=5, high=30), "output_tokens": FixedDist(value=4)}
+    spec: dict[str, Any] = {"input_tokens": UniformDist(low=5, high=30), "output_tokens": FixedDist(value=4)}
     a = take(SyntheticWorkload(seed=7, **spec), 10)
     b = take(SyntheticWorkload(seed=7, **spec), 10)
     c = take(SyntheticWorkload(seed=8, **spec), 10)
@@ -147,3 +148,47 @@ def test_dataset_errors_name_file_and_line(tmp_path: Path, content: str, message
 def test_missing_dataset_file(tmp_path: Path) -> None:
     with pytest.raises(DatasetError, match="cannot read"):
         take(DatasetWorkload(path=tmp_path / "absent.jsonl"), 1)
+
+
+def test_histogram_samples_follow_the_bins_and_quantiles_interpolate() -> None:
+    h = parse_distribution({"kind": "histogram", "edges": [0, 100, 1000], "weights": [3, 1]})
+    rng = random.Random(4)
+    xs = [h.sample(rng) for _ in range(20_000)]
+    assert all(0 <= x <= 1000 for x in xs)
+    assert 0.73 < sum(x <= 100 for x in xs) / len(xs) < 0.77
+    assert h.quantile(0.75) == pytest.approx(100)
+    assert h.quantile(0.875) == pytest.approx(550)
+    assert statistics.quantiles(xs, n=8)[6] == pytest.approx(550, rel=0.05)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"edges": [0, 1, 2], "weights": [1]}, "one more edge than weights"),
+        ({"edges": [5, 1], "weights": [1]}, "non-decreasing"),
+        ({"edges": [0, 1], "weights": [0]}, "positive sum"),
+    ],
+)
+def test_histogram_refuses_bad_shapes(data: dict[str, object], message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        parse_distribution({"kind": "histogram", **data})
+
+
+def test_shared_prefix_is_the_same_words_in_every_prompt() -> None:
+    w = SyntheticWorkload(
+        input_tokens=UniformDist(low=40, high=80), output_tokens=FixedDist(value=4), shared_prefix_ratio=0.5
+    )
+    got = take(w, 50)
+    longest = max(got, key=lambda p: p.input_tokens).prompt.split()
+    for p in got:
+        words = p.prompt.split()
+        k = round(p.input_tokens * 0.5)
+        assert len(words) == p.input_tokens
+        assert words[:k] == longest[:k]  # one prefix, cut to each prompt's share
+    tails = {" ".join(p.prompt.split()[round(p.input_tokens * 0.5) :]) for p in got}
+    assert len(tails) == len(got)  # the rest differs per request
+
+
+def test_no_shared_prefix_by_default() -> None:
+    firsts = {" ".join(p.prompt.split()[:8]) for p in take(SyntheticWorkload(), 30)}
+    assert len(firsts) == 30

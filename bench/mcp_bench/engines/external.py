@@ -182,7 +182,7 @@ def reject_unsupported(engine: str, plan: RunPlan, backends: Sequence[str]) -> N
         raise PlanError(f"levels.ramp_s: not applied by the {engine} engine; use the builtin engine")
     if plan.payload.workload is not None:
         raise PlanError(f"payload.workload: not supported by the {engine} engine (one fixed request only)")
-    for name in ("classes", "shape_sweep"):
+    for name in ("classes", "shape_sweep", "images", "image_tensor"):
         if getattr(plan.payload, name):
             raise PlanError(f"payload.{name}: not supported by the {engine} engine (one fixed request only)")
 

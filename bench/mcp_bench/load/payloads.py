@@ -1,5 +1,6 @@
 """Where request payloads come from: the plan's fixed payload, a workload from mcp_bench.workload,
-or a shape sweep; then, when the plan has request classes, each payload is drawn into one."""
+or a shape sweep; then, when the plan has request classes, each payload is drawn into one; then
+images (content parts or V2 tensors, mcp_bench.multimodal) are added, the class's or the plan's."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import itertools
 import random
 from collections.abc import Iterator, Sequence
 
-from mcp_bench.plan import RequestClass, RunPlan, ShapeSweep
+from mcp_bench.multimodal import MediaSource
+from mcp_bench.plan import Payload, RequestClass, RunPlan, ShapeSweep
 from mcp_bench.records import RequestPayload
 
 CLASS_TAG = "class"
@@ -67,6 +69,35 @@ def classed(
         )
 
 
+def with_media(source: Iterator[RequestPayload], p: Payload) -> Iterator[RequestPayload]:
+    """Each payload given the images of its class (where the class names some) or of the plan.
+
+    One pool per spec, built before the first request; each payload is a new object only when it
+    carries media, so a text-only class keeps the shared fixed payload."""
+    default = MediaSource(p.images, p.image_tensor, p.class_seed)
+    by_class = {
+        c.name: MediaSource(c.images or p.images, c.image_tensor or p.image_tensor, p.class_seed + i + 1)
+        for i, c in enumerate(p.classes)
+        if c.images is not None or c.image_tensor is not None
+    }
+    for payload in source:
+        media = by_class.get((payload.tags or {}).get(CLASS_TAG, ""), default)
+        parts, tensors = media.parts(), media.tensors()
+        if parts is None and tensors is None:
+            yield payload
+            continue
+        yield RequestPayload(
+            prompt=payload.prompt,
+            input_tokens=payload.input_tokens,
+            max_output_tokens=payload.max_output_tokens,
+            body=payload.body,
+            extra=payload.extra,
+            tags=payload.tags,
+            parts=parts,
+            tensors=tensors,
+        )
+
+
 def payload_source(plan: RunPlan) -> Iterator[RequestPayload]:
     """An endless payload iterator; the fixed payload is one shared object (no per-request allocation)."""
     p = plan.payload
@@ -84,4 +115,10 @@ def payload_source(plan: RunPlan) -> Iterator[RequestPayload]:
         source = wl.payloads(spec)
     if p.classes:
         source = classed(source, p.classes, p.class_seed)
+    if (
+        p.images is not None
+        or p.image_tensor is not None
+        or any(c.images is not None or c.image_tensor is not None for c in p.classes)
+    ):
+        source = with_media(source, p)
     return source

@@ -133,7 +133,10 @@ class OpenAIRequest:
         extra = {**self.options, **payload.extra}
         stream = bool(extra.pop("stream", self.stream))
         body: dict[str, Any] = {"model": self.model}
-        if self.chat:
+        if self.chat and payload.parts:
+            text: list[dict[str, Any]] = [{"type": "text", "text": payload.prompt}] if payload.prompt else []
+            body["messages"] = [{"role": "user", "content": text + payload.parts}]
+        elif self.chat:
             body["messages"] = [{"role": "user", "content": payload.prompt}]
         else:
             body["prompt"] = payload.prompt

@@ -156,6 +156,8 @@ class TritonClient:
         self._outputs: list[Any] | None = None
         self.input_specs: list[InputSpec] = []
         self.binary_data = False
+        self._mod: Any = None
+        self._built: dict[str, Any] = {}  # a payload tensor's key -> its encoded input, built once
 
     @classmethod
     def from_plan(cls, plan: RunPlan, max_connections: int) -> TritonClient:
@@ -182,6 +184,7 @@ class TritonClient:
                 url=self.url, conn_limit=self.max_connections, conn_timeout=self.timeout_s
             )
             mod = thttp
+        self._mod = mod
         if not self.use_grpc:
             if self.opts.binary_data is None:
                 meta = await self._client.get_server_metadata()
@@ -197,12 +200,7 @@ class TritonClient:
         self._inputs = []
         for spec in specs:
             arr = make_array(spec, rng)
-            inp = mod.InferInput(spec.name, list(arr.shape), spec.datatype)
-            if self.use_grpc:
-                inp.set_data_from_numpy(arr)
-            else:
-                inp.set_data_from_numpy(arr, binary_data=self.binary_data)
-            self._inputs.append(inp)
+            self._inputs.append(self._input(spec.name, spec.datatype, arr))
         if self.opts.outputs is not None:
             if self.use_grpc:
                 self._outputs = [mod.InferRequestedOutput(n) for n in self.opts.outputs]
@@ -210,6 +208,27 @@ class TritonClient:
                 self._outputs = [
                     mod.InferRequestedOutput(n, binary_data=self.binary_data) for n in self.opts.outputs
                 ]
+
+    def _input(self, name: str, datatype: str, arr: np.ndarray) -> Any:
+        inp = self._mod.InferInput(name, list(arr.shape), datatype)
+        if self.use_grpc:
+            inp.set_data_from_numpy(arr)
+        else:
+            inp.set_data_from_numpy(arr, binary_data=self.binary_data)
+        return inp
+
+    def inputs_for(self, payload: RequestPayload) -> list[Any]:
+        """The client's inputs, with those the payload brings (image tensors) in place of, or
+        beside, the ones of the same name; each payload tensor is encoded once and reused."""
+        if not payload.tensors:
+            return self._inputs
+        extra = []
+        for t in payload.tensors:
+            if t.key not in self._built:
+                self._built[t.key] = self._input(t.name, t.datatype, t.array)
+            extra.append(self._built[t.key])
+        names = {t.name for t in payload.tensors}
+        return [i for i in self._inputs if i.name() not in names] + extra
 
     async def _metadata(self) -> dict[str, Any]:
         if self.use_grpc:
@@ -237,7 +256,7 @@ class TritonClient:
             kwargs["headers"] = {"Content-Type": "application/json"}
         rec = RequestRecord(sent_ns=perf_counter_ns(), end_ns=0, input_tokens=payload.input_tokens)
         try:
-            result = await client.infer(self.model, self._inputs, **kwargs)
+            result = await client.infer(self.model, self.inputs_for(payload), **kwargs)
             rec.end_ns = perf_counter_ns()
         except asyncio.CancelledError:
             raise

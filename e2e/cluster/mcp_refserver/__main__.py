@@ -46,6 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=0,
         help="shed load: a request that finds this many in progress gets 503 at once (0: never)",
     )
+    a(
+        "--image-ms",
+        type=float,
+        default=0.0,
+        help="per image received (chat image parts, V2 image tensors): before the first token or in compute",
+    )
     a("--seed", type=int, default=0)
     a(
         "--loop",
@@ -110,6 +116,7 @@ def config_from_args(args: argparse.Namespace) -> RefServerConfig:
             "send_usage": args.send_usage,
             "capacity": args.capacity,
             "max_inflight": args.max_inflight,
+            "image_ms": args.image_ms,
             "seed": args.seed,
             "faults": faults,
             **{name: getattr(args, name) for name in TRAP_FIELDS if getattr(args, name) is not None},

@@ -10,6 +10,7 @@ import grpc
 from aiohttp import web
 
 from mcp_refserver.config import RefServerConfig
+from mcp_refserver.media import MediaCollector, counts_of
 from mcp_refserver.metrics import ServerMetrics
 from mcp_refserver.model import ServerModel
 from mcp_refserver.openai_api import OpenAIHandlers
@@ -23,6 +24,7 @@ MAX_DELAY_MS = 60_000.0
 def build_app(config: RefServerConfig) -> tuple[web.Application, ServerModel]:
     model = ServerModel(config)
     metrics = ServerMetrics(config, model.stats, model, model)
+    metrics.registry.register(MediaCollector(counts_of(model)))
     traffic = Traffic(metrics.registry, config.max_inflight)
     server_header = f"{config.server_name}/{config.server_version}"
 
@@ -73,6 +75,10 @@ def build_app(config: RefServerConfig) -> tuple[web.Application, ServerModel]:
             }
         )
 
+    async def media(request: web.Request) -> web.Response:
+        """Images received so far, per front end (``openai``, ``v2``) and format."""
+        return web.json_response(counts_of(model).as_json())
+
     async def on_prepare(request: web.Request, response: web.StreamResponse) -> None:
         response.headers["Server"] = server_header
 
@@ -85,6 +91,7 @@ def build_app(config: RefServerConfig) -> tuple[web.Application, ServerModel]:
             web.get("/metrics", prom),
             web.get("/delay", delay),
             web.get("/debug/timings", timings),
+            web.get("/debug/media", media),
             web.post("/delay", delay),
             *OpenAIHandlers(model, metrics).routes(),
             *V2HttpHandlers(model).routes(),

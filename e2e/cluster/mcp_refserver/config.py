@@ -40,6 +40,9 @@ every one is off by default, so the model above is unchanged unless one is set:
   shape (OpenAI: prompt length rounded up to the bucket; V2: the input tensor shapes) "compiles"
   for this long inside its service; requests of the same shape arriving meanwhile wait for it.
   Counted in ``mcp_refserver_shape_compiles_total``.
+* ``image_ms``: per image a request carries (chat ``image_url`` parts, V2 tensors of rank 3 or 4),
+  added before its first token (OpenAI) or to its compute (V2); images are counted either way
+  (``mcp_refserver_images_total``, ``/debug/media``).
 
 Every HTTP request is counted in ``mcp_refserver_http_requests_total{path,code}`` (the route's
 path, so the label stays bounded): the server's side of a retry-amplification measurement.
@@ -111,6 +114,9 @@ class RefServerConfig(BaseModel):
     shape_penalty_ms: float = Field(default=0.0, ge=0, le=600_000)
     shape_bucket_tokens: int = Field(default=1, ge=1)
     max_inflight: int = Field(default=0, ge=0)  # 0: no shedding
+    # per image received (chat image parts, V2 image tensors): added before the first token or to
+    # V2 compute, so a test sees in the latency that the images arrived (mcp_refserver.media)
+    image_ms: float = Field(default=0.0, ge=0, le=60_000)
 
     @field_validator("instance_weights", mode="before")
     @classmethod

@@ -15,6 +15,7 @@ from typing import Any
 
 from aiohttp import web
 
+from mcp_refserver.media import Seen, chat_content, counts_of
 from mcp_refserver.metrics import ServerMetrics
 from mcp_refserver.model import Fault, ServedTiming, ServerModel, sleep_until
 
@@ -23,13 +24,15 @@ def _error(status: int, message: str, kind: str = "invalid_request_error") -> we
     return web.json_response({"error": {"message": message, "type": kind, "code": status}}, status=status)
 
 
-def _prompt_words(body: dict[str, Any], chat: bool) -> int:
-    """Prompt tokens as the server counts them: whitespace-separated words."""
+def _prompt_words(body: dict[str, Any], chat: bool) -> tuple[int, Seen]:
+    """Prompt tokens as the server counts them (whitespace-separated words of the text), and the
+    images among chat content parts."""
+    seen = Seen()
     if chat:
         msgs = body.get("messages")
         if not isinstance(msgs, list) or not msgs:
             raise ValueError("'messages' must be a non-empty list")
-        text = " ".join(str(m.get("content", "")) for m in msgs if isinstance(m, dict))
+        text, seen = chat_content(msgs)
     else:
         prompt = body.get("prompt")
         if isinstance(prompt, list):
@@ -37,7 +40,7 @@ def _prompt_words(body: dict[str, Any], chat: bool) -> int:
         if not isinstance(prompt, str):
             raise ValueError("'prompt' must be a string or a list of strings")
         text = prompt
-    return len(text.split())
+    return len(text.split()), seen
 
 
 def _priority(body: dict[str, Any]) -> int:
@@ -94,7 +97,7 @@ class OpenAIHandlers:
                 raise ValueError("body must be a JSON object")
             if body.get("model") != cfg.model:
                 return _error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError")
-            prompt_tokens = _prompt_words(body, chat)
+            prompt_tokens, images = _prompt_words(body, chat)
             n = _max_tokens(body, cfg.default_max_tokens)
             priority = _priority(body)
         except ValueError as exc:  # includes JSONDecodeError
@@ -114,6 +117,8 @@ class OpenAIHandlers:
         if plan.fault is Fault.STALL:
             await sleep_until(arrival + round(cfg.faults.stall_s * 1e9))
         self.metrics.prompt_tokens.inc(prompt_tokens)
+        counts_of(self.model).record("openai", images)
+        image_ns = round(images.images * cfg.image_ms * 1e6)
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}
         rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
         obj = "chat.completion.chunk" if chat else "text_completion"
@@ -148,7 +153,7 @@ class OpenAIHandlers:
                     held = want
                     if waited:
                         start = time.perf_counter_ns()
-                first_deadline = start + plan.ttft_ns
+                first_deadline = start + plan.ttft_ns + image_ns
                 last_deadline = first_deadline + (n - 1) * plan.tpot_ns
                 if not stream:
                     await self.model.waker.sleep_until(last_deadline)

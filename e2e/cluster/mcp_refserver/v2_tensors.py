@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from tritonclient.utils import np_to_triton_dtype, triton_to_np_dtype
 
+from mcp_refserver.media import counts_of, tensor_images
 from mcp_refserver.model import Fault, ServerModel, sleep_until
 
 INPUT = "INPUT0"
@@ -165,6 +166,9 @@ async def run_infer(
     of decoding and encoding inside the service (trap 11); a first-hit compile per new input shape
     (trap 12); ``priority`` when the server serves strictly by priority (trap 8)."""
     outputs = compute(inputs)  # validate before queueing: a bad request is not a served one
+    images = tensor_images(inputs)
+    counts_of(model).record("v2", images)
+    image_ns = round(images.images * model.config.image_ms * 1e6)
     plan = model.plan()
     if plan.fault is Fault.ERROR:
         model.stats.record_rejected()
@@ -172,7 +176,7 @@ async def run_infer(
     if plan.fault is Fault.STALL:
         await sleep_until(arrival_ns + round(model.config.faults.stall_s * 1e9))
     if model.batcher is not None:
-        await model.batcher.run(arrival_ns, plan.infer_ns)
+        await model.batcher.run(arrival_ns, plan.infer_ns + image_ns)
         return outputs
     strict = model.config.priority == "strict"
     async with model.serve(arrival_ns, priority if strict else 0) as svc:
@@ -186,7 +190,7 @@ async def run_infer(
             svc.input_ns = svc.output_ns = half_ns
             await model.waker.sleep_until(start + half_ns)
             start += half_ns
-        await model.waker.sleep_until(start + plan.infer_ns)
+        await model.waker.sleep_until(start + plan.infer_ns + image_ns)
         if half_ns:
-            await model.waker.sleep_until(start + plan.infer_ns + half_ns)
+            await model.waker.sleep_until(start + plan.infer_ns + image_ns + half_ns)
     return outputs
