@@ -2,7 +2,8 @@
 
 Exit codes (for CI): 0 every SLO passed (or none was set), 1 an SLO was missed, 2 bad usage, plan
 or input file, 3 the run measured nothing (no request completed). ``diagnose``: 0 no trap found,
-1 at least one found, 2 bad usage or input.
+1 at least one found, 2 bad usage or input. ``forensics``: 0 nothing found, 1 a finding, 3 no
+memory readings to judge.
 """
 
 from __future__ import annotations
@@ -374,6 +375,34 @@ def cmd_diagnose(args: argparse.Namespace, out: Console, err: Console) -> int:
     return EXIT_SLO if any(f.state == FOUND for f in findings) else EXIT_OK
 
 
+def cmd_forensics(args: argparse.Namespace, out: Console, err: Console) -> int:
+    """GPU-memory forensics over a result (and a PyTorch allocator snapshot)."""
+    import json
+
+    from mcp_bench.forensics.memory import MIB, Tolerance, allocator_fragmentation
+    from mcp_bench.forensics.render import forensics_json, print_forensics
+    from mcp_bench.forensics.sources import memory_forensics
+
+    tol = Tolerance(absolute_bytes=args.tolerance_mib * MIB)
+    report = memory_forensics(_load(args.file), tol)
+    allocator = None
+    if args.snapshot is not None:
+        try:
+            allocator = allocator_fragmentation(
+                json.loads(Path(args.snapshot).read_text(encoding="utf-8")), tol
+            )
+        except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise UsageError(f"{args.snapshot}: not a memory snapshot as JSON: {exc}") from exc
+    if args.json:
+        out.print(forensics_json(report, allocator), highlight=False, soft_wrap=True, markup=False)
+    else:
+        print_forensics(report, allocator, out)
+    states = [v["state"] for v in report.values()] + ([allocator["state"]] if allocator else [])
+    if "Found" in states:
+        return EXIT_SLO
+    return EXIT_OK if any(s == "NotFound" for s in states) else EXIT_NOTHING
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mcp-bench", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -467,6 +496,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     diag.add_argument("--json", action="store_true", help="print the findings as JSON")
     diag.set_defaults(func=cmd_diagnose)
+
+    fx = sub.add_parser(
+        "forensics",
+        help="GPU memory per level: peak, return to baseline, growth over repeats (exit 1 when found)",
+    )
+    fx.add_argument("file", help="result document (checksum verified)")
+    fx.add_argument("--snapshot", help="PyTorch allocator snapshot as JSON (torch.cuda.memory_snapshot())")
+    fx.add_argument(
+        "--tolerance-mib", type=float, default=64.0, help="memory that may stay behind (default 64 MiB)"
+    )
+    fx.add_argument("--json", action="store_true", help="print the forensics as JSON")
+    fx.set_defaults(func=cmd_forensics)
     return parser
 
 

@@ -274,6 +274,13 @@ class Observe(_Strict):
         description="also sample the servers' queue, cache and utilisation gauges this often during each "
         "level (None: only before and after)",
     )
+    settle_s: float = Field(
+        default=0.0,
+        ge=0,
+        le=600,
+        description="after each level, this long with no load before the next, and memory read again at its "
+        "end: the GPU-memory forensics tell memory a level borrowed from memory it kept (0: no wait)",
+    )
 
     @property
     def empty(self) -> bool:

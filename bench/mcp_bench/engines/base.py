@@ -36,6 +36,10 @@ class RunObserver:
     async def level_finished(self, plan: RunPlan, result: LevelResult) -> None:
         return None
 
+    async def level_settled(self, plan: RunPlan, result: LevelResult) -> None:
+        """After the level's settle wait (``observe.settle_s``, no load): read what it left behind."""
+        return None
+
     async def run_finished(self, doc: ResultDocument) -> None:
         return None
 

@@ -8,6 +8,7 @@ reports and document whichever engine sends the load.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 
@@ -85,6 +86,10 @@ async def run_levels(
         result = await run_level(meta)
         for obs in observers:
             await obs.level_finished(plan, result)
+        if plan.observe.settle_s > 0:  # no load, so memory the level only borrowed is given back
+            await asyncio.sleep(plan.observe.settle_s)
+            for obs in observers:
+                await obs.level_settled(plan, result)
         levels.append(result)
     return levels
 

@@ -36,3 +36,16 @@ VLLM_METRICS: tuple[str, ...] = (
     "vllm:e2e_request_latency_seconds",
     "vllm:generation_tokens_total",
 )
+
+# Memory gauges the GPU-memory forensics read, with the factor to bytes: Triton's per-GPU gauge, the
+# DCGM exporter's frame buffer (MiB), and any process collector's resident set.
+MEMORY_GAUGES: dict[str, float] = {
+    "nv_gpu_memory_used_bytes": 1.0,
+    "DCGM_FI_DEV_FB_USED": float(2**20),
+    "process_resident_memory_bytes": 1.0,
+}
+# The gauges whose sum is the memory a MEMORY_GAUGES family is part of (its peak as a percentage).
+MEMORY_TOTALS: dict[str, tuple[str, ...]] = {
+    "nv_gpu_memory_used_bytes": ("nv_gpu_memory_total_bytes",),
+    "DCGM_FI_DEV_FB_USED": ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"),
+}

@@ -24,6 +24,7 @@ from mcp_bench.engines.base import RunObserver
 from mcp_bench.plan import RunPlan
 from mcp_bench.results.aggregate import LevelMeta
 from mcp_bench.results.document import LevelResult, ResultDocument
+from mcp_bench.servermetrics.names import MEMORY_GAUGES
 from mcp_bench.servermetrics.probes import (
     PrometheusEndpointProbe,
     ServerMetricsProbe,
@@ -45,6 +46,7 @@ TIMELINE_METRICS: frozenset[str] = frozenset(
         "nv_inference_pending_request_count",
         "nv_gpu_utilization",
         "DCGM_FI_DEV_GPU_UTIL",
+        *MEMORY_GAUGES,
     }
 )
 MAX_TIMELINE_SAMPLES = 600  # per level; beyond it every other sample is dropped
@@ -148,6 +150,26 @@ class ServerMetricsObserver(RunObserver):
                 delta["timeline"] = build_timeline(before.taken_ns, samples)
         self._before = None
         self._samples = {}
+
+    async def level_settled(self, plan: RunPlan, result: LevelResult) -> None:
+        """The memory gauges once more, after the settle wait: ``settled`` in each endpoint's delta."""
+        if not isinstance(result.server_metrics, dict):
+            return
+        settled = await snapshot_all(self.probes)
+        for probe, snap in zip(self.probes, settled, strict=True):
+            delta = result.server_metrics.get(probe.name)
+            if not isinstance(probe, PrometheusEndpointProbe) or not snap.ok:
+                continue
+            if not isinstance(delta, dict) or delta.get("status") != "ok":
+                continue
+            delta["settled"] = {
+                "settle_s": plan.observe.settle_s,
+                "metrics": {
+                    name: [{"labels": dict(key), "value": value} for key, value in fam.values.items()]
+                    for name, fam in snap.families.items()
+                    if name in MEMORY_GAUGES
+                },
+            }
 
     async def run_finished(self, doc: ResultDocument) -> None:
         await self._stop_sampler()

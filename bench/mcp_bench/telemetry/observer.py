@@ -18,7 +18,7 @@ from mcp_bench.results.document import LevelResult, ResultDocument
 from mcp_bench.telemetry.fairness import gpu_fairness
 from mcp_bench.telemetry.nvml import DEFAULT_INTERVAL_S, DEFAULT_SLOW_INTERVAL_S, GpuSampler
 from mcp_bench.telemetry.series import DEFAULT_CAPACITY
-from mcp_bench.telemetry.stats import plot_points, summarise
+from mcp_bench.telemetry.stats import memory_around, plot_points, summarise
 
 PLOT_POINTS = 500  # per run, in the document: enough for a plot, small enough for a result object
 
@@ -41,6 +41,7 @@ class TelemetryObserver(RunObserver):
             interval_s, slow_interval_s=slow_interval_s, capacity=capacity, gpu_indices=gpu_indices
         )
         self._level_start_ns: int | None = None
+        self._level_end_ns: int | None = None
         self._run_start_ns: int | None = None
 
     async def run_started(self, plan: RunPlan) -> None:
@@ -57,7 +58,27 @@ class TelemetryObserver(RunObserver):
         return summary
 
     async def level_finished(self, plan: RunPlan, result: LevelResult) -> None:
-        result.telemetry = self.level_summary(self._level_start_ns, time.perf_counter_ns())
+        self._level_end_ns = time.perf_counter_ns()
+        result.telemetry = self.level_summary(self._level_start_ns, self._level_end_ns)
+        if plan.observe.settle_s <= 0:
+            self._add_memory(result, None)
+
+    async def level_settled(self, plan: RunPlan, result: LevelResult) -> None:
+        self._add_memory(result, time.perf_counter_ns())
+
+    def _add_memory(self, result: LevelResult, settled_ns: int | None) -> None:
+        """GPU memory before, at the peak of and after the level, for the memory forensics."""
+        if (
+            not isinstance(result.telemetry, dict)
+            or self._level_start_ns is None
+            or self._level_end_ns is None
+        ):
+            return
+        memory = memory_around(
+            self.sampler.series, self._level_start_ns, self._level_end_ns, settled_ns, self.sampler.interval_s
+        )
+        if memory is not None:
+            result.telemetry["memory"] = memory
 
     async def run_finished(self, doc: ResultDocument) -> None:
         end_ns = time.perf_counter_ns()

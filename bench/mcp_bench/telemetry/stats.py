@@ -175,3 +175,40 @@ def plot_points(window: SampleWindow, max_points: int = 2000) -> dict[str, Any]:
             for gpu, per in zip(window.gpus, window.values, strict=True)
         ],
     }
+
+
+def _memory_sum(window: SampleWindow, pick: str) -> float | None:
+    """GPU memory used, summed over the window's GPUs, at its first or last reading or its peak."""
+    per_gpu: list[float] = []
+    for values in window.values:
+        real = [v for v in values.get("mem_used_bytes", []) if not math.isnan(v)]
+        if not real:
+            return None
+        per_gpu.append(real[0] if pick == "first" else real[-1] if pick == "last" else max(real))
+    return math.fsum(per_gpu) if per_gpu else None
+
+
+def memory_around(
+    series: TelemetrySeries, start_ns: int, end_ns: int, settled_ns: int | None, interval_s: float
+) -> dict[str, Any] | None:
+    """GPU memory around one level (the forensics' input): the last reading before it started (or
+    its first), the peak during it, and the last reading of the settle wait after it (None without
+    one). Summed over the GPUs; None where the series has no memory readings."""
+    if not series.available:
+        return None
+    level = series.window(start_ns, end_ns)
+    peak = _memory_sum(level, "peak")
+    if peak is None:
+        return None
+    lead = series.window(start_ns - round(max(interval_s, 0.05) * 4e9), start_ns - 1)
+    before = _memory_sum(lead, "last") if lead.t_ns else _memory_sum(level, "first")
+    after = None
+    if settled_ns is not None:
+        tail = series.window(end_ns, settled_ns)
+        after = _memory_sum(tail, "last") if tail.t_ns else None
+    return {
+        "before_bytes": before,
+        "peak_bytes": peak,
+        "after_bytes": after,
+        "total_bytes": float(sum(g.memory_total_bytes for g in level.gpus)) or None,
+    }

@@ -52,6 +52,18 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.0,
         help="per image received (chat image parts, V2 image tensors): before the first token or in compute",
     )
+    a(
+        "--gpu-memory-per-request-bytes",
+        type=int,
+        default=0,
+        help="simulated GPU memory each request in service holds (the memory forensics' peak)",
+    )
+    a(
+        "--leak-bytes-per-request",
+        type=int,
+        default=0,
+        help="memory every finished request keeps: simulated GPU memory, and held for real (resident set)",
+    )
     a("--seed", type=int, default=0)
     a(
         "--loop",
@@ -117,6 +129,8 @@ def config_from_args(args: argparse.Namespace) -> RefServerConfig:
             "capacity": args.capacity,
             "max_inflight": args.max_inflight,
             "image_ms": args.image_ms,
+            "gpu_memory_per_request_bytes": args.gpu_memory_per_request_bytes,
+            "leak_bytes_per_request": args.leak_bytes_per_request,
             "seed": args.seed,
             "faults": faults,
             **{name: getattr(args, name) for name in TRAP_FIELDS if getattr(args, name) is not None},

@@ -100,6 +100,9 @@ class RefServerConfig(BaseModel):
     gpu_utilization: float = Field(default=0.5, ge=0, le=1)
     gpu_memory_used_bytes: int = Field(default=8 * 2**30, ge=0)
     gpu_memory_total_bytes: int = Field(default=80 * 2**30, ge=1)
+    # The memory model (see mcp_refserver.memory): borrowed per request in service, kept per request.
+    gpu_memory_per_request_bytes: int = Field(default=0, ge=0, le=2**34)
+    leak_bytes_per_request: int = Field(default=0, ge=0, le=2**26)
     # Trap knobs (see the module docstring); the defaults switch every one off.
     batch_max_size: int = Field(default=1, ge=1, le=1024)
     batch_delay_ms: float = Field(default=0.0, ge=0, le=60_000)

@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterable
 from typing import Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -84,12 +84,13 @@ class _TritonCollector(Collector):
             m = Metric(name, doc, "counter")
             m.add_sample(name, labels, float(value))
             yield m
+        model = self._model
         gauges: tuple[tuple[str, str, float], ...] = (
             ("nv_gpu_utilization", "SIMULATED constant GPU utilization (0.0 - 1.0)", c.gpu_utilization),
             (
                 "nv_gpu_memory_used_bytes",
-                "SIMULATED constant GPU used memory in bytes",
-                c.gpu_memory_used_bytes,
+                "SIMULATED GPU used memory in bytes (see mcp_refserver.memory)",
+                float(c.gpu_memory_used_bytes if model is None else model.memory.used_bytes(model.running)),
             ),
             (
                 "nv_gpu_memory_total_bytes",
@@ -97,7 +98,6 @@ class _TritonCollector(Collector):
                 c.gpu_memory_total_bytes,
             ),
         )
-        model = self._model
         for name, doc, gauge_value in gauges:
             g = GaugeMetricFamily(name, doc, labels=["gpu_uuid"])
             if name == "nv_gpu_utilization" and model is not None and len(model.instances) > 1:
@@ -152,6 +152,7 @@ class ServerMetrics:
         self, config: RefServerConfig, stats: ServerStats, gate: Load, model: ServerModel | None = None
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
+        ProcessCollector(registry=self.registry)  # process_resident_memory_bytes: the real leak
         self.registry.register(_TritonCollector(config, stats, model))
         if model is not None:
             self.registry.register(_TrapCollector(model))

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from mcp_refserver.config import RefServerConfig
+from mcp_refserver.memory import MemoryModel
 from mcp_refserver.stats import ServerStats
 
 
@@ -311,6 +312,9 @@ class ServerModel:
         )
         self.shapes = ShapeCache(round(config.shape_penalty_ms * 1e6))
         self.batcher = Batcher(self) if config.batch_max_size > 1 else None
+        self.memory = MemoryModel(
+            config.gpu_memory_used_bytes, config.gpu_memory_per_request_bytes, config.leak_bytes_per_request
+        )
 
     @property
     def running(self) -> int:
@@ -381,6 +385,7 @@ class ServerModel:
                 input_ns=svc.input_ns,
                 output_ns=svc.output_ns,
             )
+            self.memory.finished()
 
 
 class Batcher:
@@ -437,5 +442,6 @@ class Batcher:
                 ok=True,
                 executions=1 if i == 0 else 0,
             )
+            model.memory.finished()
             if not fut.done():
                 fut.set_result(None)

@@ -10,6 +10,7 @@ from mcp_bench.telemetry.series import FIELDS, GpuInfo, SampleWindow, TelemetryS
 from mcp_bench.telemetry.stats import (
     field_summary,
     jitter_stats,
+    memory_around,
     percentile,
     plot_points,
     summarise,
@@ -126,3 +127,27 @@ def test_plot_points_are_bucket_means_and_bounded() -> None:
     assert points["gpus"][0]["sm_clock_mhz"] == [None] * 10
     with pytest.raises(ValueError):
         plot_points(window, 0)
+
+
+def test_memory_around_a_level_reads_before_peak_and_after_the_settle_wait() -> None:
+    """Two GPUs at 2 + 1 GiB at rest, 10 + 6 GiB during the level (samples 10..19), 3 + 1 GiB after."""
+    gpu1 = GpuInfo(index=1, name="test-gpu", uuid="GPU-1", memory_total_bytes=100 * GIB)
+    series = TelemetrySeries([GPU0, gpu1], interval_s=0.01, capacity=1024)
+    for i in range(30):
+        during, after = 10 <= i < 20, i >= 20
+        rows = []
+        for rest, busy, kept in ((2, 10, 3), (1, 6, 1)):
+            row = [math.nan] * len(FIELDS)
+            row[FIELDS.index("mem_used_bytes")] = float((busy if during else kept if after else rest) * GIB)
+            rows.extend(row)
+        series.append(i * 10 * MS, i * 10 * MS, 50_000, rows)
+    start, end, settled = 10 * 10 * MS, 19 * 10 * MS, 29 * 10 * MS
+    mem = memory_around(series, start, end, settled, 0.01)
+    assert mem == {
+        "before_bytes": 3.0 * GIB,
+        "peak_bytes": 16.0 * GIB,
+        "after_bytes": 4.0 * GIB,
+        "total_bytes": 200.0 * GIB,
+    }
+    assert memory_around(series, start, end, None, 0.01)["after_bytes"] is None  # type: ignore[index]
+    assert memory_around(TelemetrySeries.unavailable("no NVML"), start, end, settled, 0.01) is None
