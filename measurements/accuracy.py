@@ -18,12 +18,19 @@ contention between the two processes); the difference to the model adds the serv
     .venv/bin/python measurements/accuracy.py --rates 10 --http-client aiohttp   # the aiohttp client
     .venv/bin/python measurements/accuracy.py --concurrency 64 --connections warm,cold,per-request
     .venv/bin/python measurements/accuracy.py --concurrency 256 --connections warm --workers 1,2
+    .venv/bin/python measurements/accuracy.py --side-by-side --levels 8,64,256,512 --server-procs 2
 
 With ``--connections``, closed loop at ``--concurrency`` once per connection mode, side by side:
 TTFT P50 / P99 reported and as the server measured them, the connect time per connection, and
 how many measured requests waited for a new connection (whose connect time is in their TTFT).
 ``--workers 1,2`` runs each rate or mode once per client process count (plan ``workers``) and
 adds the busiest worker's CPU share of a core and whether the level was flagged client-bound.
+
+``--side-by-side`` runs the reference server as ``--server-procs`` processes on one port, and
+mcp-bench and AIPerf (pinned, in its own venv, made on first use) one after the other at each
+closed-loop ``--levels`` concurrency, and prints each tool's error against the server's truth at
+P50 and P99 for TTFT, ITL, TPOT and e2e, with the server's own lateness beside them (see
+``side_by_side.py``; ``--json-out`` keeps the rows).
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ import urllib.request
 from typing import Any
 
 import numpy as np
+import side_by_side
 
 from mcp_bench.engines import run_plan_sync
 from mcp_bench.plan import RunPlan
@@ -218,7 +226,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--ramp", type=float, default=0.0, help="seconds over which the workers start (--connections)"
     )
+    ap.add_argument("--side-by-side", action="store_true", help="mcp-bench and AIPerf at --levels")
+    side_by_side.add_arguments(ap)
     args = ap.parse_args(argv)
+    if args.side_by_side:
+        args.seconds = args.seconds or 5.0
+        return side_by_side.run(args)
     rates = [float(r) for r in args.rates.split(",")]
     proc, url = start_server(args)
     ok = True
