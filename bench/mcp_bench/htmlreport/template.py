@@ -69,6 +69,12 @@ code { font-size: 0.95em; }
 <img id="chart-telemetry" alt="GPU telemetry over the run" src="{{ charts.telemetry }}">
 {% endif %}
 
+{% if "memory" in view.tables %}
+<h2>GPU memory per level</h2>
+{{ table(view.tables["memory"]) }}
+{% if "memory-findings" in view.tables %}{{ table(view.tables["memory-findings"], "text") }}{% endif %}
+{% endif %}
+
 {% if "breakdown" in view.tables %}
 <h2>Per class</h2>
 {{ table(view.tables["breakdown"]) }}

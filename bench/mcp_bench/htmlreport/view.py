@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
 from mcp_bench.diagnose import DiagnoseInputs, Finding, diagnose
+from mcp_bench.forensics.sources import memory_forensics
 from mcp_bench.results.document import LevelResult, ResultDocument, dumps_document
 from mcp_bench.results.summary import gpu_field_mean, slo_mark, summarize
 
@@ -173,6 +174,39 @@ def slo_table(doc: ResultDocument) -> Table | None:
     return Table("slo", ["Level", "Objective", "Target", "Actual", "Verdict", "Judged"], rows)
 
 
+def _mib(value: float | None) -> str:
+    return fmt(None if value is None else value / 2**20, 1)
+
+
+def memory_tables(doc: ResultDocument) -> list[Table]:
+    """The GPU-memory forensics per source: a row per level, then what was found."""
+    report = memory_forensics(doc)
+    rows, found = [], []
+    for source, verdict in report.items():
+        for row in verdict["levels"]:
+            returned = row.get("returned")
+            rows.append(
+                [
+                    source,
+                    row["level"],
+                    _mib(row.get("before_bytes")),
+                    _mib(row.get("peak_bytes")),
+                    fmt(row.get("peak_percent"), 1),
+                    _mib(row.get("after_bytes")),
+                    _mib(row.get("retained_bytes")),
+                    "-" if returned is None else "yes" if returned else "no",
+                ]
+            )
+        found += [[source, f["kind"], f["level"] or "", f["summary"]] for f in verdict["findings"]]
+    if not rows:
+        return []
+    headers = ["Source", "Level", "Before MiB", "Peak MiB", "Peak %", "After MiB", "Kept MiB", "Returned"]
+    tables = [Table("memory", headers, rows)]
+    if found:
+        tables.append(Table("memory-findings", ["Source", "Finding", "Level", "Evidence"], found))
+    return tables
+
+
 def engine_table(doc: ResultDocument) -> Table:
     rows = [[name, str(value)] for name, value in doc.engine.model_dump().items() if value]
     rows += [[f"origin.{name}", value] for name, value in sorted(doc.origin.items())]
@@ -201,7 +235,7 @@ def build_view(doc: ResultDocument, extra: Sequence[Table] = ()) -> ReportView:
         ("shards", str(doc.shards)),
     ]
     tables = {"levels": level_table(doc), "engine": engine_table(doc)}
-    for table in (schedule_table(doc), breakdown_table(doc), slo_table(doc)):
+    for table in (schedule_table(doc), breakdown_table(doc), slo_table(doc), *memory_tables(doc)):
         if table is not None:
             tables[table.id] = table
     return ReportView(

@@ -15,6 +15,7 @@ from mcp_bench.cli_observers import plan_observers
 from mcp_bench.engines import run_plan
 from mcp_bench.forensics.memory import MIB
 from mcp_bench.forensics.sources import memory_forensics
+from mcp_bench.htmlreport import render_html
 from mcp_bench.plan import RunPlan
 from mcp_bench.results.document import ResultDocument, dumps_document
 from mcp_refserver import RefServerConfig, start_refserver
@@ -105,3 +106,13 @@ def test_the_command_exits_1_on_a_finding_0_without_and_3_with_nothing_to_judge(
     (tmp_path / "bare.json").write_text(dumps_document(docs["clean"].model_copy(update={"levels": levels})))
     assert main(["forensics", str(tmp_path / "bare.json")]) == 3
     assert "no memory readings" in capsys.readouterr().out
+
+
+def test_the_html_report_shows_the_memory_table_and_findings(docs: dict[str, ResultDocument]) -> None:
+    page = render_html(docs["leaky"])
+    table = page.split('id="memory"', 1)[1].split("</table>", 1)[0]
+    assert table.count("<tr>") == 1 + 2 * 3  # header, and 3 levels of 2 sources
+    assert "nv_gpu_memory_used_bytes" in table and "process_resident_memory_bytes" in table
+    found = page.split('id="memory-findings"', 1)[1].split("</table>", 1)[0]
+    assert found.count("Growth") == 2 and found.count("Leak") == 6
+    assert 'id="memory-findings"' not in render_html(docs["clean"])
