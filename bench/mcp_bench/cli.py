@@ -22,6 +22,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from mcp_bench.cli_observers import ObserverArgError, add_observer_flags, build_observers
 from mcp_bench.engines import RunObserver, UnknownBackendError, UnknownEngineError, run_plan_sync
 from mcp_bench.engines.external import ExternalEngineError
+from mcp_bench.engines.gate import StartAtGate, parse_start_at
 from mcp_bench.plan import PlanError, RunPlan
 from mcp_bench.report import csv_text, print_report
 from mcp_bench.results import (
@@ -35,6 +36,7 @@ from mcp_bench.results import (
 )
 from mcp_bench.results.aggregate import LevelMeta
 from mcp_bench.results.document import LevelResult
+from mcp_bench.results.merge import MIN_OVERLAP
 
 EXIT_OK, EXIT_SLO, EXIT_USAGE, EXIT_NOTHING = 0, 1, 2, 3
 
@@ -257,6 +259,11 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         args.promql or (),
         args.triton_stats or (),
     )
+    if args.start_at is not None:
+        try:
+            observers.append(StartAtGate(parse_start_at(args.start_at)))
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     show_progress = not args.quiet and err.is_terminal
     if show_progress:
         progress = Progress(
@@ -295,7 +302,7 @@ def _load(path: str) -> ResultDocument:
 
 def cmd_merge(args: argparse.Namespace, out: Console, err: Console) -> int:
     docs = [_load(p) for p in args.files]
-    merged = merge_documents(docs)
+    merged = merge_documents(docs, min_overlap=args.min_overlap)
     _write_outputs(merged, args.output, args.csv)
     if not args.output:
         out.print(dumps_document(merged), highlight=False, soft_wrap=True)
@@ -451,6 +458,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--output", "-o", help="write the result document (JSON, with CRC-32C)")
     run.add_argument("--csv", help="write one CSV row per level")
     run.add_argument("--quiet", "-q", action="store_true", help="no progress bar; one summary line")
+    run.add_argument(
+        "--start-at",
+        help="begin the first level's window at this wall-clock time (Unix seconds or ISO 8601 with "
+        "offset), so shards started on several machines run together",
+    )
     run.add_argument("--k6-binary", help="k6 executable for --engine k6 (default: k6 on PATH; not shipped)")
     add_observer_flags(run)
     run.set_defaults(func=cmd_run)
@@ -458,6 +470,13 @@ def build_parser() -> argparse.ArgumentParser:
     merge = sub.add_parser("merge", help="merge shard results exactly (checksums verified)")
     merge.add_argument("files", nargs="+")
     merge.add_argument("--output", "-o", help="write the merged document (default: stdout)")
+    merge.add_argument(
+        "--min-overlap",
+        type=float,
+        default=MIN_OVERLAP,
+        help="share of a level's time every shard must have run in for it to be a cluster-wide "
+        "figure (default 0.9); a level below is flagged",
+    )
     merge.add_argument("--csv")
     merge.add_argument("--quiet", "-q", action="store_true")
     merge.add_argument("--check", action="store_true", help="exit 1 when the merged SLO verdict fails")

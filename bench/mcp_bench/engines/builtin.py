@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from time import perf_counter_ns
 
 from mcp_bench.engines.base import RunObserver, client_version, fingerprint, register_engine
+from mcp_bench.engines.gate import LevelProgress, gates, level_ready, tell_progress
 from mcp_bench.engines.runloop import (
     drain_s,
     finish_run,
@@ -117,13 +118,16 @@ class BuiltinEngine:
         worker = self.worker
         if worker is not None and worker.ready is not None:
             await worker.ready()
-        cpu0, wall0 = time.process_time(), perf_counter_ns()
-        ticker = _start_ticker(plan, meta, acc, observers)
         # Objects that live through the level go to the permanent generation, so the collector
         # never walks them mid-level (a full collection there shows up as schedule lag).
         gc.collect()
         gc.freeze()
+        ticker: asyncio.Task[None] | None = None
         try:
+            # a start gate holds the window here, after everything that takes time to set up
+            await level_ready(observers, plan, meta)
+            cpu0, wall0 = time.process_time(), perf_counter_ns()
+            ticker = _start_ticker(plan, meta, acc, observers)
             if meta.mode == "closed":
                 assert meta.concurrency is not None
                 reason = await run_closed(
@@ -187,6 +191,16 @@ def client_load(plan: RunPlan, result: LevelResult, index: int, cpu_s: float, wa
     result.client_bound = reasons or None
 
 
+def level_fraction(plan: RunPlan, sent: int, elapsed_s: float) -> float:
+    """How far a level is, by time or by request count, whichever is further (as the progress
+    bar reckons it)."""
+    stage = plan.stage
+    total_s = stage.warmup_s + (stage.duration_s or 0.0)
+    by_time = elapsed_s / total_s if total_s > 0 else 0.0
+    by_count = sent / stage.requests if stage.requests else 0.0
+    return min(1.0, max(by_time, by_count))
+
+
 def warm_connections(plan: RunPlan, meta: LevelMeta) -> int:
     """How many connections a warm level opens before its measured window: one per closed-loop
     worker; in open loop, what :data:`WARM_OPEN_LOOP_S` of arrivals need, within the cap."""
@@ -215,11 +229,19 @@ def _start_ticker(
     if not observers:
         return None
 
+    watching = gates(observers)
+
     async def tick() -> None:
         start = perf_counter_ns()
         while True:
             await asyncio.sleep(PROGRESS_INTERVAL_S)
-            report_progress(plan, meta, acc, observers, (perf_counter_ns() - start) / 1e9)
+            elapsed_s = (perf_counter_ns() - start) / 1e9
+            report_progress(plan, meta, acc, observers, elapsed_s)
+            if watching:
+                progress = LevelProgress(
+                    acc.sent, acc.completed, acc.failed, level_fraction(plan, acc.sent, elapsed_s), elapsed_s
+                )
+                tell_progress(watching, meta, progress)
 
     return asyncio.create_task(tick())
 

@@ -14,15 +14,17 @@ import asyncio
 import math
 import multiprocessing as mp
 import queue
+import threading
 import traceback
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from mcp_bench.engines.base import RunObserver, client_version, fingerprint, run_sync
 from mcp_bench.engines.builtin import BuiltinEngine, WorkerSlice
+from mcp_bench.engines.gate import gates, level_ready
 from mcp_bench.engines.runloop import finish_run, level_schedule, run_levels
 from mcp_bench.load.schedule import Schedule
 from mcp_bench.plan import RunPlan
@@ -93,11 +95,16 @@ def split_level(plan: RunPlan, meta: LevelMeta) -> list[WorkerPart]:
     ]
 
 
-def _worker_main(index: int, part: WorkerPart, barrier: Any, results: Any, start_timeout_s: float) -> None:
-    """A spawned worker: run the built-in engine on this share, send back the document text."""
+def _worker_main(
+    index: int, part: WorkerPart, barrier: Any, go: Any, results: Any, start_timeout_s: float
+) -> None:
+    """A spawned worker: run the built-in engine on this share, send back the document text.
+    With ``go`` (a start gate in the parent), it waits for that too once all are ready."""
 
     async def ready() -> None:
         await asyncio.to_thread(barrier.wait, start_timeout_s)
+        if go is not None:
+            await asyncio.to_thread(go.wait)
 
     try:
         engine = BuiltinEngine(WorkerSlice(index, part.schedule, ready))
@@ -109,15 +116,20 @@ def _worker_main(index: int, part: WorkerPart, barrier: Any, results: Any, start
         results.put((index, "error", text))
 
 
-def run_level_processes(plan: RunPlan, meta: LevelMeta) -> list[ResultDocument]:
-    """Run one level in one spawned process per share; their documents, in worker order."""
+def run_level_processes(
+    plan: RunPlan, meta: LevelMeta, gate: Callable[[], None] | None = None
+) -> list[ResultDocument]:
+    """Run one level in one spawned process per share; their documents, in worker order.
+    ``gate`` (blocking) is called once every worker has opened its connections; they start
+    when it returns (a start barrier across shards)."""
     parts = split_level(plan, meta)
     ctx = mp.get_context("spawn")
-    barrier = ctx.Barrier(len(parts))
+    barrier = ctx.Barrier(len(parts) + (1 if gate is not None else 0))
+    go = ctx.Event() if gate is not None else None
     results = ctx.Queue()
     start_timeout = plan.request_timeout_s + START_SLACK_S
     procs = [
-        ctx.Process(target=_worker_main, args=(i, part, barrier, results, start_timeout), daemon=True)
+        ctx.Process(target=_worker_main, args=(i, part, barrier, go, results, start_timeout), daemon=True)
         for i, part in enumerate(parts)
     ]
     for proc in procs:
@@ -125,6 +137,14 @@ def run_level_processes(plan: RunPlan, meta: LevelMeta) -> list[ResultDocument]:
     docs: dict[int, ResultDocument] = {}
     errors: list[str] = []
     try:
+        if gate is not None and go is not None:
+            try:
+                barrier.wait(start_timeout)
+            except threading.BrokenBarrierError:
+                pass  # a worker failed before it was ready: its error arrives below
+            else:
+                gate()
+                go.set()
         while len(docs) + len(errors) < len(parts):
             try:
                 index, status, text = results.get(timeout=1.0)
@@ -157,6 +177,8 @@ def merge_level(meta: LevelMeta, docs: Sequence[ResultDocument]) -> LevelResult:
     level.concurrency = meta.concurrency
     level.requested_rate = meta.requested_rate
     level.shards = 1
+    # one shard's workers: their windows are not shards' (the shard's merge records its own)
+    level.shard_windows, level.overlap, level.not_concurrent = None, None, None
     return level
 
 
@@ -170,9 +192,16 @@ class WorkerPool:
         for obs in observers:
             await obs.run_started(plan)
 
+        loop = asyncio.get_running_loop()
+        held = gates(observers)
+
         async def one_level(meta: LevelMeta) -> LevelResult:
             nonlocal engine
-            docs = await asyncio.to_thread(run_level_processes, plan, meta)
+
+            def gate() -> None:
+                asyncio.run_coroutine_threadsafe(level_ready(held, plan, meta), loop).result()
+
+            docs = await asyncio.to_thread(run_level_processes, plan, meta, gate if held else None)
             engine = engine or docs[0].engine
             for note in (n for d in docs for n in d.notes):
                 if note not in notes:

@@ -123,6 +123,16 @@ class WorkerLoad(_Model):
     lag_p99_ms: float | None = None
 
 
+class ShardWindow(_Model):
+    """When one shard measured a level (first measured send to last measured end, Unix ns) and
+    the common start time it waited for, if a start barrier gave one."""
+
+    shard: int | None = None
+    start_unix_ns: int
+    end_unix_ns: int
+    start_at_unix_ns: int | None = None
+
+
 class LevelResult(_Model):
     """One load level (a concurrency or a rate) as measured after warm-up."""
 
@@ -170,6 +180,13 @@ class LevelResult(_Model):
     # client-bound (a worker past the plan's client_bound); None with one process
     workers: list[WorkerLoad] | None = None
     client_bound: list[str] | None = None
+    # a start barrier's common start time this level waited for (Unix ns); None without one
+    start_at_unix_ns: int | None = None
+    # merged shards: each shard's window, the share of the union of windows that every shard
+    # shared, and why the level is no cluster-wide figure (windows overlapped too little)
+    shard_windows: list[ShardWindow] | None = None
+    overlap: float | None = None
+    not_concurrent: str | None = None
 
     def histogram(self, metric: str) -> LatencyHistogram | None:
         text = self.histograms.get(metric)

@@ -11,13 +11,60 @@ from collections.abc import Sequence
 from typing import Any
 
 from mcp_bench.results.aggregate import LevelAccumulator, LevelMeta
-from mcp_bench.results.document import LevelResult, ResultDocument, Unavailable
+from mcp_bench.results.document import LevelResult, ResultDocument, ShardWindow, Unavailable
 from mcp_bench.results.slo import overall
 from mcp_bench.telemetry.merge import merge_telemetry
+
+# A merged level is a cluster-wide figure only when the shards measured it at the same time:
+# every shard's window must cover at least this share of the union of all windows.
+MIN_OVERLAP = 0.9
 
 
 class MergeError(ValueError):
     """Shards that do not describe the same run cannot be merged."""
+
+
+def shard_windows(shards: Sequence[LevelResult], indices: Sequence[int | None]) -> list[ShardWindow]:
+    """Each input level's measured window; an input that is itself a merge contributes the
+    windows it recorded, so merging merged documents keeps one window per shard."""
+    windows: list[ShardWindow] = []
+    for lv, index in zip(shards, indices, strict=True):
+        if lv.shard_windows:
+            windows.extend(lv.shard_windows)
+        elif lv.first_start_unix_ns is not None and lv.last_end_unix_ns is not None:
+            windows.append(
+                ShardWindow(
+                    shard=index,
+                    start_unix_ns=lv.first_start_unix_ns,
+                    end_unix_ns=lv.last_end_unix_ns,
+                    start_at_unix_ns=lv.start_at_unix_ns,
+                )
+            )
+    return windows
+
+
+def window_overlap(windows: Sequence[ShardWindow]) -> float | None:
+    """The time every window shares over the time any covers (1.0: all ran together; 0: some
+    never met); None for fewer than two windows."""
+    if len(windows) < 2:
+        return None
+    union = max(w.end_unix_ns for w in windows) - min(w.start_unix_ns for w in windows)
+    common = min(w.end_unix_ns for w in windows) - max(w.start_unix_ns for w in windows)
+    if union <= 0:
+        return 1.0
+    return max(0.0, common / union)
+
+
+def concurrency_flag(windows: Sequence[ShardWindow], overlap: float | None, min_overlap: float) -> str | None:
+    """Why a merged level is not a cluster-wide figure, or None when its shards ran together."""
+    if overlap is None or overlap >= min_overlap:
+        return None
+    starts = [w.start_unix_ns for w in windows]
+    spread_ms = (max(starts) - min(starts)) / 1e6
+    return (
+        f"shard windows overlap {overlap:.0%} < {min_overlap:.0%} "
+        f"(starts {spread_ms:.0f} ms apart): not a cluster-wide figure"
+    )
 
 
 def _usable(delta: Any) -> bool:
@@ -42,7 +89,12 @@ def _telemetry(parts: Sequence[dict[str, Any] | Unavailable]) -> dict[str, Any] 
     return merged if merged is not None else "unavailable"
 
 
-def _merge_level(shards: Sequence[LevelResult], doc: ResultDocument) -> LevelResult:
+def _merge_level(
+    shards: Sequence[LevelResult],
+    doc: ResultDocument,
+    indices: Sequence[int | None] = (),
+    min_overlap: float = MIN_OVERLAP,
+) -> LevelResult:
     first = shards[0]
     plan = doc.plan
     acc = LevelAccumulator(plan.slo, first.mode == "open", int(plan.levels.late_after_ms * 1e6))
@@ -72,14 +124,21 @@ def _merge_level(shards: Sequence[LevelResult], doc: ResultDocument) -> LevelRes
     bound = [b for lv in shards for b in lv.client_bound or []]
     merged.workers = loads or None
     merged.client_bound = bound or None
+    windows = shard_windows(shards, list(indices) or [None] * len(shards))
+    if len(windows) > 1:
+        merged.shard_windows = windows
+        merged.overlap = window_overlap(windows)
+        merged.not_concurrent = concurrency_flag(windows, merged.overlap, min_overlap)
     return merged
 
 
-def merge_documents(docs: Sequence[ResultDocument]) -> ResultDocument:
+def merge_documents(docs: Sequence[ResultDocument], *, min_overlap: float = MIN_OVERLAP) -> ResultDocument:
     """One document whose levels hold the exact union of every shard's requests.
 
     Concurrency and requested rate add up (each shard ran its share); throughput is recomputed
     from the earliest start and the latest end; percentiles come from the merged histograms.
+    Each level records every shard's window and their overlap, and is flagged
+    (``not_concurrent``) where the shards did not run together for ``min_overlap`` of it.
     """
     if not docs:
         raise MergeError("nothing to merge")
@@ -90,7 +149,8 @@ def merge_documents(docs: Sequence[ResultDocument]) -> ResultDocument:
             raise MergeError(f"shards have different level counts ({n_levels} and {len(d.levels)})")
         if d.plan.levels.open_loop != base.plan.levels.open_loop:
             raise MergeError("cannot merge open-loop and closed-loop shards")
-    levels = [_merge_level([d.levels[i] for d in docs], base) for i in range(n_levels)]
+    indices = [d.shard_index for d in docs]
+    levels = [_merge_level([d.levels[i] for d in docs], base, indices, min_overlap) for i in range(n_levels)]
     merged = ResultDocument(
         started_at=min(d.started_at for d in docs),
         ended_at=max(d.ended_at for d in docs),
