@@ -111,6 +111,22 @@ BENCHMARK_BASES: list[dict[str, Any]] = [
         },
     },
 ]
+BENCHMARK_BASES.append(
+    {
+        "target": {"url": URL, "backend": "openai-chat", "model": "m"},
+        "load": {"concurrency": [2], "requests": 4},
+        "workload": {
+            "inputTokens": {"kind": "histogram", "edges": [8, 64, 512], "weights": [3, 1]},
+            "outputTokens": {"kind": "normal", "mean": 32, "std": 4, "min": 1, "max": 64},
+            "sharedPrefixRatio": 0.5,
+            "images": {"count": {"kind": "uniform", "low": 0, "high": 2}, "format": "jpeg"},
+            "classes": [
+                {"name": "text"},
+                {"name": "vision", "priority": 1, "images": {"encoding": "url", "urlBase": URL}},
+            ],
+        },
+    }
+)
 BASES = {"MCPReadiness": READINESS_BASES, "MCPBenchmark": BENCHMARK_BASES}
 
 
@@ -464,6 +480,102 @@ CEL_CASES: dict[str, list[tuple[str, Cel]]] = {
             _cel(("runner", "nodeSelector"), {"not a key!": "x"}, "spec.runner.nodeSelector"),
         ),
         ("integer-interval-below-minimum", _cel(("observe", "timelineIntervalSeconds"), 0)),
+        (
+            "fixed-without-value",
+            _cel(("workload", "inputTokens"), {"kind": "fixed"}, "spec.workload.inputTokens"),
+        ),
+        (
+            "uniform-without-high",
+            _cel(("workload", "inputTokens"), {"kind": "uniform", "low": 1}, "spec.workload.inputTokens"),
+        ),
+        (
+            "normal-without-std",
+            _cel(("workload", "inputTokens"), {"kind": "normal", "mean": 5}, "spec.workload.inputTokens"),
+        ),
+        (
+            "exponential-with-edges",
+            _cel(
+                ("workload", "inputTokens"),
+                {"kind": "exponential", "mean": 5, "edges": [0, 1]},
+                "spec.workload.inputTokens",
+            ),
+        ),
+        (
+            "histogram-without-weights",
+            _cel(
+                ("workload", "inputTokens"),
+                {"kind": "histogram", "edges": [0, 1]},
+                "spec.workload.inputTokens",
+            ),
+        ),
+        (
+            "uniform-low-above-high",
+            _cel(
+                ("workload", "inputTokens"),
+                {"kind": "uniform", "low": 5, "high": 1},
+                "spec.workload.inputTokens",
+            ),
+        ),
+        (
+            "normal-min-above-max",
+            _cel(
+                ("workload", "inputTokens"),
+                {"kind": "normal", "mean": 5, "std": 1, "min": 5, "max": 1},
+                "spec.workload.inputTokens",
+            ),
+        ),
+        (
+            "histogram-edges-not-weights-plus-one",
+            _cel(
+                ("workload", "inputTokens"),
+                {"kind": "histogram", "edges": [0, 1, 2], "weights": [1]},
+                "spec.workload.inputTokens",
+            ),
+        ),
+        (
+            "dataset-path-escapes-the-volume",
+            _cel(
+                ("workload", "dataset"),
+                {"persistentVolumeClaim": {"claimName": "data", "path": "a/../../etc/passwd"}},
+                "spec.workload.dataset.persistentVolumeClaim.path",
+            ),
+        ),
+        (
+            "dataset-configMap-and-volume",
+            _cel(
+                ("workload", "dataset"),
+                {
+                    "configMap": {"name": "c", "key": "k"},
+                    "persistentVolumeClaim": {"claimName": "d", "path": "x"},
+                },
+                "spec.workload.dataset",
+            ),
+        ),
+        (
+            "dataset-and-synthetic",
+            _cel(
+                ("workload",),
+                {"dataset": {"configMap": {"name": "c", "key": "k"}}, "sharedPrefixRatio": 0.5},
+                "spec.workload",
+            ),
+        ),
+        (
+            "shapeSweep-and-synthetic",
+            _cel(
+                ("workload",),
+                {"shapeSweep": {"inputTokens": [4]}, "inputTokens": {"kind": "fixed", "value": 1}},
+                "spec.workload",
+            ),
+        ),
+        (
+            "image-url-without-urlBase",
+            _cel(("workload", "images"), {"encoding": "url"}, "spec.workload.images"),
+        ),
+        ("images-on-a-backend-without-parts", _cel(("workload",), {"images": {}}, "spec.workload")),
+        (
+            "image-tensor-on-a-non-v2-backend",
+            _cel(("workload",), {"classes": [{"name": "v", "imageTensor": {}}]}, "spec.workload"),
+        ),
     ],
 }
 BAD_NAMES = ["Upper-Case", "under_score", "-leading", "trailing-", "a" * 254, "dots..double", "sp ace"]

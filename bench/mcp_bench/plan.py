@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from mcp_bench.multimodal import ImageParts, ImageTensor, media_problem
+from mcp_bench.workload import Workload
 
 Backend = Literal["http", "openai", "openai-chat", "triton-http", "triton-grpc"]
 Arrival = Literal["constant", "poisson", "gamma"]
@@ -208,6 +209,11 @@ class Payload(_Strict):
             raise ValueError(f"classes need distinct names, got {names}")
         if self.shape_sweep is not None and self.workload is not None:
             raise ValueError("give a workload or a shape_sweep, not both")
+        if self.workload is not None and self.workload.get("kind") in ("synthetic", "dataset"):
+            try:  # the built-in sources are checked here, so a bad one fails before any load
+                TypeAdapter(Workload).validate_python(self.workload)
+            except ValidationError as exc:
+                raise ValueError(f"workload: {format_validation_error(exc)}") from exc
         return self
 
 

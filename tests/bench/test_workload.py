@@ -192,3 +192,19 @@ def test_shared_prefix_is_the_same_words_in_every_prompt() -> None:
 def test_no_shared_prefix_by_default() -> None:
     firsts = {" ".join(p.prompt.split()[:8]) for p in take(SyntheticWorkload(), 30)}
     assert len(firsts) == 30
+
+
+def test_a_plan_refuses_a_bad_builtin_workload_before_any_load() -> None:
+    from mcp_bench.plan import PlanError, RunPlan
+
+    base: dict[str, Any] = {
+        "url": "http://127.0.0.1:1",
+        "backend": "openai",
+        "model": "m",
+        "levels": {"concurrency": [1]},
+        "stage": {"requests": 1},
+    }
+    bad = {"kind": "synthetic", "input_tokens": {"kind": "histogram", "edges": [0, 1], "weights": [1, 2]}}
+    with pytest.raises(PlanError, match=r"payload: .*workload: .*one more edge than weights"):
+        RunPlan.from_dict({**base, "payload": {"workload": bad}})
+    RunPlan.from_dict({**base, "payload": {"workload": {"kind": "synthetic", "shared_prefix_ratio": 0.3}}})

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from mcp_bench.plan import Arrival, Backend, Connections, Overload
 
 from ..redact import SENSITIVE_PARAMS, SENSITIVE_SUFFIXES
+from .barrier import BenchmarkProgress, StartBarrierSpec
 from .common import (
     DNS_SUBDOMAIN,
     INT32_MAX,
@@ -25,6 +26,7 @@ from .common import (
     cel,
     with_rules,
 )
+from .workload import DatasetSpec, DistributionSpec, ImagePartsSpec, ImageTensorSpec
 
 KIND = "MCPBenchmark"
 PLURAL = "mcpbenchmarks"
@@ -302,6 +304,12 @@ class RequestClassSpec(ApiModel):
     latency_p99_ms: float | None = Field(
         default=None, gt=0, description="This class's P99 objective (default spec.slo.latencyP99Ms)."
     )
+    images: ImagePartsSpec | None = Field(
+        default=None, description="This class's images as chat content parts (default: the workload's)."
+    )
+    image_tensor: ImageTensorSpec | None = Field(
+        default=None, description="This class's V2 image tensor (default: the workload's)."
+    )
 
 
 class ShapeSweepSpec(ApiModel):
@@ -311,10 +319,49 @@ class ShapeSweepSpec(ApiModel):
     repeats: int = Field(default=8, ge=1, le=100_000, description="Requests of each shape before the next.")
 
 
-class BenchmarkWorkload(ApiModel):
-    """What the requests carry beyond the fixed prompt: classes with priorities (latency is reported
-    per class) and a shape sweep (the first hit of every new shape against the same shape warm)."""
+_SYNTHETIC = "has(self.inputTokens) || has(self.outputTokens) || has(self.sharedPrefixRatio)"
 
+
+class BenchmarkWorkload(ApiModel):
+    """What the requests carry beyond the fixed prompt: synthetic prompts (length distributions, a
+    shared prefix) or a JSONL dataset, classes with priorities (latency is reported per class), a
+    shape sweep (the first hit of every new shape against the same shape warm), and images."""
+
+    model_config = with_rules(
+        cel(
+            f"!has(self.dataset) || !({_SYNTHETIC})",
+            "a dataset brings its own prompts: no inputTokens, outputTokens or sharedPrefixRatio with it",
+        ),
+        cel(
+            f"!has(self.shapeSweep) || !(has(self.dataset) || {_SYNTHETIC})",
+            "a shapeSweep sets the prompts itself: no dataset, inputTokens, outputTokens, sharedPrefixRatio",
+        ),
+    )
+
+    input_tokens: DistributionSpec | None = Field(
+        default=None, description="Synthetic prompts: words (one token each) per prompt."
+    )
+    output_tokens: DistributionSpec | None = Field(
+        default=None,
+        description="Synthetic prompts: max_tokens per request (default maxOutputTokens, else 64).",
+    )
+    shared_prefix_ratio: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="Synthetic prompts: share of each prompt that is one prefix common to all.",
+    )
+    seed: int | None = Field(default=None, ge=0, le=2**31 - 1, description="Seed of the synthetic prompts.")
+    dataset: DatasetSpec | None = Field(
+        default=None, description="Prompts from a JSONL file, cycled in order."
+    )
+    images: ImagePartsSpec | None = Field(
+        default=None,
+        description="Images as OpenAI chat content parts in every request (backend openai-chat).",
+    )
+    image_tensor: ImageTensorSpec | None = Field(
+        default=None, description="A V2 image tensor in every request (backends triton-http, triton-grpc)."
+    )
     classes: list[RequestClassSpec] = Field(
         default_factory=list, description="Request classes.", max_length=MAX_CLASSES
     )
@@ -323,8 +370,42 @@ class BenchmarkWorkload(ApiModel):
         default=None, ge=1, le=1_000_000, description="Output tokens per request (LLM backends; default 16)."
     )
 
+    @model_validator(mode="after")
+    def _one_prompt_source(self) -> BenchmarkWorkload:
+        synthetic = any(
+            v is not None for v in (self.input_tokens, self.output_tokens, self.shared_prefix_ratio)
+        )
+        if self.dataset is not None and synthetic:
+            raise ValueError(
+                "a dataset brings its own prompts: no inputTokens, outputTokens or sharedPrefixRatio"
+            )
+        if self.shape_sweep is not None and (synthetic or self.dataset is not None):
+            raise ValueError("a shapeSweep sets the prompts itself: no dataset, inputTokens, outputTokens")
+        return self
+
+
+def _media_rule(field: str, backends: tuple[str, ...], message: str) -> dict[str, Any]:
+    """Images only where the backend can carry them: on the workload or any of its classes."""
+    used = (
+        f"has(self.workload) && (has(self.workload.{field}) || "
+        f"(has(self.workload.classes) && self.workload.classes.exists(c, has(c.{field}))))"
+    )
+    allowed = " || ".join(f"self.target.backend == '{b}'" for b in backends)
+    return cel(f"!({used}) || {allowed}", message, ".workload")
+
 
 class MCPBenchmarkSpec(ApiModel):
+    model_config = with_rules(
+        _media_rule(
+            "images", ("openai-chat",), "workload images (chat content parts) need backend openai-chat"
+        ),
+        _media_rule(
+            "imageTensor",
+            ("triton-http", "triton-grpc"),
+            "workload imageTensor (V2) needs backend triton-http or triton-grpc",
+        ),
+    )
+
     target: BenchmarkTarget = Field(description="The endpoint under test.")
     load: BenchmarkLoad = Field(description="Load model, levels and stage lengths.")
     shards: int = Field(
@@ -352,6 +433,11 @@ class MCPBenchmarkSpec(ApiModel):
         "the service account exists), written as the PreflightPassed condition. strict: a finding stops "
         "the run before any Job (Ready False with its reason); warn: findings are recorded and the run "
         "goes on; off: skipped.",
+    )
+    start_barrier: StartBarrierSpec | None = Field(
+        default=None,
+        description="Shards start each level together at a time the operator writes (default: on for "
+        "more than one shard, minOverlap 0.9).",
     )
 
 
@@ -382,6 +468,15 @@ class LevelRow(ApiModel):
         default="unavailable", description="GPU memory peak, or unavailable."
     )
     slo: str = Field(default="", description="Pass, Fail or empty when no SLO applies.")
+    overlap_percent: str = Field(
+        default="n/a",
+        description="Share of the level's time every shard was measuring (n/a with one shard).",
+    )
+    cluster_wide: bool = Field(
+        default=True,
+        description="False when the shards' windows overlapped less than startBarrier.minOverlap: the "
+        "figures are then no cluster-wide figure (condition ShardsOverlapped False).",
+    )
 
 
 class ShardSummary(ApiModel):
@@ -468,6 +563,10 @@ class MCPBenchmarkStatus(ApiModel):
         max_length=MAX_DIAGNOSTICS,
     )
     preflight: PreflightStatus | None = Field(default=None, description="What the preflight found.")
+    progress: BenchmarkProgress | None = Field(
+        default=None, description="Live progress while the shards run (the last report once done)."
+    )
     conditions: list[Condition] = Field(
-        default_factory=list, description="Accepted, PreflightPassed, Complete and Ready."
+        default_factory=list,
+        description="Accepted, PreflightPassed, Complete, Failed, ShardsOverlapped and Ready.",
     )

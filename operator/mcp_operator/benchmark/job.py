@@ -36,6 +36,7 @@ from .contract import (
     run_account_name,
     run_key_name,
 )
+from .workload import dataset_volume
 
 CONTAINER_SECURITY: dict[str, Any] = {
     "allowPrivilegeEscalation": False,
@@ -136,6 +137,9 @@ def shard_job(
         "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
         "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}}],
     }
+    if (dataset := dataset_volume(spec)) is not None:  # read-only, at the path the plan names
+        pod_spec["volumes"].append(dataset[0])
+        pod_spec["containers"][0]["volumeMounts"].append(dataset[1])
     if runner.node_selector:
         pod_spec["nodeSelector"] = dict(runner.node_selector)
     if runner.tolerations:

@@ -1,7 +1,7 @@
 """What a spec asks the shards to collect beyond the client's own figures, so the merged result
 can be diagnosed (status.diagnostics): the server's metrics and Triton statistics around each
-level (``spec.observe``) and request classes and shape sweeps (``spec.workload``), as the plan's
-``observe`` and ``payload`` fields. Every URL a spec names here passes the same checks as the
+level (``spec.observe``), as the plan's ``observe`` field (``spec.workload`` is
+``benchmark.workload``'s). Every URL a spec names here passes the same checks as the
 target's: no credentials in it, and the operator's target policy."""
 
 from __future__ import annotations
@@ -24,27 +24,6 @@ def observe_plan(spec: MCPBenchmarkSpec) -> dict[str, Any]:
         "triton_stats": list(obs.triton_stats),
         "timeline_interval_s": obs.timeline_interval_seconds,
     }
-
-
-def workload_payload(spec: MCPBenchmarkSpec) -> dict[str, Any]:
-    """The plan's payload fields for the spec's request classes, shape sweep and output length."""
-    wl = spec.workload
-    if wl is None:
-        return {}
-    out: dict[str, Any] = {}
-    if wl.classes:
-        out["classes"] = [
-            {"name": c.name, "weight": c.weight, "priority": c.priority, "latency_p99_ms": c.latency_p99_ms}
-            for c in wl.classes
-        ]
-    if wl.shape_sweep is not None:
-        out["shape_sweep"] = {
-            "input_tokens": list(wl.shape_sweep.input_tokens),
-            "repeats": wl.shape_sweep.repeats,
-        }
-    if wl.max_output_tokens is not None:
-        out["max_output_tokens"] = wl.max_output_tokens
-    return out
 
 
 def observe_urls(spec: MCPBenchmarkSpec) -> list[str]:

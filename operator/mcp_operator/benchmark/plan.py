@@ -18,7 +18,8 @@ from ..api.benchmark import MCPBenchmarkSpec, RunnerSpec
 from ..redact import url_has_credentials
 from ..settings import OperatorSettings
 from ..targets import ServiceExists, SpecProblem, resolve_url
-from .observe import observe_plan, observe_problem, workload_payload
+from .observe import observe_plan, observe_problem
+from .workload import workload_payload
 
 HEADER_BACKENDS = ("http", "openai", "openai-chat")
 # Suffixes of a Kubernetes quantity as multipliers (a CPU request is usually whole or milli).
