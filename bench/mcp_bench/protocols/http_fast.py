@@ -20,7 +20,7 @@ from time import perf_counter_ns
 from urllib.parse import urlsplit
 
 from mcp_bench.load.common import CUT_OFF
-from mcp_bench.protocols import rx_stamps
+from mcp_bench.protocols import rx_stamps, rx_stamps_tls
 from mcp_bench.protocols.http_aiohttp import HttpClient
 from mcp_bench.protocols.http_common import PLAIN_BODY, BodyReader, HttpSettings, fail_record
 from mcp_bench.protocols.http_connection import Connection, OnDone, PendingRequest
@@ -34,9 +34,9 @@ class FastHttpClient(HttpSettings):
 
     Plain HTTP as it is; other protocols on the same pool override :meth:`_prepare` (request
     bytes, and the :class:`~mcp_bench.protocols.http_common.BodyReader` of the answer) and
-    :meth:`fingerprint`. With ``kernel_stamps`` (plain TCP on Linux) arrivals are the kernel's
-    receive times, see :mod:`mcp_bench.protocols.rx_stamps`; plain HTTP leaves it off for the
-    highest request rate.
+    :meth:`fingerprint`. With ``kernel_stamps`` (Linux; TCP or TLS) arrivals are the kernel's
+    receive times, see :mod:`mcp_bench.protocols.rx_stamps` and :mod:`~mcp_bench.protocols.rx_stamps_tls`;
+    plain HTTP leaves it off for the highest request rate.
     """
 
     kernel_stamps = False
@@ -241,10 +241,9 @@ class FastHttpClient(HttpSettings):
         """One new connection, its TCP connect and TLS handshake timed apart."""
         conn = Connection(self)
         t0 = perf_counter_ns()
-        if self.kernel_stamps and self.ssl is None and rx_stamps.AVAILABLE:
-            await rx_stamps.open_stamped(loop, self.host, self.port, conn)
-        else:
-            await loop.create_connection(lambda: conn, self.host, self.port)
+        if self.kernel_stamps and rx_stamps.AVAILABLE:
+            return await self._open_stamped(loop, conn, t0)
+        await loop.create_connection(lambda: conn, self.host, self.port)
         t1 = perf_counter_ns()
         tls_ns = None
         if self.ssl is not None:
@@ -263,6 +262,23 @@ class FastHttpClient(HttpSettings):
             conn.transport = tls
             tls_ns = perf_counter_ns() - t1
         self._connect_times.append(ConnectTime(t1 - t0, tls_ns))
+        return conn
+
+    async def _open_stamped(self, loop: asyncio.AbstractEventLoop, conn: Connection, t0: int) -> Connection:
+        """A connection whose reads carry the kernel's receive stamps, over TLS too."""
+        sock = await rx_stamps.connect_stamped(loop, self.host, self.port)
+        t1 = perf_counter_ns()
+        if self.ssl is None:
+            rx_stamps.StampedTransport(loop, sock, conn)
+            self._connect_times.append(ConnectTime(t1 - t0, None))
+            return conn
+        try:
+            session = await rx_stamps_tls.handshake(loop, sock, self.ssl, self.host)
+        except BaseException:
+            sock.close()
+            raise
+        rx_stamps_tls.StampedTlsTransport(loop, sock, conn, session)
+        self._connect_times.append(ConnectTime(t1 - t0, perf_counter_ns() - t1))
         return conn
 
     def _release(self, conn: Connection) -> None:

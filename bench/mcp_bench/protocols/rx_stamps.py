@@ -10,7 +10,8 @@ stamp is taken as the sender's write enters the network stack. A read without a 
 
 :class:`StampedTransport` is the small part of an asyncio transport that the lean HTTP client
 uses (``write``, ``abort``, ``is_closing``) over a plain non-blocking socket watched with
-``add_reader``; reads go to ``bytes_arrived(data, arrival_ns)`` of its receiver.
+``add_reader``; reads go to ``bytes_arrived(data, arrival_ns)`` of its receiver. Over TLS,
+:mod:`mcp_bench.protocols.rx_stamps_tls` decrypts the same reads, so HTTPS keeps the stamps.
 """
 
 from __future__ import annotations
@@ -111,6 +112,10 @@ class StampedTransport:
                 if 0 <= now - stamp < _MAX_AGE_NS:
                     arrival = stamp
                     self.kernel_reads += 1
+        self._received(data, arrival)
+
+    def _received(self, data: bytes, arrival: int) -> None:
+        """Bytes read off the socket; a transport that decrypts them overrides this."""
         self.receiver.bytes_arrived(data, arrival)
 
     def _lost(self, exc: Exception | None) -> None:
@@ -146,6 +151,11 @@ async def open_stamped(
     loop: asyncio.AbstractEventLoop, host: str, port: int, receiver: Receiver
 ) -> StampedTransport:
     """Connect to ``host:port`` (first address that answers) with kernel receive stamps on."""
+    return StampedTransport(loop, await connect_stamped(loop, host, port), receiver)
+
+
+async def connect_stamped(loop: asyncio.AbstractEventLoop, host: str, port: int) -> socket.socket:
+    """A non-blocking TCP socket connected to ``host:port``, asking for receive stamps."""
     last: OSError | None = None
     for family, kind, proto, _, addr in await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM):
         sock = socket.socket(family, kind, proto)
@@ -161,5 +171,5 @@ async def open_stamped(
         except BaseException:
             sock.close()
             raise
-        return StampedTransport(loop, sock, receiver)
+        return sock
     raise last or OSError(f"no address for {host}:{port}")
