@@ -37,6 +37,7 @@ from mcp_bench.results import (
 from mcp_bench.results.aggregate import LevelMeta
 from mcp_bench.results.document import LevelResult
 from mcp_bench.results.merge import MIN_OVERLAP
+from mcp_bench.search.cli import add_search_flags, print_search, search_line, with_search
 
 EXIT_OK, EXIT_SLO, EXIT_USAGE, EXIT_NOTHING = 0, 1, 2, 3
 
@@ -247,6 +248,11 @@ def _execute(plan: RunPlan, observers: list[RunObserver], k6_binary: str | None)
 
 def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     plan = plan_from_args(args)
+    if getattr(args, "search", False):
+        try:
+            plan = with_search(plan, args)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     if args.workers is not None:
         plan = RunPlan.from_dict({**plan.model_dump(), "workers": args.workers}, source="--workers")
     if args.server_metrics_interval is not None:
@@ -281,8 +287,12 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     _write_outputs(doc, args.output, args.csv)
     if args.quiet:
         out.print(_summary_line(doc), highlight=False)
+        if doc.search is not None:
+            out.print(search_line(doc.search), highlight=False)
     else:
         print_report(doc, out)
+        if doc.search is not None:
+            print_search(doc.search, out)
     code = exit_code(doc)
     if code == EXIT_NOTHING:
         err.print("no request completed: nothing was measured (see errors above)", highlight=False)
@@ -414,58 +424,70 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mcp-bench", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="run a benchmark (exit 1 when an SLO is missed)")
-    run.add_argument("--plan", help="YAML run plan (instead of the flags below)")
-    run.add_argument("--url", help="target URL (base URL for openai/triton backends)")
-    run.add_argument("--backend", choices=["http", "openai", "openai-chat", "triton-http", "triton-grpc"])
-    run.add_argument("--model", help="model name (LLM and Triton backends)")
-    run.add_argument("--engine", help="load engine: builtin (default), locust, k6")
-    run.add_argument("--concurrency", help="closed loop levels, e.g. 64,256,512")
-    run.add_argument("--rate", help="open loop levels in requests/s, e.g. 10,100")
-    run.add_argument("--arrival", choices=["constant", "poisson", "gamma"])
-    run.add_argument("--burstiness", type=float, help="gamma shape (1 = Poisson, < 1 burstier)")
-    run.add_argument("--max-concurrency", type=int, help="open loop in-flight cap")
-    run.add_argument("--overload", choices=["late", "drop"], help="open loop, cap reached: send late or drop")
-    run.add_argument("--seed", type=int, help="arrival schedule seed")
-    run.add_argument(
+    # the flags of a run, shared by run and search
+    flags = argparse.ArgumentParser(add_help=False)
+    flags.add_argument("--plan", help="YAML run plan (instead of the flags below)")
+    flags.add_argument("--url", help="target URL (base URL for openai/triton backends)")
+    flags.add_argument("--backend", choices=["http", "openai", "openai-chat", "triton-http", "triton-grpc"])
+    flags.add_argument("--model", help="model name (LLM and Triton backends)")
+    flags.add_argument("--engine", help="load engine: builtin (default), locust, k6")
+    flags.add_argument("--concurrency", help="closed loop levels, e.g. 64,256,512")
+    flags.add_argument("--rate", help="open loop levels in requests/s, e.g. 10,100")
+    flags.add_argument("--arrival", choices=["constant", "poisson", "gamma"])
+    flags.add_argument("--burstiness", type=float, help="gamma shape (1 = Poisson, < 1 burstier)")
+    flags.add_argument("--max-concurrency", type=int, help="open loop in-flight cap")
+    flags.add_argument(
+        "--overload", choices=["late", "drop"], help="open loop, cap reached: send late or drop"
+    )
+    flags.add_argument("--seed", type=int, help="arrival schedule seed")
+    flags.add_argument(
         "--connections",
         choices=["warm", "cold", "per-request"],
         help="warm (default): opened before the measured window; cold: opened by the level's "
         "requests; per-request: a new connection for every request",
     )
-    run.add_argument(
+    flags.add_argument(
         "--ramp", help="e.g. 5s: closed loop starts workers over it, open loop raises the rate over it"
     )
-    run.add_argument(
+    flags.add_argument(
         "--workers",
         type=int,
         help="client processes sharing each level (builtin engine; default 1; also with --plan)",
     )
-    run.add_argument("--duration", help="measured time per level (default 10s)")
-    run.add_argument("--warmup", help="unmeasured warm-up per level")
-    run.add_argument("--requests", type=int, help="measured requests per level")
-    run.add_argument("--timeout", help="request timeout (default 30s)")
-    run.add_argument("--latency-sla", action="append", help="e.g. 120ms (P99), p95:80ms, mean:50ms")
-    run.add_argument("--ttft-sla", help="TTFT P99 objective, e.g. 200ms")
-    run.add_argument("--tpot-sla", help="TPOT P99 objective, e.g. 20ms")
-    run.add_argument("--throughput-target", type=float, help="minimum completed requests/s per level")
-    run.add_argument("--max-error-rate", type=float, help="maximum (failed+dropped)/offered, 0..1")
-    run.add_argument("--method", help="HTTP method for plain http (GET, POST, PUT)")
-    run.add_argument("--body", help="request body for plain http")
-    run.add_argument("--header", action="append", help="'Name: value', repeatable")
-    run.add_argument("--prompt", help="prompt for LLM backends")
-    run.add_argument("--max-tokens", type=int, help="max output tokens for LLM backends")
-    run.add_argument("--output", "-o", help="write the result document (JSON, with CRC-32C)")
-    run.add_argument("--csv", help="write one CSV row per level")
-    run.add_argument("--quiet", "-q", action="store_true", help="no progress bar; one summary line")
-    run.add_argument(
+    flags.add_argument("--duration", help="measured time per level (default 10s)")
+    flags.add_argument("--warmup", help="unmeasured warm-up per level")
+    flags.add_argument("--requests", type=int, help="measured requests per level")
+    flags.add_argument("--timeout", help="request timeout (default 30s)")
+    flags.add_argument("--latency-sla", action="append", help="e.g. 120ms (P99), p95:80ms, mean:50ms")
+    flags.add_argument("--ttft-sla", help="TTFT P99 objective, e.g. 200ms")
+    flags.add_argument("--tpot-sla", help="TPOT P99 objective, e.g. 20ms")
+    flags.add_argument("--throughput-target", type=float, help="minimum completed requests/s per level")
+    flags.add_argument("--max-error-rate", type=float, help="maximum (failed+dropped)/offered, 0..1")
+    flags.add_argument("--method", help="HTTP method for plain http (GET, POST, PUT)")
+    flags.add_argument("--body", help="request body for plain http")
+    flags.add_argument("--header", action="append", help="'Name: value', repeatable")
+    flags.add_argument("--prompt", help="prompt for LLM backends")
+    flags.add_argument("--max-tokens", type=int, help="max output tokens for LLM backends")
+    flags.add_argument("--output", "-o", help="write the result document (JSON, with CRC-32C)")
+    flags.add_argument("--csv", help="write one CSV row per level")
+    flags.add_argument("--quiet", "-q", action="store_true", help="no progress bar; one summary line")
+    flags.add_argument(
         "--start-at",
         help="begin the first level's window at this wall-clock time (Unix seconds or ISO 8601 with "
         "offset), so shards started on several machines run together",
     )
-    run.add_argument("--k6-binary", help="k6 executable for --engine k6 (default: k6 on PATH; not shipped)")
-    add_observer_flags(run)
+    flags.add_argument("--k6-binary", help="k6 executable for --engine k6 (default: k6 on PATH; not shipped)")
+    add_observer_flags(flags)
+    run = sub.add_parser("run", parents=[flags], help="run a benchmark (exit 1 when an SLO is missed)")
     run.set_defaults(func=cmd_run)
+    search = sub.add_parser(
+        "search",
+        parents=[flags],
+        help="find the highest rate (or concurrency) that meets the SLO and the knee, by a bounded "
+        "search from one --rate or --concurrency (exit 1 when no load met it)",
+    )
+    add_search_flags(search)
+    search.set_defaults(func=cmd_run, search=True)
 
     merge = sub.add_parser("merge", help="merge shard results exactly (checksums verified)")
     merge.add_argument("files", nargs="+")

@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from mcp_bench.multimodal import ImageParts, ImageTensor, media_problem
+from mcp_bench.search.model import SearchSpec
 from mcp_bench.workload import Workload
 
 Backend = Literal["http", "openai", "openai-chat", "triton-http", "triton-grpc"]
@@ -332,6 +333,10 @@ class RunPlan(_Strict):
     client_bound: ClientBound = Field(
         default_factory=ClientBound, description="with workers > 1: when a level is flagged client-bound"
     )
+    search: SearchSpec | None = Field(
+        default=None,
+        description="saturation search: the levels are chosen as it goes, from the one level given",
+    )
 
     @model_validator(mode="after")
     def _url_scheme(self) -> RunPlan:
@@ -346,6 +351,8 @@ class RunPlan(_Strict):
         ]:
             if (problem := media_problem(self.backend, images, tensor)) is not None:
                 raise ValueError(f"{where}: {problem}")
+        if self.search is not None and (problem := search_problem(self)) is not None:
+            raise ValueError(f"search: {problem}")
         return self
 
     @classmethod
@@ -371,8 +378,31 @@ class RunPlan(_Strict):
     def max_connections(self) -> int:
         """Connection pool size the protocol client needs for the largest level."""
         if self.levels.concurrency is not None:
+            if self.search is not None:
+                return int(self.search.ceiling)
             return max(self.levels.concurrency)
         return self.levels.max_concurrency
+
+
+def search_problem(plan: RunPlan) -> str | None:
+    """Why the plan's search cannot run, or None: it starts from one level inside its bounds,
+    judges an SLO that a higher load can miss, and probes whole concurrencies."""
+    search, lv = plan.search, plan.levels
+    assert search is not None
+    values = lv.rate if lv.rate is not None else lv.concurrency or []
+    if len(values) != 1:
+        return f"give exactly one level, the first probe (got {len(values)})"
+    if not search.floor <= values[0] <= search.ceiling:
+        return (
+            f"the first probe {values[0]:g} is outside floor..ceiling, {search.floor:g}..{search.ceiling:g}"
+        )
+    if plan.slo.empty:
+        return "a search needs an SLO to meet (a latency, TTFT, TPOT or error-rate objective)"
+    if plan.slo.throughput_rps is not None:
+        return "slo.throughput_rps would fail the low probes: the search finds the throughput itself"
+    if not lv.open_loop and not (float(search.floor).is_integer() and float(search.ceiling).is_integer()):
+        return "over concurrency, floor and ceiling are whole numbers"
+    return None
 
 
 class PlanError(ValueError):

@@ -18,6 +18,7 @@ from mcp_bench.plan import RunPlan
 from mcp_bench.results.aggregate import LevelAccumulator, LevelMeta
 from mcp_bench.results.document import EngineFingerprint, LevelResult, ResultDocument
 from mcp_bench.results.slo import overall
+from mcp_bench.search.driver import probe_levels, search_outcome
 
 
 def level_metas(plan: RunPlan) -> list[LevelMeta]:
@@ -80,7 +81,9 @@ async def run_levels(
 ) -> list[LevelResult]:
     """Run the plan's levels in order with ``run_level``, announcing each to the observers."""
     levels: list[LevelResult] = []
-    for meta in level_metas(plan):
+    # a search chooses each next level from the levels run so far
+    metas = level_metas(plan) if plan.search is None else probe_levels(plan, levels)
+    for meta in metas:
         for obs in observers:
             await obs.level_started(plan, meta)
         result = await run_level(meta)
@@ -103,15 +106,18 @@ async def finish_run(
     levels: list[LevelResult],
     notes: list[str],
 ) -> ResultDocument:
-    """The result document of a finished run (SLO verdict over all levels), shown to the observers."""
+    """The result document of a finished run (SLO verdict over all levels; a search's: whether some
+    load met the SLO), shown to the observers."""
+    search = None if plan.search is None else search_outcome(plan, levels)
     doc = ResultDocument(
         started_at=started,
         ended_at=datetime.now(UTC),
         engine=engine,
         plan=plan,
         levels=levels,
-        slo_passed=overall(levels),
+        slo_passed=overall(levels) if search is None else search.found,
         notes=notes,
+        search=search,
     )
     for obs in observers:
         await obs.run_finished(doc)

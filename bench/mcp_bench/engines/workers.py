@@ -75,6 +75,7 @@ def split_level(plan: RunPlan, meta: LevelMeta) -> list[WorkerPart]:
                 plan.model_copy(
                     update={
                         "workers": 1,
+                        "search": None,  # the parent's search chose this level
                         "levels": lv.model_copy(update={"concurrency": [c], "rate": None}),
                         "stage": stage.model_copy(update={"requests": r}),
                     }
@@ -89,7 +90,7 @@ def split_level(plan: RunPlan, meta: LevelMeta) -> list[WorkerPart]:
     levels = lv.model_copy(
         update={"rate": [meta.requested_rate / n], "concurrency": None, "max_concurrency": cap}
     )
-    one = plan.model_copy(update={"workers": 1, "levels": levels})
+    one = plan.model_copy(update={"workers": 1, "levels": levels, "search": None})
     return [
         WorkerPart(one, schedule.offsets_ns[i::n], len(range(i, schedule.warmup_count, n))) for i in range(n)
     ]

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from mcp_bench.plan import RunPlan
 from mcp_bench.records import ErrorKind
 from mcp_bench.results.histogram import PERCENTILES, LatencyHistogram
+from mcp_bench.search.model import SearchOutcome
 
 SCHEMA_VERSION = "mcp-bench.result/v1"
 # Metrics kept per level, in report order; all in milliseconds.
@@ -212,6 +213,9 @@ class ResultDocument(_Model):
     shards: int = 1
     shard_index: int | None = None
     notes: list[str] = Field(default_factory=list)
+    # a saturation search (plan.search): every probe, the answer, the knee and why it stopped;
+    # slo_passed then says whether some load met the SLO
+    search: SearchOutcome | None = None
     # who wrote it and for which run (e.g. the operator's run UID, Job and pod), signed with the rest
     origin: dict[str, str] = Field(default_factory=dict)
     hmac_sha256: str | None = None
@@ -255,6 +259,8 @@ def dumps_document(doc: ResultDocument, key: bytes | None = None) -> str:
     data = doc.model_dump(mode="json", exclude={"crc32c", "hmac_sha256"})
     if not data["origin"]:
         del data["origin"]  # documents without one read exactly as before
+    if data["search"] is None:
+        del data["search"]
     if key is not None:
         data["hmac_sha256"] = _hmac(data, key)
     data["crc32c"] = _crc(data)

@@ -143,6 +143,9 @@ def merge_documents(docs: Sequence[ResultDocument], *, min_overlap: float = MIN_
     if not docs:
         raise MergeError("nothing to merge")
     base = docs[0]
+    if base.plan.search is not None and len(docs) > 1:
+        # each shard chose its next probe from what it measured itself: levels of one index differ
+        raise MergeError("a saturation search runs in one shard; its probes cannot be merged with others")
     n_levels = len(base.levels)
     for d in docs[1:]:
         if len(d.levels) != n_levels:
@@ -163,4 +166,7 @@ def merge_documents(docs: Sequence[ResultDocument], *, min_overlap: float = MIN_
         shards=sum(d.shards for d in docs),
         notes=[n for d in docs for n in d.notes],
     )
+    if base.search is not None:  # one shard's search, as it ran it
+        merged.search = base.search
+        merged.slo_passed = base.search.found
     return merged

@@ -1,0 +1,110 @@
+"""A saturation search against a real reference server process whose capacity is known
+analytically: ``capacity`` slots each serving a V2 infer in ``infer_ms`` give
+capacity / infer_ms requests per second, and exactly ``capacity`` requests in service at once.
+Past either, requests queue and latency climbs; the search must find the edge within 10%."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mcp_bench.cli import main
+from mcp_bench.results import loads_document
+
+SLOTS, INFER_MS = 4, 100.0
+CAPACITY_RPS = SLOTS / (INFER_MS / 1000)  # 40 requests per second
+
+
+@pytest.fixture(scope="module")
+def refserver() -> Iterator[str]:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mcp_refserver",
+            "--port",
+            "0",
+            "--capacity",
+            str(SLOTS),
+            "--infer-ms",
+            str(INFER_MS),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        yield f"http://127.0.0.1:{int(proc.stdout.readline())}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_a_rate_search_finds_the_servers_capacity(refserver: str, tmp_path: Path) -> None:
+    out = tmp_path / "search.json"
+    # constant arrivals: below capacity nothing queues; above it the backlog grows through the
+    # level, so a 250 ms P99 (2.5 services) is missed once the rate is a few percent over 40/s
+    code = main(
+        [
+            "search", "-q", "--url", refserver, "--backend", "triton-http", "--model", "refmodel",
+            "--rate", "20", "--arrival", "constant", "--duration", "3s", "--latency-sla", "250ms",
+            "--floor", "2", "--ceiling", "200", "--tolerance", "0.05", "--max-probes", "10",
+            "-o", str(out),
+        ]
+    )  # fmt: skip
+    doc = loads_document(out.read_text())
+    search = doc.search
+    assert search is not None and code == 0
+    assert search.stop_reason == "converged", search.message
+    assert search.max_goodput_load is not None and search.lowest_failing_load is not None
+    assert abs(search.max_goodput_load - CAPACITY_RPS) <= 0.1 * CAPACITY_RPS, search.probes
+    assert search.lowest_failing_load > search.max_goodput_load
+    # every probe is a level of the document, in the order it ran, and the answer is one that met
+    assert [p.load for p in search.probes] == [lv.requested_rate for lv in doc.levels]
+    assert [p.step for p in search.probes[:3]] == ["start", "bracket-up", "bracket-up"]
+    assert len(search.probes) <= 10
+    assert search.max_goodput_rps is not None and search.max_goodput_rps > 0.9 * search.max_goodput_load
+    # the knee: past capacity throughput stays near 40/s while latency climbs
+    assert search.knee is not None, search.knee_note
+    assert abs(search.knee.load - CAPACITY_RPS) <= 0.1 * CAPACITY_RPS, search.knee
+    assert search.knee.next_throughput_rps < 1.1 * CAPACITY_RPS
+    assert doc.slo_passed is True
+
+
+def test_a_concurrency_search_finds_the_slot_count(refserver: str, tmp_path: Path) -> None:
+    out = tmp_path / "search.json"
+    # closed loop: up to 4 in flight every request is served at once (100 ms); a fifth waits a
+    # whole service, so a 150 ms P99 is missed from 5 on
+    code = main(
+        [
+            "search", "-q", "--url", refserver, "--backend", "triton-http", "--model", "refmodel",
+            "--concurrency", "1", "--duration", "1.5s", "--latency-sla", "150ms",
+            "--ceiling", "64", "--max-probes", "8", "-o", str(out),
+        ]
+    )  # fmt: skip
+    search = loads_document(out.read_text()).search
+    assert search is not None and code == 0
+    assert (search.max_goodput_load, search.lowest_failing_load) == (SLOTS, SLOTS + 1), search.probes
+    assert search.stop_reason == "converged"
+    assert search.knee is not None and search.knee.load == SLOTS, (search.knee, search.knee_note)
+
+
+def test_an_slo_no_load_meets_is_reported_as_never_met(refserver: str, tmp_path: Path) -> None:
+    out = tmp_path / "search.json"
+    code = main(
+        [
+            "search", "-q", "--url", refserver, "--backend", "triton-http", "--model", "refmodel",
+            "--concurrency", "2", "--requests", "8", "--latency-sla", "50ms",
+            "--floor", "1", "--ceiling", "8", "-o", str(out),
+        ]
+    )  # fmt: skip
+    doc = json.loads(out.read_text())
+    assert code == 1  # every request takes 100 ms: no load meets a 50 ms P99
+    assert doc["search"]["stop_reason"] == "slo_never_met"
+    assert [p["load"] for p in doc["search"]["probes"]] == [2, 1]
+    assert doc["search"]["max_goodput_load"] is None
