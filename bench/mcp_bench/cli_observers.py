@@ -11,6 +11,7 @@ import argparse
 from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
 
+from mcp_bench.consistency.observer import ConsistencyObserver
 from mcp_bench.engines.base import RunObserver
 from mcp_bench.plan import RunPlan
 from mcp_bench.servermetrics.observer import ServerMetricsObserver
@@ -167,9 +168,12 @@ def build_observers(
     )
     if probes:
         observers.append(ServerMetricsObserver(probes, plan.observe.timeline_interval_s))
+    if plan.consistency is not None:
+        observers.append(ConsistencyObserver(plan))
     return observers
 
 
 def plan_observers(plan: RunPlan) -> list[RunObserver]:
-    """The server-side observers the plan itself asks for (``plan.observe``), e.g. in a shard pod."""
+    """The observers the plan itself asks for (``plan.observe``, ``plan.consistency``), e.g. in a
+    shard pod."""
     return build_observers(plan)

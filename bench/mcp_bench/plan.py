@@ -294,6 +294,31 @@ class Observe(_Strict):
         return not self.server_metrics and not self.triton_stats
 
 
+class Consistency(_Strict):
+    """Output consistency under load (:mod:`mcp_bench.consistency`): ``probes`` fixed requests
+    (seeded prompts or V2 tensors, deterministic decoding: temperature 0 and ``seed``) answered at
+    rest before the first level, then again every ``interval_s`` during each level; each answer
+    is compared with the probe's at-rest answer. A level whose answers drift past a threshold is
+    a finding, whatever its latency."""
+
+    probes: int = Field(default=4, ge=1, le=32, description="distinct probe requests, all sent each round")
+    interval_s: float = Field(default=1.0, gt=0, le=600, description="seconds between a level's probe rounds")
+    max_rounds: int = Field(default=32, ge=1, le=1000, description="probe rounds per level at most")
+    rest_repeats: int = Field(
+        default=2, ge=1, le=10, description="rounds at rest; their answers must agree, or no baseline"
+    )
+    max_tokens: int = Field(default=16, ge=1, le=4096, description="OpenAI: tokens each probe asks for")
+    logprobs: bool = Field(default=True, description="OpenAI: ask for logprobs, compared where returned")
+    seed: int = Field(default=0, description="seeds the probes' prompts or tensors, and the sampling seed")
+    l2: Literal["relative", "absolute"] = Field(
+        default="relative", description="L2 distance of numeric outputs: over the at-rest norm, or as is"
+    )
+    threshold_l2: float = Field(default=1e-3, ge=0, description="an answer farther than this is drift")
+    threshold_mismatch: float = Field(
+        default=0.0, ge=0, le=1, description="a level's share of differing tokens above this is drift"
+    )
+
+
 class ClientBound(_Strict):
     """When a level counts as limited by the client rather than the server: any worker process
     whose schedule lag P99 or CPU share of one core passed its bound (the figures then measure
@@ -333,6 +358,9 @@ class RunPlan(_Strict):
     client_bound: ClientBound = Field(
         default_factory=ClientBound, description="with workers > 1: when a level is flagged client-bound"
     )
+    consistency: Consistency | None = Field(
+        default=None, description="probe requests compared at rest and under load (none by default)"
+    )
     search: SearchSpec | None = Field(
         default=None,
         description="saturation search: the levels are chosen as it goes, from the one level given",
@@ -351,6 +379,8 @@ class RunPlan(_Strict):
         ]:
             if (problem := media_problem(self.backend, images, tensor)) is not None:
                 raise ValueError(f"{where}: {problem}")
+        if self.consistency is not None and self.backend == "http":
+            raise ValueError("consistency needs an openai, openai-chat or triton backend: answers to compare")
         if self.search is not None and (problem := search_problem(self)) is not None:
             raise ValueError(f"search: {problem}")
         return self

@@ -42,6 +42,9 @@ class RequestPayload:
     parts: list[dict[str, Any]] | None = None
     # V2 inputs sent instead of the client's own of the same name (mcp_bench.multimodal.Tensor)
     tensors: list[Any] | None = None
+    # keep the answer's content in the record (``RequestRecord.output``): the consistency probes
+    # compare it; load requests never set it, so they keep no text or tensors
+    capture: bool = False
 
 
 @dataclass(slots=True)
@@ -61,6 +64,9 @@ class RequestRecord:
     error_detail: str = ""
     tags: dict[str, str] | None = None  # the payload's tags, copied by the load loop
     new_connection: bool = False  # it waited for a connection opened for it (connect time inside)
+    # the answer's content when the payload asked for it (``capture``): OpenAI ``text``, ``tokens``
+    # and ``logprobs`` (when the server returned them); V2 ``tensors`` (name -> flat values, shape)
+    output: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:

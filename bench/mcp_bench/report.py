@@ -14,6 +14,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from mcp_bench.consistency.judge import consistency_cell
 from mcp_bench.results.document import CONNECTION_METRICS, METRICS, LevelResult, ResultDocument
 from mcp_bench.results.slo import latency_metric
 from mcp_bench.results.summary import gpu_memory_peak_pct, slo_mark, summarize
@@ -72,11 +73,16 @@ def table(doc: ResultDocument) -> Table:
     workers = any(level.workers for level in doc.levels)
     if workers:
         t.add_column("Client", justify="left")
+    consistency = any(level.consistency for level in doc.levels)
+    if consistency:
+        t.add_column("Consistency", justify="left")
     for level in doc.levels:
         row = summary_row(doc, level)
         cells = [row[k] for k in keys]
         if workers:
             cells.append(client_cell(level))
+        if consistency:
+            cells.append(consistency_cell(level.consistency))
         t.add_row(*cells)
     return t
 
@@ -100,6 +106,13 @@ def print_report(doc: ResultDocument, console: Console | None = None) -> None:
             console.print(f"  {level.level_label}: errors {errs}")
         for reason in level.client_bound or []:
             console.print(f"  {level.level_label}: client-bound ({reason}): the client may be the bottleneck")
+        c = level.consistency
+        if c and c.get("state") != "NotFound":
+            console.print(
+                f"  {level.level_label}: output consistency {c.get('state')}: {c.get('reason', '')}",
+                highlight=False,
+                markup=False,
+            )
         for check in level.slo.checks:
             if not check.passed:
                 actual = "no data" if check.actual is None else f"{check.actual:.4g}"

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
+from mcp_bench.consistency.judge import consistency_cell
 from mcp_bench.diagnose import DiagnoseInputs, Finding, diagnose
 from mcp_bench.forensics.sources import memory_forensics
 from mcp_bench.results.document import LevelResult, ResultDocument, dumps_document
@@ -95,6 +96,10 @@ def level_table(doc: ResultDocument) -> Table:
             headers.append(name)
             for row, value in zip(rows, col, strict=True):
                 row.append(value)
+    if any(lv.consistency for lv in doc.levels):  # the reference table's output-consistency column
+        headers.append("Consistency")
+        for row, lv in zip(rows, doc.levels, strict=True):
+            row.append(consistency_cell(lv.consistency))
     headers.append("SLO")
     for row, lv in zip(rows, doc.levels, strict=True):
         row.append(slo_mark(lv.slo.passed) or "-")

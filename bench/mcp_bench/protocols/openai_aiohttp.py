@@ -38,7 +38,7 @@ class OpenAIClient(OpenAISettings, AiohttpSession):
     async def send(self, payload: RequestPayload) -> RequestRecord:
         data, stream = self.request.encode(payload)
         session = self.session
-        body = OpenAIBody(stream)
+        body = OpenAIBody(stream, payload.capture)
         rec = RequestRecord(sent_ns=0, end_ns=0, input_tokens=payload.input_tokens)
         rec.sent_ns = perf_counter_ns()
         try:

@@ -43,7 +43,7 @@ class FastOpenAIClient(OpenAISettings, FastHttpClient):
             data = self._build(body)
             self._last = (payload, data, stream)
         rec.input_tokens = payload.input_tokens
-        return data, OpenAIBody(stream)
+        return data, OpenAIBody(stream, payload.capture)
 
     async def fingerprint(self) -> dict[str, str]:
         probe = OpenAIClient(self.root, self.model, timeout_s=min(self.timeout_s, 5.0), max_connections=1)

@@ -163,15 +163,17 @@ class OpenAIBody:
     arrived, so token times do not include the JSON decoding of earlier events.
     """
 
-    __slots__ = ("chunks", "done_ns", "parser", "raw", "stream")
+    __slots__ = ("chunks", "content", "done_ns", "parser", "raw", "stream")
     wants_body = True
 
-    def __init__(self, stream: bool) -> None:
+    def __init__(self, stream: bool, capture: bool = False) -> None:
         self.stream = stream
         self.parser = SseParser()
         self.chunks = 0  # non-empty content chunks
         self.done_ns: int | None = None  # arrival of data: [DONE]
         self.raw = bytearray()  # the body, when it is not a stream read event by event
+        # the answer's text and logprobs, kept only when the payload asks (consistency probes)
+        self.content: AnswerContent | None = AnswerContent() if capture else None
 
     @property
     def complete(self) -> bool:
@@ -212,6 +214,8 @@ class OpenAIBody:
                 rec.first_token_ns = now_ns
             rec.token_times_ns.append(now_ns)
             self.chunks += 1
+        if self.content is not None:
+            self.content.add(obj)
         take_usage(rec, obj)
         return None
 
@@ -233,6 +237,8 @@ class OpenAIBody:
         rec.end_ns = self.done_ns
         if not rec.tokens_from_server:
             rec.output_tokens = self.chunks
+        if self.content is not None:
+            rec.output = self.content.output()
         return None
 
     def lost(self, rec: RequestRecord) -> Failure | None:
@@ -250,4 +256,44 @@ class OpenAIBody:
             return ErrorKind.MALFORMED, "body is not a JSON object"
         if not take_usage(rec, obj):
             rec.output_tokens = len(text_of(obj).split())  # whitespace words, as the workload counts
+        if self.content is not None:
+            self.content.add(obj)
+            rec.output = self.content.output()
         return None
+
+
+class AnswerContent:
+    """What an answer said, gathered chunk by chunk: its text, and the tokens and their logprobs
+    where the server returned them (completions ``logprobs.tokens``/``token_logprobs``, chat
+    ``logprobs.content[].token``/``logprob``)."""
+
+    __slots__ = ("logprobs", "text", "tokens")
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.tokens: list[str] = []
+        self.logprobs: list[float] = []
+
+    def add(self, obj: dict[str, Any]) -> None:
+        self.text.append(text_of(obj))
+        choices = obj.get("choices")
+        if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
+            return
+        lp = choices[0].get("logprobs")
+        if not isinstance(lp, dict):
+            return
+        if isinstance(lp.get("content"), list):  # chat
+            pairs = [(c.get("token"), c.get("logprob")) for c in lp["content"] if isinstance(c, dict)]
+        else:  # completions
+            pairs = list(zip(lp.get("tokens") or [], lp.get("token_logprobs") or [], strict=False))
+        for token, logprob in pairs:
+            if isinstance(token, str) and isinstance(logprob, int | float):
+                self.tokens.append(token)
+                self.logprobs.append(float(logprob))
+
+    def output(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"text": "".join(self.text)}
+        if self.tokens:
+            out["tokens"] = self.tokens
+            out["logprobs"] = self.logprobs
+        return out

@@ -132,6 +132,23 @@ def _classify_triton(exc: InferenceServerException, grpc_mode: bool) -> tuple[Er
     return ErrorKind.HTTP_STATUS, number
 
 
+def numeric_outputs(result: Any) -> dict[str, dict[str, Any]]:
+    """Every numeric output of an infer answer (HTTP or gRPC), as flat float values and a shape,
+    for the consistency probes; outputs that are not numbers (BYTES) are left out."""
+    response = result.get_response()
+    if isinstance(response, dict):
+        names = [str(o.get("name")) for o in response.get("outputs", []) if isinstance(o, dict)]
+    else:
+        names = [o.name for o in response.outputs]
+    out: dict[str, dict[str, Any]] = {}
+    for name in names:
+        arr = result.as_numpy(name)
+        if arr is None or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
+            continue
+        out[name] = {"values": arr.astype(np.float64).ravel().tolist(), "shape": list(arr.shape)}
+    return out
+
+
 class TritonClient:
     """A :class:`~mcp_bench.records.ProtocolClient` for V2 ``infer`` over HTTP or gRPC."""
 
@@ -279,6 +296,8 @@ class TritonClient:
                 rec.error = ErrorKind.MALFORMED
                 rec.error_detail = f"response lacks requested output {name!r}"
                 break
+        if payload.capture and rec.error is None:
+            rec.output = {"tensors": numeric_outputs(result)}
         return rec
 
     async def fingerprint(self) -> dict[str, str]:

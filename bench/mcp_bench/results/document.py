@@ -188,6 +188,9 @@ class LevelResult(_Model):
     shard_windows: list[ShardWindow] | None = None
     overlap: float | None = None
     not_concurrent: str | None = None
+    # output consistency (plan.consistency): probes answered during the level against their at-rest
+    # answers, counts, mismatch rate, L2 max/P99 and the state (mcp_bench.consistency.judge)
+    consistency: dict[str, Any] | None = None
 
     def histogram(self, metric: str) -> LatencyHistogram | None:
         text = self.histograms.get(metric)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from mcp_bench.consistency.judge import merge_figures
 from mcp_bench.results.aggregate import LevelAccumulator, LevelMeta
 from mcp_bench.results.document import LevelResult, ResultDocument, ShardWindow, Unavailable
 from mcp_bench.results.slo import overall
@@ -124,6 +125,8 @@ def _merge_level(
     bound = [b for lv in shards for b in lv.client_bound or []]
     merged.workers = loads or None
     merged.client_bound = bound or None
+    if plan.consistency is not None:  # counts added, distances pooled, judged again
+        merged.consistency = merge_figures([lv.consistency for lv in shards], plan.consistency)
     windows = shard_windows(shards, list(indices) or [None] * len(shards))
     if len(windows) > 1:
         merged.shard_windows = windows

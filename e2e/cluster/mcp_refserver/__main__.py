@@ -87,6 +87,14 @@ def build_parser() -> argparse.ArgumentParser:
     t("--grpc-codec-ms", type=float, default=0.0, help="trap 11: V2 gRPC decode+encode time per request")
     t("--shape-penalty-ms", type=float, default=0.0, help="trap 12: first request of a new shape pays this")
     t("--shape-bucket-tokens", type=int, default=1, help="trap 12: prompt lengths round up to this bucket")
+    t(
+        "--drift-above-inflight",
+        type=int,
+        default=None,
+        help="output drift: a request finding more than N requests in the server gets changed answers",
+    )
+    t("--drift-scale", type=float, default=None, help="output drift: relative noise on logprobs, V2 floats")
+    t("--drift-token-share", type=float, default=None, help="output drift: share of tokens replaced")
     return p
 
 
@@ -103,6 +111,9 @@ TRAP_FIELDS = (
     "grpc_codec_ms",
     "shape_penalty_ms",
     "shape_bucket_tokens",
+    "drift_above_inflight",
+    "drift_scale",
+    "drift_token_share",
 )
 
 

@@ -40,6 +40,9 @@ every one is off by default, so the model above is unchanged unless one is set:
   shape (OpenAI: prompt length rounded up to the bucket; V2: the input tensor shapes) "compiles"
   for this long inside its service; requests of the same shape arriving meanwhile wait for it.
   Counted in ``mcp_refserver_shape_compiles_total``.
+* ``drift_above_inflight``/``drift_scale``/``drift_token_share`` (output consistency): a request
+  that finds more than N requests in the server answers with changed tokens, logprobs and V2
+  float outputs (``mcp_refserver.drift``); off by default, when answers depend on the request only.
 * ``image_ms``: per image a request carries (chat ``image_url`` parts, V2 tensors of rank 3 or 4),
   added before its first token (OpenAI) or to its compute (V2); images are counted either way
   (``mcp_refserver_images_total``, ``/debug/media``).
@@ -120,6 +123,11 @@ class RefServerConfig(BaseModel):
     # per image received (chat image parts, V2 image tensors): added before the first token or to
     # V2 compute, so a test sees in the latency that the images arrived (mcp_refserver.media)
     image_ms: float = Field(default=0.0, ge=0, le=60_000)
+    # output drift under load (mcp_refserver.drift): a request that finds more than this many requests
+    # in the server gets changed tokens, logprobs and V2 float outputs; None: answers never drift
+    drift_above_inflight: int | None = Field(default=None, ge=0)
+    drift_scale: float = Field(default=0.01, ge=0, le=100)  # relative noise on logprobs and float outputs
+    drift_token_share: float = Field(default=0.25, ge=0, le=1)  # share of a drifting answer's tokens replaced
 
     @field_validator("instance_weights", mode="before")
     @classmethod

@@ -15,6 +15,7 @@ from typing import Any
 
 from aiohttp import web
 
+from mcp_refserver.drift import drift_of, logprobs_asked
 from mcp_refserver.media import Seen, chat_content, counts_of
 from mcp_refserver.metrics import ServerMetrics
 from mcp_refserver.model import Fault, ServedTiming, ServerModel, sleep_until
@@ -110,6 +111,8 @@ class OpenAIHandlers:
         include_usage = (
             stream and cfg.send_usage and isinstance(opts, dict) and bool(opts.get("include_usage"))
         )
+        with_logprobs = logprobs_asked(body, chat)
+        drift = drift_of(self.model)
         plan = self.model.plan()
         if plan.fault is Fault.ERROR:
             self.model.stats.record_rejected()
@@ -124,22 +127,37 @@ class OpenAIHandlers:
         obj = "chat.completion.chunk" if chat else "text_completion"
         created = int(time.time())
 
-        def chunk(text: str, finish: str | None, role: bool = False) -> bytes:
+        def logprobs(tokens: list[tuple[str, float]]) -> dict[str, Any] | None:
+            if not with_logprobs or not tokens:
+                return None
+            if chat:
+                return {"content": [{"token": t, "logprob": v, "top_logprobs": []} for t, v in tokens]}
+            return {
+                "tokens": [t for t, _ in tokens],
+                "token_logprobs": [v for _, v in tokens],
+                "top_logprobs": [{t: v} for t, v in tokens],
+            }
+
+        def chunk(
+            text: str, finish: str | None, role: bool = False, tokens: list[tuple[str, float]] | None = None
+        ) -> bytes:
+            lp = logprobs(tokens or [])
             if chat:
                 delta: dict[str, Any] = {"role": "assistant", "content": text} if role else {"content": text}
                 choice: dict[str, Any] = {
                     "index": 0,
                     "delta": delta,
-                    "logprobs": None,
+                    "logprobs": lp,
                     "finish_reason": finish,
                 }
             else:
-                choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
+                choice = {"index": 0, "text": text, "logprobs": lp, "finish_reason": finish}
             data = {"id": rid, "object": obj, "created": created, "model": cfg.model, "choices": [choice]}
             return b"data: " + json.dumps(data, separators=(",", ":")).encode() + b"\n\n"
 
         async with self.model.serve(arrival, priority if cfg.priority == "strict" else 0) as svc:
             start = svc.start_ns
+            drifting = drift.now(self.model.running + self.model.waiting)
             bucket = cfg.shape_bucket_tokens
             # trap 12: a new prompt-length bucket "compiles" first
             shape = -(-prompt_tokens // bucket) * bucket
@@ -161,15 +179,22 @@ class OpenAIHandlers:
                     self._observe(
                         arrival, svc.queue_ns, done, done, plan.tpot_ns, n, arrival_unix_ns=arrival_unix
                     )
-                    text = "".join(f" tok{i}" for i in range(n))
+                    answer = [(drift.token(i, drifting), drift.logprob(i, drifting)) for i in range(n)]
+                    text = "".join(t for t, _ in answer)
                     if chat:
                         choice: dict[str, Any] = {
                             "index": 0,
                             "message": {"role": "assistant", "content": text},
+                            "logprobs": logprobs(answer),
                             "finish_reason": "length",
                         }
                     else:
-                        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length"}
+                        choice = {
+                            "index": 0,
+                            "text": text,
+                            "logprobs": logprobs(answer),
+                            "finish_reason": "length",
+                        }
                     return web.json_response(
                         {
                             "id": rid,
@@ -218,9 +243,11 @@ class OpenAIHandlers:
                     deadline = first_deadline + (sent + take - 1) * plan.tpot_ns
                     await self.model.waker.sleep_until(deadline)
                     sent += take
-                    piece = chunk(
-                        "".join(f" tok{i}" for i in range(sent - take, sent)), "length" if sent == n else None
-                    )
+                    toks = [
+                        (drift.token(i, drifting), drift.logprob(i, drifting))
+                        for i in range(sent - take, sent)
+                    ]
+                    piece = chunk("".join(t for t, _ in toks), "length" if sent == n else None, tokens=toks)
                     # stamped as the bytes are handed to the transport: after the await, the event loop
                     # may have run other requests first, which would make the truth late
                     last_sent = time.perf_counter_ns()
@@ -231,17 +258,6 @@ class OpenAIHandlers:
             finally:
                 if kv is not None and held:
                     kv.give_back(held)
-            self._observe(
-                arrival,
-                svc.queue_ns,
-                first_sent,
-                last_sent,
-                plan.tpot_ns,
-                n,
-                arrival_unix_ns=arrival_unix,
-                chunk_ns=tuple(writes),
-                late_ns=tuple(late),
-            )
             if include_usage:
                 data = {
                     "id": rid,
@@ -252,7 +268,20 @@ class OpenAIHandlers:
                     "usage": usage,
                 }
                 await resp.write(b"data: " + json.dumps(data, separators=(",", ":")).encode() + b"\n\n")
+            done_sent = time.perf_counter_ns()  # the end a client's e2e measures to
             await resp.write(b"data: [DONE]\n\n")
+            self._observe(
+                arrival,
+                svc.queue_ns,
+                first_sent,
+                last_sent,
+                plan.tpot_ns,
+                n,
+                arrival_unix_ns=arrival_unix,
+                chunk_ns=tuple(writes),
+                late_ns=tuple(late),
+                done_ns=done_sent - arrival,
+            )
             await resp.write_eof()
             return resp
 
@@ -282,6 +311,7 @@ class OpenAIHandlers:
         arrival_unix_ns: int,
         chunk_ns: tuple[int, ...] = (),
         late_ns: tuple[int, ...] = (),
+        done_ns: int = 0,
     ) -> None:
         """Record what the server actually did (write instants, not planned deadlines)."""
         m = self.metrics
@@ -300,5 +330,6 @@ class OpenAIHandlers:
                 chunk_ns=chunk_ns,
                 late_ns=late_ns,
                 arrival_unix_ns=arrival_unix_ns,
+                done_ns=done_ns,
             )
         )

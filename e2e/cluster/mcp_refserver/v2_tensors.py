@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from tritonclient.utils import np_to_triton_dtype, triton_to_np_dtype
 
+from mcp_refserver.drift import drift_of
 from mcp_refserver.media import counts_of, tensor_images
 from mcp_refserver.model import Fault, ServerModel, sleep_until
 
@@ -181,6 +182,7 @@ async def run_infer(
     strict = model.config.priority == "strict"
     async with model.serve(arrival_ns, priority if strict else 0) as svc:
         start = svc.start_ns
+        drifting = drift_of(model).now(model.running + model.waiting)
         if model.shapes.penalty_ns > 0:
             shape = tuple(sorted((name, tuple(arr.shape)) for name, arr in inputs.items()))
             if await model.shapes.ensure(shape):
@@ -193,4 +195,4 @@ async def run_infer(
         await model.waker.sleep_until(start + plan.infer_ns + image_ns)
         if half_ns:
             await model.waker.sleep_until(start + plan.infer_ns + image_ns + half_ns)
-    return outputs
+    return drift_of(model).outputs(outputs, drifting)

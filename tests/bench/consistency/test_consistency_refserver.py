@@ -1,0 +1,127 @@
+"""Output consistency on real runs against the reference server: probes answered at rest and
+during each level, through the same protocol clients as the load. With the drift knob (answers
+change when more than 8 requests are in the server) the loaded level is Found and the quiet one
+NotFound; without it both are NotFound. OpenAI streams (tokens and logprobs) and V2 tensors."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcp_bench.cli import main
+from mcp_bench.cli_observers import plan_observers
+from mcp_bench.engines import run_plan
+from mcp_bench.htmlreport import render_html
+from mcp_bench.plan import RunPlan
+from mcp_bench.results import merge_documents
+from mcp_bench.results.document import ResultDocument, dumps_document
+from mcp_refserver import RefServerConfig, start_refserver
+from mcp_refserver.drift import drift_of
+
+DRIFT_ABOVE = 8  # requests in the server; the quiet level has at most 1 + PROBES
+PROBES = 3
+
+
+async def _measure(backend: str, drift: bool, workers: int = 1) -> tuple[ResultDocument, int]:
+    cfg = RefServerConfig.model_validate(
+        {
+            "ttft_ms": 5,
+            "tpot_ms": 1,
+            "infer_ms": 5,
+            **({"drift_above_inflight": DRIFT_ABOVE, "drift_scale": 0.02} if drift else {}),
+        }
+    )
+    async with await start_refserver(cfg) as srv:
+        plan = RunPlan.from_dict(
+            {
+                "url": srv.url,
+                "backend": backend,
+                "model": cfg.model,
+                "payload": {"max_output_tokens": 8},
+                "levels": {"concurrency": [1, 24]},
+                "stage": {"duration_s": 1.0},
+                "workers": workers,
+                "consistency": {"probes": PROBES, "interval_s": 0.2, "max_tokens": 8, "seed": 3},
+            }
+        )
+        doc = await run_plan(plan, plan_observers(plan))
+        return doc, drift_of(srv.model).drifted
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[tuple[str, bool], tuple[ResultDocument, int]]:
+    return {
+        (backend, drift): asyncio.run(_measure(backend, drift))
+        for backend in ("openai", "triton-http")
+        for drift in (True, False)
+    }
+
+
+def _levels(doc: ResultDocument) -> list[dict[str, Any]]:
+    out = []
+    for lv in doc.levels:
+        assert lv.consistency is not None, lv.level_label
+        out.append(lv.consistency)
+    return out
+
+
+@pytest.mark.parametrize("backend", ["openai", "triton-http"])
+def test_drift_found_under_load_only(
+    runs: dict[tuple[str, bool], tuple[ResultDocument, int]], backend: str
+) -> None:
+    doc, drifted = runs[(backend, True)]
+    quiet, loaded = _levels(doc)
+    assert drifted > 0
+    assert quiet["compared"] >= PROBES and quiet["state"] == "NotFound", quiet
+    assert quiet["l2_max"] == 0.0
+    assert loaded["compared"] >= PROBES and loaded["state"] == "Found", loaded
+    assert loaded["l2_max"] > loaded["threshold"]["l2"]
+    if backend == "openai":  # tokens and their logprobs were returned and compared
+        assert quiet["mismatch_rate"] == 0.0
+        assert loaded["mismatch_rate"] > 0 and loaded["tokens"] >= 8 * loaded["compared"]
+    else:
+        assert loaded["mismatch_rate"] is None and loaded["tokens"] == 0
+
+
+@pytest.mark.parametrize("backend", ["openai", "triton-http"])
+def test_no_drift_without_the_knob(
+    runs: dict[tuple[str, bool], tuple[ResultDocument, int]], backend: str
+) -> None:
+    doc, drifted = runs[(backend, False)]
+    assert drifted == 0
+    for c in _levels(doc):
+        assert c["state"] == "NotFound", c
+        assert c["compared"] >= PROBES and c["failed"] == 0 and c["l2_max"] == 0.0
+
+
+def test_merge_show_and_report(
+    runs: dict[tuple[str, bool], tuple[ResultDocument, int]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    drifting, clean = runs[("openai", True)][0], runs[("openai", False)][0]
+    merged = merge_documents([drifting, clean])
+    quiet, loaded = _levels(merged)
+    for i, c in enumerate((quiet, loaded)):
+        parts = [_levels(drifting)[i], _levels(clean)[i]]
+        assert c["compared"] == sum(p["compared"] for p in parts)
+        assert c["mismatched_tokens"] == sum(p["mismatched_tokens"] for p in parts)
+        assert c["l2_max"] == max(p["l2_max"] for p in parts)
+    assert (quiet["state"], loaded["state"]) == ("NotFound", "Found")  # one shard's drift is the level's
+    path = tmp_path / "result.json"
+    path.write_text(dumps_document(drifting), encoding="utf-8")
+    assert main(["show", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "Consistency" in out and "Found" in out and "output consistency Found" in out
+    html = render_html(drifting)
+    assert "<th>Consistency</th>" in html.replace(' scope="col"', "")
+
+
+def test_worker_processes_probe_from_the_parent() -> None:
+    doc, drifted = asyncio.run(_measure("openai", True, workers=2))
+    quiet, loaded = _levels(doc)
+    assert drifted > 0
+    assert quiet["state"] == "NotFound" and loaded["state"] == "Found", (quiet, loaded)
