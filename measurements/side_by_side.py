@@ -8,7 +8,7 @@ reported percentiles are compared with the same percentiles of the server's trut
 requests sent in the tool's measured window:
 
 * error = reported - truth, at P50 and P99, for TTFT, ITL (every gap between content chunks),
-  TPOT (per request) and e2e (request sent to last chunk);
+  TPOT (per request) and e2e (to the stream's ``data: [DONE]``, where both clients end it);
 * the server's own lateness (its writes past the model's deadlines) beside them: it is already in
   the truth, so it is subtracted, but a server far behind its model is saturated and the row says so.
 """
@@ -69,7 +69,8 @@ def truth_between(timings: dict[str, list[Any]], first_ns: int, last_ns: int) ->
         if not kept:
             continue
         out["ttft"].append(timings["ttft_ms"][i])
-        out["e2e"].append(timings["e2e_ms"][i])
+        done = timings.get("done_ms", [None] * len(keep))[i]
+        out["e2e"].append(timings["e2e_ms"][i] if done is None else done)
         if timings["tpot_ms"][i] is not None:
             out["tpot"].append(timings["tpot_ms"][i])
         out["itl"].extend(b - a for a, b in itertools.pairwise(timings["chunks_ms"][i]))

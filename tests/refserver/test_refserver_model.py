@@ -119,6 +119,7 @@ async def test_timings_carry_every_chunk_write_and_its_lateness() -> None:
         assert [len(c) for c in timings["chunks_ms"]] == [len(x) for x in timings["late_ms"]] == [6, 6]
         chunks = timings["chunks_ms"][0]
         assert chunks[0] == pytest.approx(timings["ttft_ms"][0]) and chunks[-1] == timings["e2e_ms"][0]
+        assert all(done > e2e for done, e2e in zip(timings["done_ms"], timings["e2e_ms"], strict=True))
         # the writes follow absolute deadlines, so a gap strays from TPOT only by two lateness figures
         spread = 2 * max(abs(x) for late in timings["late_ms"] for x in late)
         gaps = [b - a for c in timings["chunks_ms"] for a, b in itertools.pairwise(c)]

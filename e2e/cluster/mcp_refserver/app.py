@@ -57,7 +57,8 @@ def build_app(config: RefServerConfig) -> tuple[web.Application, ServerModel]:
 
         Per request also: ``arrival_unix_ns`` (wall clock, to pick the requests of a client's
         measured window), ``chunks_ms`` (each streamed chunk's write from arrival: the inter-token
-        truth) and ``late_ms`` (each chunk's write past its model deadline: the server's lateness).
+        truth), ``done_ms`` (the write of ``data: [DONE]``, where a client's e2e ends; null when not
+        streamed) and ``late_ms`` (each chunk's write past its model deadline: the server's lateness).
         """
         kept = list(model.timings)
         if request.query.get("reset") == "1":
@@ -72,6 +73,7 @@ def build_app(config: RefServerConfig) -> tuple[web.Application, ServerModel]:
                 "arrival_unix_ns": [t.arrival_unix_ns for t in kept],
                 "chunks_ms": [[ns / 1e6 for ns in t.chunk_ns] for t in kept],
                 "late_ms": [[ns / 1e6 for ns in t.late_ns] for t in kept],
+                "done_ms": [t.done_ns / 1e6 if t.done_ns else None for t in kept],
             }
         )
 

@@ -232,8 +232,9 @@ class Service:
 class ServedTiming:
     """Server-side truth for one completed LLM request: arrival to first/last token write.
 
-    ``chunk_ns`` holds every streamed chunk's write instant from arrival (the inter-token truth)
-    and ``late_ns`` how far each write was past its model deadline (the server's own lateness,
+    ``chunk_ns`` holds every streamed chunk's write instant from arrival (the inter-token truth),
+    ``done_ns`` the end marker's (where a client's e2e ends), and ``late_ns`` how far each chunk's
+    write was past its model deadline (the server's own lateness,
     negative when the waker woke early), so a client's ITL can be checked against the gaps the
     server really produced and the server's share of an error told apart from the client's.
     """
@@ -245,6 +246,7 @@ class ServedTiming:
     chunk_ns: tuple[int, ...] = ()
     late_ns: tuple[int, ...] = ()
     arrival_unix_ns: int = 0
+    done_ns: int = 0  # the write of a stream's ``data: [DONE]`` from arrival (0: not streamed)
 
     @property
     def tpot_ns(self) -> float | None:
