@@ -38,6 +38,7 @@ from mcp_bench.results.aggregate import LevelMeta
 from mcp_bench.results.document import LevelResult
 from mcp_bench.results.merge import MIN_OVERLAP
 from mcp_bench.search.cli import add_search_flags, print_search, search_line, with_search
+from mcp_bench.telemetry.serve import add_sampler_command
 
 EXIT_OK, EXIT_SLO, EXIT_USAGE, EXIT_NOTHING = 0, 1, 2, 3
 
@@ -549,6 +550,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     fx.add_argument("--json", action="store_true", help="print the forensics as JSON")
     fx.set_defaults(func=cmd_forensics)
+    add_sampler_command(sub)
     return parser
 
 

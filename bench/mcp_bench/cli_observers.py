@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 from mcp_bench.consistency.observer import ConsistencyObserver
 from mcp_bench.engines.base import RunObserver
 from mcp_bench.plan import RunPlan
+from mcp_bench.servermetrics.names import DCGM_PORT
 from mcp_bench.servermetrics.observer import ServerMetricsObserver
 from mcp_bench.servermetrics.probes import (
     PrometheusEndpointProbe,
@@ -21,12 +22,14 @@ from mcp_bench.servermetrics.probes import (
     PromQuery,
     ServerMetricsProbe,
     TritonStatsProbe,
+    dcgm_probe,
     triton_probe,
     vllm_probe,
 )
 from mcp_bench.servermetrics.snapshot import COUNTER, GAUGE
 from mcp_bench.telemetry import TelemetryConfigError
 from mcp_bench.telemetry.observer import TelemetryObserver
+from mcp_bench.telemetry.remote import ServingGpuObserver
 
 DEFAULT_GPU_INTERVAL = "100ms"
 _NAMED_ENDPOINTS: dict[str, Callable[[str], PrometheusEndpointProbe]] = {
@@ -51,9 +54,11 @@ def add_observer_flags(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--server-metrics",
         action="append",
-        metavar="triton|vllm|URL",
+        metavar="triton|vllm|dcgm|URL",
         help="scrape a metrics endpoint before and after each level: 'triton' or 'vllm' (the target's "
-        "/metrics), 'triton=URL' / 'vllm=URL' (e.g. Triton's :8002), or any Prometheus text URL; repeatable",
+        "/metrics), 'triton=URL' / 'vllm=URL' (e.g. Triton's :8002), 'dcgm' (the DCGM exporter at the "
+        f"target's host, port {DCGM_PORT}) or 'dcgm=URL' (the serving GPUs, per GPU), or any Prometheus "
+        "text URL; repeatable",
     )
     run.add_argument("--prometheus", metavar="URL", help="Prometheus server for --promql queries")
     run.add_argument(
@@ -84,6 +89,14 @@ def target_base_url(plan: RunPlan) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
+def dcgm_default_url(plan: RunPlan) -> str:
+    """The DCGM exporter at the target's host on its default port (a sidecar of the server)."""
+    url = plan.url if "://" in plan.url else f"http://{plan.url}"
+    host = urlsplit(url).hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    return f"http://{host}:{DCGM_PORT}/metrics"
+
+
 def _split(text: str, flag: str) -> tuple[str, str]:
     name, sep, value = text.partition("=")
     if not sep or not name.strip() or not value.strip():
@@ -109,7 +122,9 @@ def server_metrics_probes(
     probes: list[ServerMetricsProbe] = []
     for spec in server_metrics:
         kind, sep, url = spec.partition("=")
-        if kind in _NAMED_ENDPOINTS:
+        if kind == "dcgm":
+            probes.append(dcgm_probe(_http_url(url, "--server-metrics") if sep else dcgm_default_url(plan)))
+        elif kind in _NAMED_ENDPOINTS:
             target = _http_url(url, "--server-metrics") if sep else base
             probes.append(_NAMED_ENDPOINTS[kind](target))
         else:
@@ -159,15 +174,23 @@ def build_observers(
             observers.append(TelemetryObserver(gpu_interval_s))
         except TelemetryConfigError as exc:
             raise ObserverArgError(f"--gpu-telemetry: {exc}") from exc
+    if prometheus is not None and plan.observe.prometheus not in (None, prometheus):
+        raise ObserverArgError("--prometheus: the plan reads PromQL through observe.prometheus already")
     probes = server_metrics_probes(
         plan,
         [*plan.observe.server_metrics, *server_metrics],
-        prometheus,
-        promql,
+        prometheus or plan.observe.prometheus,
+        [*plan.observe.promql, *promql],
         [*plan.observe.triton_stats, *triton_stats],
     )
     if probes:
         observers.append(ServerMetricsObserver(probes, plan.observe.timeline_interval_s))
+    if plan.observe.gpu_samplers:  # after the server metrics: its entries join theirs
+        urls = [_http_url(u, "observe.gpu_samplers") for u in plan.observe.gpu_samplers]
+        try:
+            observers.append(ServingGpuObserver(urls))
+        except ValueError as exc:
+            raise ObserverArgError(f"observe.gpu_samplers: {exc}") from exc
     if plan.consistency is not None:
         observers.append(ConsistencyObserver(plan))
     return observers

@@ -289,9 +289,23 @@ class Observe(_Strict):
         "end: the GPU-memory forensics tell memory a level borrowed from memory it kept (0: no wait)",
     )
 
+    prometheus: str | None = Field(
+        default=None, max_length=2048, description="Prometheus server the promql queries are read through"
+    )
+    promql: list[str] = Field(
+        default_factory=list,
+        max_length=16,
+        description="NAME=EXPR (a gauge) or NAME:counter=EXPR, read around each level; needs prometheus",
+    )
+    gpu_samplers: list[str] = Field(
+        default_factory=list,
+        max_length=64,
+        description="node-level NVML samplers' URLs (mcp-bench gpu-sampler): the serving GPUs, per level",
+    )
+
     @property
     def empty(self) -> bool:
-        return not self.server_metrics and not self.triton_stats
+        return not (self.server_metrics or self.triton_stats or self.promql or self.gpu_samplers)
 
 
 class Consistency(_Strict):
@@ -358,12 +372,12 @@ class RunPlan(_Strict):
     client_bound: ClientBound = Field(
         default_factory=ClientBound, description="with workers > 1: when a level is flagged client-bound"
     )
-    consistency: Consistency | None = Field(
-        default=None, description="probe requests compared at rest and under load (none by default)"
-    )
     search: SearchSpec | None = Field(
         default=None,
         description="saturation search: the levels are chosen as it goes, from the one level given",
+    )
+    consistency: Consistency | None = Field(
+        default=None, description="probe requests compared at rest and under load (none by default)"
     )
 
     @model_validator(mode="after")

@@ -37,6 +37,16 @@ VLLM_METRICS: tuple[str, ...] = (
     "vllm:generation_tokens_total",
 )
 
+# The DCGM exporter's per-GPU gauges the benchmark reads (dcgm-exporter's default counters): SM
+# utilisation (%), frame buffer used and free (MiB), power draw (W).
+DCGM_METRICS: tuple[str, ...] = (
+    "DCGM_FI_DEV_GPU_UTIL",
+    "DCGM_FI_DEV_FB_USED",
+    "DCGM_FI_DEV_FB_FREE",
+    "DCGM_FI_DEV_POWER_USAGE",
+)
+DCGM_PORT = 9400  # dcgm-exporter's default listening port
+
 # Memory gauges the GPU-memory forensics read, with the factor to bytes: Triton's per-GPU gauge, the
 # DCGM exporter's frame buffer (MiB), and any process collector's resident set.
 MEMORY_GAUGES: dict[str, float] = {

@@ -24,7 +24,8 @@ from mcp_bench.engines.base import RunObserver
 from mcp_bench.plan import RunPlan
 from mcp_bench.results.aggregate import LevelMeta
 from mcp_bench.results.document import LevelResult, ResultDocument
-from mcp_bench.servermetrics.names import MEMORY_GAUGES
+from mcp_bench.servermetrics.dcgm import dcgm_gpus, is_dcgm
+from mcp_bench.servermetrics.names import DCGM_METRICS, MEMORY_GAUGES
 from mcp_bench.servermetrics.probes import (
     PrometheusEndpointProbe,
     ServerMetricsProbe,
@@ -45,7 +46,7 @@ TIMELINE_METRICS: frozenset[str] = frozenset(
         "vllm:num_preemptions",
         "nv_inference_pending_request_count",
         "nv_gpu_utilization",
-        "DCGM_FI_DEV_GPU_UTIL",
+        *DCGM_METRICS,
         *MEMORY_GAUGES,
     }
 )
@@ -139,7 +140,7 @@ class ServerMetricsObserver(RunObserver):
         if self._before is None:
             return
         after = await snapshot_all(self.probes)
-        result.server_metrics = deltas(self.probes, self._before, after)
+        result.server_metrics = {**(result.server_metrics or {}), **deltas(self.probes, self._before, after)}
         if self.timeline_interval_s is not None:
             for probe, before, end in zip(self.probes, self._before, after, strict=True):
                 delta = result.server_metrics[probe.name]
@@ -148,6 +149,9 @@ class ServerMetricsObserver(RunObserver):
                 edges = [_edge(s) for s in (before, end)]
                 samples = [edges[0], *self._samples.get(probe.name, []), edges[1]]
                 delta["timeline"] = build_timeline(before.taken_ns, samples)
+        for delta in result.server_metrics.values():
+            if isinstance(delta, dict) and delta.get("status") == "ok" and is_dcgm(delta):
+                delta["gpus"] = dcgm_gpus(delta)  # the serving GPUs, one entry each
         self._before = None
         self._samples = {}
 

@@ -18,7 +18,7 @@ import aiohttp
 
 from mcp_bench.records import ErrorKind
 from mcp_bench.servermetrics.delta import delta
-from mcp_bench.servermetrics.names import TRITON_METRICS, VLLM_METRICS
+from mcp_bench.servermetrics.names import DCGM_METRICS, TRITON_METRICS, VLLM_METRICS
 from mcp_bench.servermetrics.snapshot import (
     COUNTER,
     GAUGE,
@@ -101,6 +101,11 @@ def triton_probe(base_url: str, name: str = "triton-metrics") -> PrometheusEndpo
 def vllm_probe(base_url: str, name: str = "vllm-metrics") -> PrometheusEndpointProbe:
     """vLLM's /metrics (the OpenAI server's port), expecting vLLM's metric names."""
     return PrometheusEndpointProbe(base_url.rstrip("/") + "/metrics", VLLM_METRICS, name)
+
+
+def dcgm_probe(metrics_url: str, name: str = "dcgm") -> PrometheusEndpointProbe:
+    """The DCGM exporter's metrics (the serving GPUs, one series per GPU), expecting its gauges."""
+    return PrometheusEndpointProbe(metrics_url, DCGM_METRICS, name)
 
 
 @dataclass

@@ -150,12 +150,19 @@ def merge_telemetry(parts: Sequence[Part], plot_budget: int = PLOT_VALUES) -> di
     for i, part in enumerate(parts):
         if not (isinstance(part, Mapping) and part.get("status") == STATUS_OK):
             by_reason.setdefault(_why(part), []).append(i)
+    role = {"role": present[0][1]["role"]} if present[0][1].get("role") else {}
     if not ok:
         first = present[0][1]
-        return {"status": first.get("status"), "reason": first.get("reason"), "shards_without": by_reason}
+        return {
+            **role,
+            "status": first.get("status"),
+            "reason": first.get("reason"),
+            "shards_without": by_reason,
+        }
     gpus = _distinct_gpus(ok)
     expected = [p.get("expected_samples") for _, p in ok]
     merged: dict[str, Any] = {
+        **role,
         "status": STATUS_OK,
         "shards_merged": len(ok),
         "samples": sum(int(p.get("samples") or 0) for _, p in ok),

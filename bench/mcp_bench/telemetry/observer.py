@@ -20,6 +20,7 @@ from mcp_bench.telemetry.nvml import DEFAULT_INTERVAL_S, DEFAULT_SLOW_INTERVAL_S
 from mcp_bench.telemetry.series import DEFAULT_CAPACITY
 from mcp_bench.telemetry.stats import memory_around, plot_points, summarise
 
+ROLE = "load-generator"
 PLOT_POINTS = 500  # per run, in the document: enough for a plot, small enough for a result object
 
 
@@ -52,7 +53,8 @@ class TelemetryObserver(RunObserver):
         self._level_start_ns = time.perf_counter_ns()
 
     def level_summary(self, start_ns: int | None, end_ns: int) -> dict[str, Any]:
-        summary = summarise(self.sampler.series, start_ns, end_ns)
+        # the shard's own GPUs: the load generator's (the serving GPUs come from gpu-sampler or DCGM)
+        summary = {"role": ROLE, **summarise(self.sampler.series, start_ns, end_ns)}
         if summary.get("status") == "ok" and len(self.sampler.series.gpus) > 1:
             summary["fairness"] = gpu_fairness(self.sampler.series.window(start_ns, end_ns))
         return summary
