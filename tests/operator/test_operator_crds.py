@@ -119,10 +119,12 @@ def _validations(node: dict[str, Any]) -> list[str]:
 def test_cel_rules_are_carried_over() -> None:
     bench = _root_schema("MCPBenchmark")["properties"]["spec"]["properties"]
     assert "has(self.url) != has(self.serviceRef)" in _validations(bench["target"])
-    assert _validations(bench["load"]) == [
+    load = _validations(bench["load"])
+    assert load[:2] == [
         "has(self.concurrency) != has(self.rate)",
         "has(self.durationSeconds) || has(self.requests)",
     ]
+    assert len(load) == 4 and all(rule.startswith("!has(self.search) || ") for rule in load[2:])
     ready = _root_schema("MCPReadiness")["properties"]["spec"]["properties"]
     assert "has(self.url) != has(self.serviceRef)" in _validations(ready["target"])
     probe = ready["checks"]["properties"]["healthProbe"]

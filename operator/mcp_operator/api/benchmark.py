@@ -26,6 +26,7 @@ from .common import (
     cel,
     with_rules,
 )
+from .search import SEARCH_RULES, BenchmarkSearch, SearchStatus
 from .workload import DatasetSpec, DistributionSpec, ImagePartsSpec, ImageTensorSpec
 
 KIND = "MCPBenchmark"
@@ -92,6 +93,7 @@ class BenchmarkLoad(ApiModel):
             "has(self.durationSeconds) || has(self.requests)",
             "set durationSeconds and/or requests so every level ends",
         ),
+        *SEARCH_RULES,
     )
 
     concurrency: list[int] | None = Field(
@@ -143,6 +145,11 @@ class BenchmarkLoad(ApiModel):
         default="builtin",
         description="Load generator in the shard pods: the built-in engine, Locust (plain HTTP), or k6 "
         "(plain HTTP; the runner image must bring its own k6, which this project does not ship).",
+    )
+    search: BenchmarkSearch | None = Field(
+        default=None,
+        description="Saturation search: find the highest load that meets spec.slo (max goodput) and the "
+        "knee, starting from the one level given; one shard only.",
     )
 
 
@@ -565,6 +572,9 @@ class MCPBenchmarkStatus(ApiModel):
     preflight: PreflightStatus | None = Field(default=None, description="What the preflight found.")
     progress: BenchmarkProgress | None = Field(
         default=None, description="Live progress while the shards run (the last report once done)."
+    )
+    search: SearchStatus | None = Field(
+        default=None, description="What spec.load.search found: the max-goodput load, the knee, the stop."
     )
     conditions: list[Condition] = Field(
         default_factory=list,

@@ -19,6 +19,7 @@ from ..redact import url_has_credentials
 from ..settings import OperatorSettings
 from ..targets import ServiceExists, SpecProblem, resolve_url
 from .observe import observe_plan, observe_problem
+from .search import search_plan, search_problem
 from .workload import workload_payload
 
 HEADER_BACKENDS = ("http", "openai", "openai-chat")
@@ -95,6 +96,7 @@ def plan_from_spec(spec: MCPBenchmarkSpec, url: str, benchmark: str) -> RunPlan:
             "labels": {"benchmark": benchmark},
             "observe": observe_plan(spec),
             "workers": workers_for_cpu(spec.runner.cpu, load.engine),
+            "search": search_plan(spec),
         },
         source="spec",
     )
@@ -139,6 +141,8 @@ async def prepare_plan(
             "HeadersUnsupported",
             f"spec.target.headers apply to backends {', '.join(HEADER_BACKENDS)}, not {spec.target.backend}",
         )
+    if (searching := search_problem(spec)) is not None:
+        return searching
     url = await resolve_url(spec.target.url, spec.target.service_ref, namespace, exists)
     if isinstance(url, SpecProblem):
         return url

@@ -30,6 +30,7 @@ from ..conditions import set_condition
 from ..rejection import rejected_fields
 from ..targets import SpecProblem
 from .collect import ShardReadout
+from .search import search_message, search_status
 
 Conditions = list[dict[str, Any]]
 
@@ -232,6 +233,8 @@ def merged_status(
             "every SLO met" if reason == "SloMet" else "no SLO declared"
         )
         verdict, ready, phase = "Pass", True, "Succeeded"
+    if problem is None and merged is not None and merged.search is not None:
+        message = search_message(merged.search)  # the search's answer, not its probes' misses
 
     def build(bounds: Bounds) -> dict[str, Any]:
         fields: dict[str, Any] = {
@@ -247,6 +250,8 @@ def merged_status(
                 failed=failed,
             ),
         }
+        if merged is not None and merged.search is not None:
+            fields["search"] = search_status(merged.search, bounds)
         if merged is not None:
             rows = [level_row(summary, bounds) for summary in summaries][-MAX_RESULT_ROWS:]
             fields["results"] = rows

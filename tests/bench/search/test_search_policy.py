@@ -3,6 +3,8 @@ answer is known (a load passes when it is at most the capacity)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from mcp_bench.search.knee import Point, find_knee
@@ -11,7 +13,7 @@ from mcp_bench.search.policy import Next, Stop, Tried, next_step
 
 
 def replay(
-    spec: SearchSpec, start: float, passes: object, *, integral: bool = False
+    spec: SearchSpec, start: float, passes: Callable[[float], bool], *, integral: bool = False
 ) -> tuple[list[Next], Stop]:
     """Run the policy to its end against ``passes(load) -> bool``."""
     tried: list[Tried] = []
@@ -22,7 +24,7 @@ def replay(
             return steps, step
         assert step.load not in [t.load for t in tried], "a load is never probed twice"
         steps.append(step)
-        tried.append(Tried(step.load, passes(step.load)))  # type: ignore[operator]
+        tried.append(Tried(step.load, passes(step.load)))
 
 
 @pytest.mark.parametrize("capacity", [3.0, 47.0, 80.0, 333.0, 999.0])
