@@ -26,6 +26,7 @@ from .common import (
     cel,
     with_rules,
 )
+from .consistency import ConsistencySpec
 from .search import SEARCH_RULES, BenchmarkSearch, SearchStatus
 from .workload import DatasetSpec, DistributionSpec, ImagePartsSpec, ImageTensorSpec
 
@@ -411,6 +412,11 @@ class MCPBenchmarkSpec(ApiModel):
             ("triton-http", "triton-grpc"),
             "workload imageTensor (V2) needs backend triton-http or triton-grpc",
         ),
+        cel(
+            "!has(self.consistency) || self.target.backend != 'http'",
+            "consistency needs an openai, openai-chat or triton backend: answers to compare",
+            ".consistency",
+        ),
     )
 
     target: BenchmarkTarget = Field(description="The endpoint under test.")
@@ -432,6 +438,12 @@ class MCPBenchmarkSpec(ApiModel):
     )
     workload: BenchmarkWorkload | None = Field(
         default=None, description="Request classes and shape sweeps (per-class and per-shape results)."
+    )
+    consistency: ConsistencySpec | None = Field(
+        default=None,
+        description="Output consistency under load: probe requests (deterministic decoding) answered at "
+        "rest and during each level, compared (token mismatch rate, L2 of numeric outputs); a level whose "
+        "outputs drift past a threshold is a finding.",
     )
     preflight: PreflightMode = Field(
         default="warn",

@@ -96,6 +96,7 @@ def plan_from_spec(spec: MCPBenchmarkSpec, url: str, benchmark: str) -> RunPlan:
             "labels": {"benchmark": benchmark},
             "observe": observe_plan(spec),
             "workers": workers_for_cpu(spec.runner.cpu, load.engine),
+            "consistency": None if spec.consistency is None else spec.consistency.plan(),
             "search": search_plan(spec),
         },
         source="spec",
