@@ -427,6 +427,11 @@ class RunPlan(_Strict):
             return max(self.levels.concurrency)
         return self.levels.max_concurrency
 
+    @property
+    def planned_levels(self) -> int:
+        """Levels the run has at most: a search's probe budget, else the levels given."""
+        return self.search.max_probes if self.search is not None else self.levels.count
+
 
 def search_problem(plan: RunPlan) -> str | None:
     """Why the plan's search cannot run, or None: it starts from one level inside its bounds,
