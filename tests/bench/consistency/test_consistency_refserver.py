@@ -6,6 +6,7 @@ NotFound; without it both are NotFound. OpenAI streams (tokens and logprobs) and
 from __future__ import annotations
 
 import asyncio
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from mcp_bench.cli import main
 from mcp_bench.cli_observers import plan_observers
 from mcp_bench.engines import run_plan
 from mcp_bench.htmlreport import render_html
+from mcp_bench.junit import junit_xml
 from mcp_bench.plan import RunPlan
 from mcp_bench.results import merge_documents
 from mcp_bench.results.document import ResultDocument, dumps_document
@@ -25,22 +27,25 @@ DRIFT_ABOVE = 8  # requests in the server; the quiet level has at most 1 + PROBE
 PROBES = 3
 
 
-async def _measure(backend: str, drift: bool, workers: int = 1) -> tuple[ResultDocument, int]:
+async def _measure(
+    backend: str, drift: bool, workers: int = 1, stream: bool = True
+) -> tuple[ResultDocument, int]:
     cfg = RefServerConfig.model_validate(
         {
             "ttft_ms": 5,
             "tpot_ms": 1,
             "infer_ms": 5,
+            "grpc_port": 0 if backend == "triton-grpc" else None,
             **({"drift_above_inflight": DRIFT_ABOVE, "drift_scale": 0.02} if drift else {}),
         }
     )
     async with await start_refserver(cfg) as srv:
         plan = RunPlan.from_dict(
             {
-                "url": srv.url,
+                "url": srv.grpc_url if backend == "triton-grpc" else srv.url,
                 "backend": backend,
                 "model": cfg.model,
-                "payload": {"max_output_tokens": 8},
+                "payload": {"max_output_tokens": 8, "stream": stream},
                 "levels": {"concurrency": [1, 24]},
                 "stage": {"duration_s": 1.0},
                 "workers": workers,
@@ -118,6 +123,11 @@ def test_merge_show_and_report(
     assert "Consistency" in out and "Found" in out and "output consistency Found" in out
     html = render_html(drifting)
     assert "<th>Consistency</th>" in html.replace(' scope="col"', "")
+    cases = ET.fromstring(junit_xml(drifting)).iter("testcase")
+    verdicts = {c.get("classname"): c.find("failure") for c in cases if c.get("name") == "output_consistency"}
+    assert verdicts["c=1"] is None
+    failure = verdicts["c=24"]
+    assert failure is not None and failure.get("type") == "OutputDrift"
 
 
 def test_worker_processes_probe_from_the_parent() -> None:
@@ -125,3 +135,12 @@ def test_worker_processes_probe_from_the_parent() -> None:
     quiet, loaded = _levels(doc)
     assert drifted > 0
     assert quiet["state"] == "NotFound" and loaded["state"] == "Found", (quiet, loaded)
+
+
+@pytest.mark.parametrize(("backend", "stream"), [("openai-chat", False), ("triton-grpc", True)])
+def test_chat_whole_answers_and_v2_grpc(backend: str, stream: bool) -> None:
+    doc, drifted = asyncio.run(_measure(backend, True, stream=stream))
+    quiet, loaded = _levels(doc)
+    assert drifted > 0
+    assert quiet["state"] == "NotFound" and loaded["state"] == "Found", (quiet, loaded)
+    assert loaded["l2_max"] > loaded["threshold"]["l2"]
