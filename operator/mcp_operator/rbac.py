@@ -55,6 +55,10 @@ OPERATOR_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["resourcequotas"], "verbs": ["list"]},
     # readiness targets given as serviceRef
     {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list"]},
+    # benchmark GPU samplers (spec.observe.gpuSampler): the nodes of the target's endpoints, one
+    # sampler pod (no GPU request) and its Service per node, deleted once the run is collected
+    {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list"]},
+    {"apiGroups": [""], "resources": ["pods", "services"], "verbs": ["create", "delete"]},
     # readiness configConsistency: the workload and its ReplicaSets (pods and ConfigMaps above;
     # hashed Secrets are read by name), and the Argo CD Application named by the gate
     {

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from mcp_bench.results.document import LevelResult, ResultDocument
 from mcp_bench.results.slo import latency_metric
+from mcp_bench.telemetry.serving import ServingGpus, serving_gpus
 
 SloMark = Literal["Pass", "Fail"]
 
@@ -69,6 +70,8 @@ class LevelSummary:
     dropped: int
     schedule_lag_p99_ms: float | None
     slo: SloMark | None
+    # the server's GPUs (DCGM exporter, node-level samplers); None where none was observed
+    serving: ServingGpus | None = None
 
     @property
     def errors(self) -> int:
@@ -96,4 +99,5 @@ def summarize(doc: ResultDocument, level: LevelResult) -> LevelSummary:
         dropped=level.dropped,
         schedule_lag_p99_ms=lag.p99_ms if lag and lag.count else None,
         slo=slo_mark(level.slo.passed),
+        serving=serving_gpus(level.server_metrics),
     )

@@ -27,6 +27,7 @@ from .common import (
     with_rules,
 )
 from .consistency import ConsistencySpec
+from .observe import GpuSamplerSpec, PrometheusSource
 from .search import SEARCH_RULES, BenchmarkSearch, SearchStatus
 from .workload import DatasetSpec, DistributionSpec, ImagePartsSpec, ImageTensorSpec
 
@@ -271,7 +272,7 @@ MAX_CLASSES = 16
 MAX_SHAPES = 64
 MAX_DIAGNOSTICS = 16
 CLASS_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
-_OBSERVE_SOURCE = r"^(triton|vllm)(=https?://\S+)?$|^https?://\S+$"
+_OBSERVE_SOURCE = r"^(triton|vllm|dcgm)(=https?://\S+)?$|^https?://\S+$"
 _STATS_SOURCE = r"^[A-Za-z0-9_.-]{1,256}(=https?://\S+)?$"
 
 
@@ -283,7 +284,9 @@ class BenchmarkObserve(ApiModel):
     server_metrics: list[Annotated[str, Field(max_length=2048, pattern=_OBSERVE_SOURCE)]] = Field(
         default_factory=list,
         description="Prometheus endpoints to read: 'triton' or 'vllm' (the target's own /metrics), "
-        "'triton=URL', 'vllm=URL' (e.g. Triton's :8002) or any Prometheus text URL.",
+        "'triton=URL', 'vllm=URL' (e.g. Triton's :8002), 'dcgm' (the DCGM exporter at the target's host, "
+        "port 9400) or 'dcgm=URL' (the serving GPUs: utilisation, frame buffer, power per GPU per level), "
+        "or any Prometheus text URL.",
         max_length=MAX_OBSERVE_SOURCES,
     )
     triton_stats: list[Annotated[str, Field(max_length=2048, pattern=_STATS_SOURCE)]] = Field(
@@ -297,6 +300,14 @@ class BenchmarkObserve(ApiModel):
         le=60,
         description="Also sample the endpoints' queue, KV-cache and utilisation gauges this often during "
         "each level.",
+    )
+    prometheus: PrometheusSource | None = Field(
+        default=None, description="PromQL read through a named Prometheus before and after each level."
+    )
+    gpu_sampler: GpuSamplerSpec | None = Field(
+        default=None,
+        description="The serving GPUs' NVML telemetry from a sampler pod on each node of the target's "
+        "pods (no GPU request); the shards' own GPUs stay reported as the load generator's.",
     )
 
 
@@ -487,6 +498,22 @@ class LevelRow(ApiModel):
         default="unavailable", description="GPU memory peak, or unavailable."
     )
     slo: str = Field(default="", description="Pass, Fail or empty when no SLO applies.")
+    serving_gpu_memory_peak_percent: str | None = Field(
+        default=None,
+        description="The serving GPUs' memory peak (spec.observe: the DCGM exporter or the GPU sampler), "
+        "or unavailable; absent when they are not observed. gpuMemoryPeakPercent is the load generator's.",
+    )
+    serving_gpu_util_percent: str | None = Field(
+        default=None, description="Mean SM utilisation of the serving GPUs over the level, or unavailable."
+    )
+    serving_gpu_power_watts: str | None = Field(
+        default=None, description="Mean power of the serving GPUs over the level, or unavailable."
+    )
+    serving_gpu_source: str | None = Field(
+        default=None,
+        description="Where the serving GPUs' figures come from, or why a source gave none.",
+        max_length=512,
+    )
     overlap_percent: str = Field(
         default="n/a",
         description="Share of the level's time every shard was measuring (n/a with one shard).",

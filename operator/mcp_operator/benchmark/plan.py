@@ -149,7 +149,7 @@ async def prepare_plan(
         return url
     if spec.target.backend != "http" and not spec.target.model:
         return SpecProblem("ModelRequired", f"backend {spec.target.backend} needs spec.target.model")
-    observing = await observe_problem(spec)
+    observing = await observe_problem(spec, namespace=namespace, exists=exists)
     if observing is not None:
         return observing
     try:

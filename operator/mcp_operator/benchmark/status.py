@@ -30,6 +30,7 @@ from ..conditions import set_condition
 from ..rejection import rejected_fields
 from ..targets import SpecProblem
 from .collect import ShardReadout
+from .gpusampler import serving_columns
 from .search import search_message, search_status
 
 Conditions = list[dict[str, Any]]
@@ -55,6 +56,7 @@ def level_row(summary: LevelSummary, bounds: Bounds = TIERS[0]) -> LevelRow:
         p99_ms=_figure(summary.p99_ms),
         gpu_memory_peak_percent="unavailable" if gpu is None else f"{gpu:.1f}",
         slo=clip(summary.slo or "", bounds.field),
+        **serving_columns(summary.serving, min(512, bounds.text)),
     )
 
 

@@ -18,6 +18,7 @@ from .. import events, kube, metrics
 from ..api.benchmark import KIND, PLURAL, MCPBenchmarkSpec, MCPBenchmarkStatus
 from ..api.common import GROUP, VERSION
 from ..benchmark import reconcile
+from ..benchmark.gpusampler_kube import delete_samplers, with_gpu_samplers
 from ..benchmark.job import job_name, shard_job
 from ..benchmark.plan import prepare_plan, runner_problem
 from ..benchmark.preflight import (
@@ -118,6 +119,19 @@ async def start_benchmark(
     patch.status["preflight"] = block.to_patch()
     if found:
         events.warning(body, found[0].reason, "; ".join(f.message for f in found))
+    sampled = await with_gpu_samplers(
+        plan,
+        parsed,
+        namespace=namespace,
+        benchmark=name,
+        uid=uid,
+        job=job,
+        image=parsed.runner.image or settings.runner_image,
+    )
+    if isinstance(sampled, SpecProblem):
+        _reject(body, patch, status, generation, sampled)
+        return
+    plan = sampled
     manifest = shard_job(
         spec=parsed,
         name=name,
@@ -218,3 +232,5 @@ async def collect_benchmark(
         events.normal(body, collected.reason, redact_text(collected.message))
     else:
         events.warning(body, collected.reason, redact_text(collected.message))
+    if (body.get("spec") or {}).get("observe", {}).get("gpuSampler"):
+        await delete_samplers(namespace, job)  # collected: the serving GPUs' samplers are done with

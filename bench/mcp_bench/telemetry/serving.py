@@ -1,0 +1,109 @@
+"""The serving GPUs of one level, from whichever source observed them: the DCGM exporter's
+per-GPU entries or the node-level NVML samplers (``gpu-sampler:<node>``), both kept in
+``level.server_metrics``. One summary for the table rows (CLI, status, report): memory peak
+share, mean SM utilisation and mean power over the serving GPUs, which sources gave them, and
+why any source gave nothing. A figure no source had stays None (shown ``unavailable``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+SAMPLER_PREFIX = "gpu-sampler:"
+
+
+@dataclass(frozen=True)
+class ServingGpus:
+    sources: tuple[str, ...]  # the sources that gave figures
+    gpus: int
+    memory_peak_pct: float | None
+    sm_util_mean_pct: float | None
+    power_mean_w: float | None
+    unavailable: tuple[str, ...]  # "source: why" for each asked source that gave nothing
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _from_dcgm(gpus: list[Any]) -> tuple[list[float], list[float], list[float]]:
+    mem: list[float] = []
+    sm: list[float] = []
+    power: list[float] = []
+    for gpu in gpus:
+        if not isinstance(gpu, Mapping):
+            continue
+        if (v := _num(gpu.get("fb_used_peak_pct"))) is not None:
+            mem.append(v)
+        if (v := _num((gpu.get("sm_util_pct") or {}).get("mean"))) is not None:
+            sm.append(v)
+        if (v := _num((gpu.get("power_w") or {}).get("mean"))) is not None:
+            power.append(v)
+    return mem, sm, power
+
+
+def _from_sampler(gpus: list[Any]) -> tuple[list[float], list[float], list[float]]:
+    mem: list[float] = []
+    sm: list[float] = []
+    power: list[float] = []
+    for gpu in gpus:
+        if not isinstance(gpu, Mapping):
+            continue
+        if (v := _num(gpu.get("memory_used_peak_pct"))) is not None:
+            mem.append(v)
+        fields = gpu.get("fields") or {}
+        for name, out in (("sm_util_pct", sm), ("power_w", power)):
+            entry = fields.get(name)
+            if isinstance(entry, Mapping) and (v := _num(entry.get("mean"))) is not None:
+                out.append(v)
+    return mem, sm, power
+
+
+def serving_gpus(server_metrics: Mapping[str, Any] | None) -> ServingGpus | None:
+    """The level's serving GPUs, or None where no serving-GPU source was asked for."""
+    if not server_metrics:
+        return None
+    sources: list[str] = []
+    missing: list[str] = []
+    mem: list[float] = []
+    sm: list[float] = []
+    power: list[float] = []
+    count = 0
+    for name, entry in server_metrics.items():
+        if not isinstance(entry, Mapping):
+            continue
+        sampler = name.startswith(SAMPLER_PREFIX)
+        if not (sampler or name == "dcgm" or _is_dcgm_source(entry)):
+            continue
+        gpus = entry.get("gpus") if entry.get("status") == "ok" else None
+        if not gpus:
+            ok = entry.get("status") == "ok"
+            why = entry.get("reason") or ("no GPU in its answer" if ok else entry.get("status"))
+            missing.append(f"{name}: {why}")
+            continue
+        found = _from_sampler(gpus) if sampler else _from_dcgm(gpus)
+        sources.append(name)
+        count += len(gpus)
+        mem += found[0]
+        sm += found[1]
+        power += found[2]
+    if not sources and not missing:
+        return None
+    return ServingGpus(
+        sources=tuple(sources),
+        gpus=count,
+        memory_peak_pct=max(mem) if mem else None,
+        sm_util_mean_pct=_mean(sm),
+        power_mean_w=_mean(power),
+        unavailable=tuple(missing),
+    )
+
+
+def _is_dcgm_source(entry: Mapping[str, Any]) -> bool:
+    metrics = entry.get("metrics")
+    return isinstance(metrics, Mapping) and any(str(n).startswith("DCGM_FI_") for n in metrics)
