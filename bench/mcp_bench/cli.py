@@ -327,6 +327,8 @@ def cmd_show(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.csv:
         Path(args.csv).write_text(csv_text(doc), encoding="utf-8")
     print_report(doc, out)
+    if doc.search is not None:
+        print_search(doc.search, out)
     return exit_code(doc) if args.check else EXIT_OK
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from mcp_bench.cli import main
 from mcp_bench.engines.workers import split_level
 from mcp_bench.plan import PlanError, RunPlan
 from mcp_bench.results.aggregate import LevelMeta
@@ -56,3 +57,19 @@ def test_worker_processes_run_the_level_the_search_chose() -> None:
     assert [part.plan.levels.concurrency for part in parts] == [[4], [4]]
     rated = plan({"rate": [10]}).model_copy(update={"workers": 2})
     assert split_level(rated, LevelMeta(index=1, mode="open", requested_rate=30))[0].plan.search is None
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--rate", "10"], "needs --ceiling"),
+        (["--rate", "10,20", "--ceiling", "50"], "give exactly one level"),
+        (["--concurrency", "4", "--ceiling", "2"], "outside floor..ceiling"),
+    ],
+)
+def test_the_search_command_refuses_a_search_that_cannot_run(
+    extra: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["search", "--url", "http://127.0.0.1:1", "--latency-sla", "100ms", *extra])
+    assert code == 2
+    assert message in capsys.readouterr().err

@@ -76,7 +76,9 @@ def test_a_rate_search_finds_the_servers_capacity(refserver: str, tmp_path: Path
     assert doc.slo_passed is True
 
 
-def test_a_concurrency_search_finds_the_slot_count(refserver: str, tmp_path: Path) -> None:
+def test_a_concurrency_search_finds_the_slot_count(
+    refserver: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "search.json"
     # closed loop: up to 4 in flight every request is served at once (100 ms); a fifth waits a
     # whole service, so a 150 ms P99 is missed from 5 on
@@ -92,6 +94,10 @@ def test_a_concurrency_search_finds_the_slot_count(refserver: str, tmp_path: Pat
     assert (search.max_goodput_load, search.lowest_failing_load) == (SLOTS, SLOTS + 1), search.probes
     assert search.stop_reason == "converged"
     assert search.knee is not None and search.knee.load == SLOTS, (search.knee, search.knee_note)
+    capsys.readouterr()
+    assert main(["show", str(out)]) == 0  # the probes, the answer and the knee, read back
+    shown = capsys.readouterr().out
+    assert "saturation search over concurrency" in shown and f"max goodput at {SLOTS} " in shown
 
 
 def test_an_slo_no_load_meets_is_reported_as_never_met(refserver: str, tmp_path: Path) -> None:
