@@ -17,6 +17,7 @@ from mcp_bench.diagnose import DiagnoseInputs, Finding, diagnose
 from mcp_bench.forensics.sources import memory_forensics
 from mcp_bench.results.document import LevelResult, ResultDocument, dumps_document
 from mcp_bench.results.summary import gpu_field_mean, slo_mark, summarize
+from mcp_bench.search.rows import PROBE_HEADERS, probe_rows, summary_rows
 
 UNAVAILABLE = "unavailable"
 
@@ -218,6 +219,16 @@ def engine_table(doc: ResultDocument) -> Table:
     return Table("engine", ["Field", "Value"], rows)
 
 
+def search_tables(doc: ResultDocument) -> list[Table]:
+    """A saturation search's answer, knee and stop reason, then every probe as it ran."""
+    if doc.search is None:
+        return []
+    return [
+        Table("search", ["", ""], summary_rows(doc.search), title="Saturation search"),
+        Table("search-probes", PROBE_HEADERS, probe_rows(doc.search), title="Search probes, in order"),
+    ]
+
+
 def checksum(doc: ResultDocument) -> str:
     """The document's CRC-32C as read; one computed now for a document never written out."""
     if doc.crc32c:
@@ -250,7 +261,7 @@ def build_view(doc: ResultDocument, extra: Sequence[Table] = ()) -> ReportView:
         tables=tables,
         telemetry_note=_telemetry_reason(doc),
         findings=diagnose(DiagnoseInputs(document=doc)),
-        extra=list(extra),
+        extra=[*search_tables(doc), *extra],
         notes=list(doc.notes),
         crc32c=checksum(doc),
     )

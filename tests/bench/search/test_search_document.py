@@ -94,3 +94,16 @@ def test_the_outcome_survives_the_checksum_and_a_one_shard_merge() -> None:
         merge_documents([back, back])
     plain = doc.model_copy(update={"search": None, "plan": PLAN.model_copy(update={"search": None})})
     assert "search" not in json.loads(dumps_document(plain))  # documents without one read as before
+
+
+def test_the_html_report_shows_the_answer_the_knee_and_every_probe() -> None:
+    pytest.importorskip("jinja2")
+    from mcp_bench.htmlreport import render_html
+
+    doc = document(run())
+    html = render_html(doc)
+    assert '<table id="search"' in html and '<table id="search-probes"' in html
+    assert "40 r/s (40 good rps)" in html
+    assert "between 40 and " in html and "converged: met at 40" in html
+    probes = html.split('<table id="search-probes"')[1].split("</table>")[0]
+    assert probes.count("<tr>") == 1 + len(doc.levels)  # the header and one row per probe
