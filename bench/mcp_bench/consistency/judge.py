@@ -26,10 +26,12 @@ def counts(
     failed: int,
     no_baseline: int = 0,
     unstable: str | None = None,
+    error: str | None = None,
 ) -> dict[str, Any]:
     """The additive part of a level's figures: probes sent, failed, answered without an at-rest
     answer to compare with, answers compared, token positions and mismatches, unmatched shapes,
-    the L2 histogram; ``unstable`` says why there is no baseline at all."""
+    the L2 histogram; ``unstable`` says why there is no baseline at all, ``error`` what the first
+    probe that failed was told (evidence for a NoData)."""
     spread = L2Spread()
     compared = positions = mismatched = unmatched = 0
     for c in comparisons:
@@ -49,6 +51,7 @@ def counts(
         "unmatched": unmatched,
         "l2_spread": spread.encode(),
         "unstable": unstable,
+        "error": error,
     }
 
 
@@ -77,6 +80,7 @@ def _state(f: dict[str, Any], cfg: Consistency, spread: L2Spread) -> tuple[str, 
         return NO_DATA, (
             f"no probe answer compared ({f['probes']} sent, {f['failed']} failed, "
             f"{f.get('no_baseline', 0)} without an at-rest answer)"
+            + (f": {f['error']}" if f.get("error") else "")
         )
     found = []
     if f["unmatched"]:
@@ -109,6 +113,7 @@ def merge_figures(parts: Sequence[dict[str, Any] | None], cfg: Consistency) -> d
     merged["l2_spread"] = spread.encode()
     unstable = [str(p["unstable"]) for p in present if p.get("unstable")]
     merged["unstable"] = unstable[0] if unstable else None
+    merged["error"] = next((str(p["error"]) for p in present if p.get("error")), None)
     if len(present) < len(parts):
         merged["missing_shards"] = len(parts) - len(present)
     return judge(merged, cfg)

@@ -40,6 +40,7 @@ class _Level:
     failed: int = 0
     no_baseline: int = 0
     comparisons: list[Comparison] = field(default_factory=list)
+    error: str | None = None  # the first failure's detail
 
 
 class ConsistencyObserver(GateObserver):
@@ -54,6 +55,7 @@ class ConsistencyObserver(GateObserver):
         self.rest: list[dict[str, Any] | None] = []  # each probe's first at-rest answer
         self.rest_figures: dict[str, Any] | None = None
         self.unstable: str | None = None
+        self.rest_error: str | None = None  # the first at-rest failure's detail
         self._level: _Level | None = None
 
     async def run_started(self, plan: RunPlan) -> None:
@@ -65,7 +67,12 @@ class ConsistencyObserver(GateObserver):
         except Exception as exc:  # the probes must never stop the run; every level says why
             self.unstable = f"the probe client could not start: {type(exc).__name__}: {exc}"
             return
-        rounds = [await self._round() for _ in range(self.cfg.rest_repeats)]
+        try:
+            rounds = [await self._round() for _ in range(self.cfg.rest_repeats)]
+        except Exception as exc:
+            self.unstable = f"the probes could not be sent at rest: {type(exc).__name__}: {exc}"
+            return
+        self.rest_error = next((r.error_detail for a in rounds for r in a if not r.ok), None)
         self.rest = [
             next((r.output for r in answers if r.ok and r.output is not None), None)
             for answers in zip(*rounds, strict=True)
@@ -121,7 +128,12 @@ class ConsistencyObserver(GateObserver):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(lv.stop.wait(), self.cfg.interval_s)
                 return
-            self._take(lv, await self._round())
+            try:
+                answers = await self._round()
+            except Exception as exc:  # a broken probe client ends the level's probing, not the run
+                lv.error = lv.error or f"{type(exc).__name__}: {exc}"
+                return
+            self._take(lv, answers)
             rounds += 1
 
     def _take(self, lv: _Level, answers: list[RequestRecord]) -> None:
@@ -129,6 +141,7 @@ class ConsistencyObserver(GateObserver):
             lv.sent += 1
             if not rec.ok or rec.output is None:
                 lv.failed += 1
+                lv.error = lv.error or rec.error_detail or "an answer without content"
             elif ref is None:
                 lv.no_baseline += 1
             else:
@@ -148,6 +161,7 @@ class ConsistencyObserver(GateObserver):
             failed=lv.failed,
             no_baseline=lv.no_baseline,
             unstable=self.unstable,
+            error=lv.error or (self.rest_error if lv.no_baseline else None),
         )
         result.consistency = judge(figures, self.cfg)
 

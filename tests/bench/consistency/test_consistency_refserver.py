@@ -144,3 +144,35 @@ def test_chat_whole_answers_and_v2_grpc(backend: str, stream: bool) -> None:
     assert drifted > 0
     assert quiet["state"] == "NotFound" and loaded["state"] == "Found", (quiet, loaded)
     assert loaded["l2_max"] > loaded["threshold"]["l2"]
+
+
+async def _one_level(server: dict[str, Any]) -> ResultDocument:
+    cfg = RefServerConfig.model_validate({"ttft_ms": 2, "tpot_ms": 1, **server})
+    async with await start_refserver(cfg) as srv:
+        plan = RunPlan.from_dict(
+            {
+                "url": srv.url,
+                "backend": "openai",
+                "model": cfg.model,
+                "payload": {"max_output_tokens": 4},
+                "levels": {"concurrency": [2]},
+                "stage": {"duration_s": 0.6},
+                "consistency": {"probes": 2, "interval_s": 0.1, "max_tokens": 4},
+            }
+        )
+        return await run_plan(plan, plan_observers(plan))
+
+
+def test_answers_that_differ_at_rest_leave_no_baseline() -> None:
+    # every request drifts (more than 0 in the server), so the at-rest repeats already disagree
+    doc = asyncio.run(_one_level({"drift_above_inflight": 0, "drift_token_share": 0.5}))
+    (c,) = _levels(doc)
+    assert c["state"] == "NoData" and c["reason"].startswith("no baseline: at rest"), c
+
+
+def test_probes_that_fail_are_no_data_never_a_pass() -> None:
+    doc = asyncio.run(_one_level({"faults": {"error_rate": 1.0, "error_status": 503}}))
+    (c,) = _levels(doc)
+    assert c["state"] == "NoData" and c["compared"] == 0, c
+    assert c["no_baseline"] + c["failed"] == c["probes"] > 0
+    assert "HTTP 503" in c["reason"]
