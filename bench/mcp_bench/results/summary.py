@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from mcp_bench.consistency.judge import consistency_cell
 from mcp_bench.results.document import LevelResult, ResultDocument
 from mcp_bench.results.slo import latency_metric
 from mcp_bench.telemetry.serving import ServingGpus, serving_gpus
@@ -72,6 +73,8 @@ class LevelSummary:
     slo: SloMark | None
     # the server's GPUs (DCGM exporter, node-level samplers); None where none was observed
     serving: ServingGpus | None = None
+    # output consistency in one cell (state, mismatch rate, L2 max); None where it was not probed
+    consistency: str | None = None
 
     @property
     def errors(self) -> int:
@@ -100,4 +103,5 @@ def summarize(doc: ResultDocument, level: LevelResult) -> LevelSummary:
         schedule_lag_p99_ms=lag.p99_ms if lag and lag.count else None,
         slo=slo_mark(level.slo.passed),
         serving=serving_gpus(level.server_metrics),
+        consistency=None if level.consistency is None else consistency_cell(level.consistency),
     )

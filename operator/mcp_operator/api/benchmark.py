@@ -514,6 +514,12 @@ class LevelRow(ApiModel):
         description="Where the serving GPUs' figures come from, or why a source gave none.",
         max_length=512,
     )
+    output_consistency: str | None = Field(
+        default=None,
+        description="spec.consistency: Found, NotFound or NoData, with the probes' token mismatch rate and "
+        "largest L2 distance against their answers at rest; absent when not probed.",
+        max_length=256,
+    )
     overlap_percent: str = Field(
         default="n/a",
         description="Share of the level's time every shard was measuring (n/a with one shard).",

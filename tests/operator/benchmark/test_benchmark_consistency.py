@@ -1,18 +1,26 @@
 """spec.consistency onto the plan: every field maps 1:1 onto plan.consistency, the CRD refuses
-it for plain HTTP (a CEL rule) as the plan does, and the shard builds the probe observer."""
+it for plain HTTP (a CEL rule) as the plan does, and the shard builds the probe observer; the
+merged level's consistency reaches its status row (bounded)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
 from mcp_bench.cli_observers import plan_observers
+from mcp_bench.consistency.compare import Comparison
+from mcp_bench.consistency.judge import counts, judge
 from mcp_bench.consistency.observer import ConsistencyObserver
 from mcp_bench.plan import Consistency, PlanError
+from mcp_bench.results.document import EngineFingerprint, LevelResult, ResultDocument
+from mcp_bench.results.summary import summarize
 from mcp_operator.api import MCPBenchmarkSpec
 from mcp_operator.benchmark.plan import plan_from_spec
+from mcp_operator.benchmark.status import level_row
+from mcp_operator.bounded import TIERS
 from mcp_operator.crdgen import structural_schema
 
 URL = "http://refserver.ml.svc:8000"
@@ -79,3 +87,25 @@ def test_bounds() -> None:
         _spec(consistency={"probes": 0})
     with pytest.raises(ValidationError, match="thresholdMismatch"):
         _spec(consistency={"thresholdMismatch": 2})
+
+
+def _document(consistency: dict[str, Any] | None) -> ResultDocument:
+    plan = plan_from_spec(_spec(consistency={}), URL, "b")
+    now = datetime(2026, 12, 3, tzinfo=UTC)
+    level = LevelResult(index=0, mode="closed", concurrency=4, consistency=consistency)
+    return ResultDocument(started_at=now, ended_at=now, engine=EngineFingerprint(), plan=plan, levels=[level])
+
+
+def test_status_row_carries_the_levels_consistency() -> None:
+    cfg = Consistency()
+    figures = judge(counts([Comparison(1, 8, 0.01)] * 4, probes=4, failed=0), cfg)
+    doc = _document(figures)
+    row = level_row(summarize(doc, doc.levels[0]))
+    assert row.output_consistency == "Found mismatch 12.50% L2 max 0.01"
+    assert row.to_wire()["outputConsistency"] == row.output_consistency
+    narrow = level_row(summarize(doc, doc.levels[0]), TIERS[-1])
+    assert narrow.output_consistency is not None and len(narrow.output_consistency) <= TIERS[-1].field
+    nothing = _document(judge(counts([], probes=4, failed=4), cfg))
+    assert level_row(summarize(nothing, nothing.levels[0])).output_consistency == "NoData"
+    unprobed = _document(None)
+    assert "outputConsistency" not in level_row(summarize(unprobed, unprobed.levels[0])).to_wire()
