@@ -77,7 +77,7 @@ def search_line(outcome: SearchOutcome) -> str:
     )
     knee = outcome.knee
     knee_text = (
-        f"knee at {_figure(knee.load, unit)} (next {_figure(knee.next_load, unit)}: throughput "
+        f"knee at {_figure(knee.load, unit)} (shown at {_figure(knee.next_load, unit)}: throughput "
         f"{_figure(knee.throughput_rps)} -> {_figure(knee.next_throughput_rps)} rps, latency "
         f"{_figure(knee.latency_mean_ms)} -> {_figure(knee.next_latency_mean_ms)} ms)"
         if knee is not None

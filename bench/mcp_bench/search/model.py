@@ -30,7 +30,7 @@ class SearchSpec(BaseModel):
         default=0.5,
         gt=0,
         lt=1,
-        description="knee: throughput grew by less than this share of the load's relative step...",
+        description="knee: a higher load's throughput grew by less than this share of its load step...",
     )
     knee_latency_rise: float = Field(
         default=0.2, gt=0, le=100, description="...while mean latency rose by more than this (relative)"
@@ -61,8 +61,8 @@ class SearchProbe(_Record):
 
 
 class Knee(_Record):
-    """Where throughput stopped growing with load while latency climbed: the last load before the
-    first such step, and the step's far end (the knee lies between them)."""
+    """Where throughput stopped growing with load while latency climbed: the lowest load on the
+    throughput plateau, and the higher load that shows it (throughput flat, latency up)."""
 
     load: float
     next_load: float

@@ -18,8 +18,8 @@ def _knee(outcome: SearchOutcome) -> str:
         return outcome.knee_note
     throughput = f"{_fig(knee.throughput_rps)} -> {_fig(knee.next_throughput_rps)} rps"
     latency = f"{_fig(knee.latency_mean_ms)} -> {_fig(knee.next_latency_mean_ms)} ms"
-    between = f"between {_fig(knee.load)} and {_fig(knee.next_load)}"
-    return f"{between}: throughput {throughput}, mean latency {latency}"
+    where = f"at {_fig(knee.load)}, shown at {_fig(knee.next_load)}"
+    return f"{where}: throughput {throughput}, mean latency {latency}"
 
 
 def summary_rows(outcome: SearchOutcome) -> list[list[str]]:

@@ -43,7 +43,7 @@ class BenchmarkSearch(ApiModel):
         default=0.5,
         gt=0,
         lt=1,
-        description="Knee: the first step where throughput grew by less than this share of load's...",
+        description="Knee: a higher load's throughput grew by less than this share of its load step...",
     )
     knee_latency_rise: float = Field(
         default=0.2, gt=0, le=100, description="...while mean latency rose by more than this share."
@@ -82,10 +82,12 @@ class SearchStatus(ApiModel):
     max_goodput_rps: str = Field(description="Goodput measured at that load (requests/s meeting the SLO).")
     lowest_failing_load: str = Field(description="Lowest load that missed the SLO, or n/a.")
     knee_load: str = Field(
-        description="Where throughput stopped growing while latency climbed (the knee lies between this "
-        "load and kneeNextLoad), or n/a."
+        description="Where throughput stopped growing while latency climbed: the lowest load on the "
+        "throughput plateau, or n/a."
     )
-    knee_next_load: str = Field(default="n/a", description="The far end of the knee's step.")
+    knee_next_load: str = Field(
+        default="n/a", description="The higher load that shows the knee (throughput flat, latency up)."
+    )
     stop_reason: Literal["Converged", "BudgetExhausted", "SloNeverMet", "CeilingReached"] = Field(
         description="Why the search stopped."
     )

@@ -104,6 +104,6 @@ def test_the_html_report_shows_the_answer_the_knee_and_every_probe() -> None:
     html = render_html(doc)
     assert '<table id="search"' in html and '<table id="search-probes"' in html
     assert "40 r/s (40 good rps)" in html
-    assert "between 40 and " in html and "converged: met at 40" in html
+    assert "at 40, shown at " in html and "converged: met at 40" in html
     probes = html.split('<table id="search-probes"')[1].split("</table>")[0]
     assert probes.count("<tr>") == 1 + len(doc.levels)  # the header and one row per probe

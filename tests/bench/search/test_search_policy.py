@@ -131,3 +131,21 @@ def test_flat_throughput_alone_is_no_knee() -> None:
 
 def test_a_knee_needs_two_usable_points() -> None:
     assert "two are needed" in str(find_knee([Point(10, None, 5.0), Point(20, 20.0, 5.0)], 0.5, 0.2))
+
+
+def test_the_knee_of_a_wide_closed_loop_is_its_slot_count() -> None:
+    # 64 slots of 100 ms: past 64 throughput stays at 640/s and latency grows only as fast as
+    # concurrency (1.5% from 64 to 65), so the steps bisection leaves are too small to judge alone
+    spec = SearchSpec(floor=1, ceiling=1024, tolerance=0.01, max_probes=32)
+    steps, _ = replay(spec, 1, lambda c: c <= 64, integral=True)
+    points = [Point(s.load, min(s.load, 64) * 10.0, 100.0 * max(1.0, s.load / 64)) for s in steps]
+    knee = find_knee(points, 0.5, 0.2)
+    assert isinstance(knee, Knee) and knee.load == 64, knee
+
+
+def test_the_knee_is_the_lowest_load_on_the_plateau() -> None:
+    # noise: 38/s measured 37.9 (on the plateau of 39.5), 39 and 40 within it; the knee is 38
+    points = [Point(20, 19.8, 100), Point(38, 37.9, 102), Point(39, 39.1, 104), Point(40, 39.5, 110)]
+    points.append(Point(80, 39.4, 1500))
+    knee = find_knee(points, 0.5, 0.2)
+    assert isinstance(knee, Knee) and (knee.load, knee.next_load) == (38, 80)
