@@ -195,7 +195,7 @@ def decode_image(url: str, use_pillow: bool = True) -> Any:
     if pil is not None:
         try:
             with pil.open(io.BytesIO(data)) as im:
-                arr = np.asarray(im.convert("RGB"))
+                arr = np.array(im.convert("RGB"))  # a writable copy, as torch.from_numpy wants
         except (OSError, ValueError) as exc:
             raise ImageError(f"image: {exc}") from exc
     elif data[:8] == b"\x89PNG\r\n\x1a\n":
@@ -400,7 +400,11 @@ def _process_rss() -> float | None:
 
 class GpuMemory:
     """Device memory used and total: NVML for the whole GPU (what nvidia-smi and the forensics'
-    telemetry read), else the CUDA runtime's free/total; None off the GPU."""
+    telemetry read), else the CUDA runtime's free/total; None off the GPU.
+
+    NVML's version 2 memory info, as mcp-bench's sampler and nvidia-smi read it: version 1 counts
+    the driver's own reservation as used (615 MiB on an H200), so the two gauges of one GPU would
+    disagree by that much."""
 
     def __init__(self, device: str) -> None:
         self.device = device
@@ -423,7 +427,11 @@ class GpuMemory:
         if not self.device.startswith("cuda"):
             return None
         if self.handle is not None:
-            info = self.nvml.nvmlDeviceGetMemoryInfo(self.handle)
+            v2 = getattr(self.nvml, "nvmlMemory_v2", None)
+            try:
+                info = self.nvml.nvmlDeviceGetMemoryInfo(self.handle, version=v2)
+            except (TypeError, self.nvml.NVMLError):  # an older binding or driver: version 1
+                info = self.nvml.nvmlDeviceGetMemoryInfo(self.handle)
             return float(info.used), float(info.total)
         import torch
 
