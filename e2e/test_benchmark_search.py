@@ -54,6 +54,7 @@ def test_a_search_finds_the_reference_servers_capacity(kube: Any, capped_refserv
     assert waited.returncode == 0, waited.stderr
     status = kube.get("mcpbenchmark", "search")["status"]
     search = status["search"]
+    print(f"status.search: {search}")  # the figures, in the test's log
     assert search["stopReason"] == "Converged", search
     found = float(search["maxGoodputLoad"])
     assert abs(found - CAPACITY_RPS) <= 0.1 * CAPACITY_RPS, search
