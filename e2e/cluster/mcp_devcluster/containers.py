@@ -58,11 +58,17 @@ def require_command(spec: client.V1Container) -> None:
         )
 
 
-def start_container(spec: client.V1Container, env: dict[str, str], pod_dir: Path) -> RunningContainer:
-    """Run the container's command and args (``$(VAR)`` expanded) in ``pod_dir``, output to its log."""
+def start_container(
+    spec: client.V1Container, env: dict[str, str], pod_dir: Path, prefix: list[str] | None = None
+) -> RunningContainer:
+    """Run the container's command and args (``$(VAR)`` expanded) in ``pod_dir``, output to its log;
+    ``prefix`` (``podvolumes.mount_prefix``) mounts its volumes first."""
     message_path = message_file(pod_dir, spec.name)
     env = {**env, MESSAGE_PATH_ENV: str(message_path)}
-    argv = [expand_refs(part, env) for part in [*(spec.command or []), *(spec.args or [])]]
+    argv = [
+        *(prefix or []),
+        *(expand_refs(part, env) for part in [*(spec.command or []), *(spec.args or [])]),
+    ]
     log_path = pod_dir / f"{spec.name}.log"
     proc_env = {**os.environ, **env}
     # the runner's own console scripts (mcp-operator, mcp-bench) stand in for the image's

@@ -46,6 +46,7 @@ from .podenv import ContainerSpecError, PodEnvironment
 from .podnet import HOST_NETWORK, PodAddresses, PodIPAllocator
 from .podstatus import completed_status, readiness_status, running_status, unrunnable_status
 from .podtoken import pod_kubeconfig
+from .podvolumes import materialize, mount_prefix
 from .probes import run_pre_stop, start_readiness_probe
 
 log = logging.getLogger("mcp_devcluster.kubelet")
@@ -139,11 +140,12 @@ class LocalKubelet:
         running = RunningPod(ns, name, uid, self._allocate(pod))
         envs: dict[str, dict[str, str]] = {}
         try:
+            volumes = materialize(self.core, pod, pod_dir)
             for spec in pod.spec.containers:
                 require_command(spec)
                 env = self.environment.container_env(pod, spec, running.addresses)
                 env["KUBECONFIG"] = str(kubeconfig)
-                running.containers.append(start_container(spec, env, pod_dir))
+                running.containers.append(start_container(spec, env, pod_dir, mount_prefix(spec, volumes)))
                 envs[spec.name] = env
         except BaseException:
             signal_containers(running.containers, signal.SIGKILL)
