@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 MIB = float(2**20)
 
-FindingKind = Literal["Leak", "Growth", "Fragmentation"]
+FindingKind = Literal["Leak", "Growth", "Fragmentation", "Cached"]
 
 
 @dataclass(frozen=True)

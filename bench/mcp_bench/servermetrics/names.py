@@ -53,9 +53,19 @@ MEMORY_GAUGES: dict[str, float] = {
     "nv_gpu_memory_used_bytes": 1.0,
     "DCGM_FI_DEV_FB_USED": float(2**20),
     "process_resident_memory_bytes": 1.0,
+    # the GPU model server's PyTorch caching allocator: live tensors, and what it holds from the driver
+    "mcp_gpu_model_server_torch_allocated_bytes": 1.0,
+    "mcp_gpu_model_server_torch_reserved_bytes": 1.0,
 }
+# Gauges of live allocations (tensors in use): where one returned to its baseline, memory the same
+# server kept is its allocator's cache, not a leak.
+LIVE_ALLOCATION_GAUGES: frozenset[str] = frozenset({"mcp_gpu_model_server_torch_allocated_bytes"})
 # The gauges whose sum is the memory a MEMORY_GAUGES family is part of (its peak as a percentage).
 MEMORY_TOTALS: dict[str, tuple[str, ...]] = {
     "nv_gpu_memory_used_bytes": ("nv_gpu_memory_total_bytes",),
     "DCGM_FI_DEV_FB_USED": ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"),
 }
+# GPU memory gauges that include what a caching allocator holds (not the host's resident set).
+CACHED_BY_ALLOCATOR: frozenset[str] = frozenset(
+    {"nv_gpu_memory_used_bytes", "DCGM_FI_DEV_FB_USED", "mcp_gpu_model_server_torch_reserved_bytes"}
+)
