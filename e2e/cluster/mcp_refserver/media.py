@@ -146,7 +146,7 @@ def tensor_images(inputs: dict[str, np.ndarray]) -> Seen:
 
 class MediaCollector(Collector):
     """``mcp_refserver_images_total``, ``..._image_bytes_total`` and ``..._image_requests_total``
-    by front end: what a test reads to see that the images arrived."""
+    by front end, from the first image on: what a test reads to see that the images arrived."""
 
     def __init__(self, counts: MediaCounts) -> None:
         self._counts = counts
@@ -158,6 +158,8 @@ class MediaCollector(Collector):
             ("mcp_refserver_image_bytes", "Decoded image bytes received", c.bytes),
             ("mcp_refserver_image_requests", "Requests that carried images", c.requests),
         ):
+            if not values:  # none received yet: the default exposition stays as it was
+                continue
             family = CounterMetricFamily(name, doc, labels=["front"])
             for front, value in sorted(values.items()):
                 family.add_metric([front], value)
