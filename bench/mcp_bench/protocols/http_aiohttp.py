@@ -11,13 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
+import socket
 from time import perf_counter_ns
 from types import SimpleNamespace
+from typing import Any
 
 import aiohttp
 
+from mcp_bench.protocols import rx_stamps
 from mcp_bench.protocols.http_common import PLAIN_BODY, HttpSettings, fail_record, parse_server_header
+from mcp_bench.protocols.rx_stamps_socket import StampingSocket, socket_factory
 from mcp_bench.records import ConnectionMode, ConnectTime, ErrorKind, RequestPayload, RequestRecord
+
+_TAKES_SOCKET_FACTORY = "socket_factory" in inspect.signature(aiohttp.TCPConnector).parameters
 
 
 def classify_error(exc: BaseException) -> ErrorKind:
@@ -53,14 +60,25 @@ class AiohttpSession:
     _session: aiohttp.ClientSession | None = None
     _force_close = False
     _connect_times: list[ConnectTime] | None = None
+    # stamp reads in the kernel (rx_stamps_socket) where aiohttp takes a socket factory (3.12+)
+    kernel_stamps = False
+    _stamping: dict[int, StampingSocket] | None = None
 
     async def open(self) -> None:
         self._connect_times = []
         trace = aiohttp.TraceConfig()
         trace.on_connection_create_start.append(self._connect_started)
         trace.on_connection_create_end.append(self._connect_ended)
+        extra: dict[str, Any] = {}
+        if self.kernel_stamps and rx_stamps.AVAILABLE and _TAKES_SOCKET_FACTORY:
+            self._stamping = {}
+            extra["socket_factory"] = self._new_socket
         connector = aiohttp.TCPConnector(
-            limit=self.max_connections, limit_per_host=0, ttl_dns_cache=300, force_close=self._force_close
+            limit=self.max_connections,
+            limit_per_host=0,
+            ttl_dns_cache=300,
+            force_close=self._force_close,
+            **extra,
         )
         self._session = aiohttp.ClientSession(
             connector=connector,
@@ -84,6 +102,20 @@ class AiohttpSession:
         holder = getattr(ctx, "trace_request_ctx", None)
         if isinstance(holder, dict) and isinstance(holder.get("rec"), RequestRecord):
             holder["rec"].new_connection = True
+
+    def _new_socket(self, addr_info: tuple[Any, ...]) -> socket.socket:
+        sock = socket_factory(addr_info)
+        if isinstance(sock, StampingSocket) and self._stamping is not None:
+            self._stamping[sock.fileno()] = sock  # a reused descriptor is taken by its new socket
+        return sock
+
+    def stamping_socket(self, resp: aiohttp.ClientResponse) -> StampingSocket | None:
+        """The stamping socket under a response being read; None where reads are not stamped."""
+        conn = resp.connection
+        transport = None if conn is None else conn.transport
+        info = None if transport is None or self._stamping is None else transport.get_extra_info("socket")
+        sock = None if info is None or self._stamping is None else self._stamping.get(info.fileno())
+        return sock if sock is not None and sock.last_arrival_ns else None
 
     async def close(self) -> None:
         if self._session is not None:

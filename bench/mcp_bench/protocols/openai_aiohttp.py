@@ -1,10 +1,12 @@
 """The OpenAI streaming client on aiohttp (``http_client: aiohttp`` in the plan).
 
 Why it stays beside the lean client: it is the reference the lean client is checked against and
-the probe that reads a server's fingerprint. It stamps tokens when aiohttp hands their bytes
-over, a loop turn or so after they came off the socket. Failures are records, never exceptions:
-see :mod:`~mcp_bench.protocols.openai_stream`; here also refused/unreachable -> CONNECT and the
-request timeout -> TIMEOUT.
+the probe that reads a server's fingerprint. Its connections are stamping sockets
+(:mod:`mcp_bench.protocols.rx_stamps_socket`, aiohttp 3.12+ on Linux): a token's time is the
+kernel's receive stamp of the read that brought it, however late the task reads it; elsewhere it
+is the time aiohttp hands the bytes over, a loop turn or so after they came off the socket.
+Failures are records, never exceptions: see :mod:`~mcp_bench.protocols.openai_stream`; here also
+refused/unreachable -> CONNECT and the request timeout -> TIMEOUT.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from mcp_bench.protocols.http_aiohttp import AiohttpSession, classify_error
 from mcp_bench.protocols.http_common import Failure, fail_record, parse_server_header
 from mcp_bench.protocols.openai_settings import OpenAISettings
 from mcp_bench.protocols.openai_stream import OpenAIBody, status_failure
+from mcp_bench.protocols.rx_stamps_socket import StampingSocket
 from mcp_bench.records import ErrorKind, RequestPayload, RequestRecord
 
 
@@ -35,6 +38,8 @@ class OpenAIClient(OpenAISettings, AiohttpSession):
     """A :class:`~mcp_bench.records.ProtocolClient` for ``/v1/completions`` or ``/v1/chat/completions``
     on aiohttp."""
 
+    kernel_stamps = True  # token times are the point here: stamp reads in the kernel
+
     async def send(self, payload: RequestPayload) -> RequestRecord:
         data, stream = self.request.encode(payload)
         session = self.session
@@ -44,7 +49,15 @@ class OpenAIClient(OpenAISettings, AiohttpSession):
         try:
             async with session.post(self.url, data=data, trace_request_ctx={"rec": rec}) as resp:
                 rec.status = resp.status
-                failure = await self._read(resp, rec, body)
+                sock = self.stamping_socket(resp)
+                if sock is None:
+                    failure = await self._read(resp, rec, body)
+                else:
+                    sock.attach(resp.content)
+                    try:
+                        failure = await self._read(resp, rec, body, sock)
+                    finally:
+                        sock.attach(None)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -53,7 +66,11 @@ class OpenAIClient(OpenAISettings, AiohttpSession):
         return fail_record(rec, failure)
 
     @staticmethod
-    async def _read(resp: aiohttp.ClientResponse, rec: RequestRecord, body: OpenAIBody) -> Failure | None:
+    async def _read(
+        resp: aiohttp.ClientResponse, rec: RequestRecord, body: OpenAIBody, sock: StampingSocket | None = None
+    ) -> Failure | None:
+        """Read the answer into ``rec``; with ``sock``, bytes carry the kernel stamps of the reads
+        that brought them, else the time the task got them."""
         content = resp.content
         if not 200 <= resp.status < 300:
             raw = await content.read(2048)
@@ -65,9 +82,11 @@ class OpenAIClient(OpenAISettings, AiohttpSession):
             rec.end_ns = now
             if not raw:
                 return body.end(rec)
-            failure = body.feed(rec, raw, now)
-            if failure is not None:
-                return failure
+            for piece, arrival in [(raw, now)] if sock is None else sock.split(raw):
+                rec.end_ns = arrival
+                failure = body.feed(rec, piece, arrival)
+                if failure is not None:
+                    return failure
             if body.complete:
                 # Read to the end of the body so the connection goes back to the pool; the answer
                 # is complete, so a connection lost now costs only the connection (as on the lean client).

@@ -28,6 +28,7 @@ SO_TIMESTAMPNS: int = getattr(socket, "SO_TIMESTAMPNS", 35)
 AVAILABLE = sys.platform == "linux" and hasattr(socket.socket, "recvmsg")
 _TIMESPEC = struct.Struct("@qq")
 _ANC_SIZE = socket.CMSG_SPACE(_TIMESPEC.size) if AVAILABLE else 0
+ANCILLARY_SIZE = _ANC_SIZE
 _READ_SIZE = 262144
 # A kernel stamp older than this (seen from the read) is taken for a clock step, not used.
 _MAX_AGE_NS = 10_000_000_000
@@ -39,6 +40,18 @@ class Receiver(Protocol):
     def bytes_arrived(self, data: bytes, arrival_ns: int) -> None: ...
 
     def connection_lost(self, exc: Exception | None) -> None: ...
+
+
+def kernel_arrival(ancillary: list[tuple[int, int, bytes]], now: int) -> int | None:
+    """The kernel's receive stamp among a read's ancillary data, as ``perf_counter_ns``; None when
+    there is none or it is implausible (a wall-clock step between the stamp and ``now``)."""
+    for level, kind, value in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(value) >= _TIMESPEC.size:
+            sec, nsec = _TIMESPEC.unpack_from(value)
+            stamp: int = sec * 1_000_000_000 + nsec - (time_ns() - perf_counter_ns())
+            if 0 <= now - stamp < _MAX_AGE_NS:
+                return stamp
+    return None
 
 
 class StampedTransport:
@@ -104,15 +117,10 @@ class StampedTransport:
         if not data:
             self._lost(None)
             return
-        arrival = now
-        for level, kind, value in ancillary:
-            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(value) >= _TIMESPEC.size:
-                sec, nsec = _TIMESPEC.unpack_from(value)
-                stamp = sec * 1_000_000_000 + nsec - (time_ns() - perf_counter_ns())
-                if 0 <= now - stamp < _MAX_AGE_NS:
-                    arrival = stamp
-                    self.kernel_reads += 1
-        self._received(data, arrival)
+        stamp = kernel_arrival(ancillary, now)
+        if stamp is not None:
+            self.kernel_reads += 1
+        self._received(data, now if stamp is None else stamp)
 
     def _received(self, data: bytes, arrival: int) -> None:
         """Bytes read off the socket; a transport that decrypts them overrides this."""
