@@ -120,6 +120,9 @@ def print_report(doc: ResultDocument, console: Console | None = None) -> None:
     console.print(f"overall SLO: {_verdict(doc.slo_passed)}")
 
 
+_CONSISTENCY_COLS = ("state", "probes", "compared", "mismatch_rate", "l2_max", "l2_p99")
+
+
 def csv_text(doc: ResultDocument) -> str:
     """One row per level with every count, rate and percentile (ms), for spreadsheets and plots."""
     percentile_cols = ("count", "mean_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "p999_ms", "max_ms")
@@ -145,6 +148,8 @@ def csv_text(doc: ResultDocument) -> str:
     # connection set-up, per connection opened for the level (never in the request figures)
     header += ["connections", "new_connection_requests"]
     header += [f"{m}_{c}" for m in CONNECTION_METRICS for c in percentile_cols]
+    # output consistency (plan.consistency), empty where the level was not probed
+    header += [f"consistency_{k}" for k in _CONSISTENCY_COLS]
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(header)
@@ -175,5 +180,6 @@ def csv_text(doc: ResultDocument) -> str:
         for m in CONNECTION_METRICS:
             tab = lv.latency.get(m)
             row += [None if tab is None else getattr(tab, c) for c in percentile_cols]
+        row += [(lv.consistency or {}).get(k) for k in _CONSISTENCY_COLS]
         w.writerow(["" if v is None else v for v in row])
     return buf.getvalue()

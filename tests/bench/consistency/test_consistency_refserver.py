@@ -6,6 +6,8 @@ NotFound; without it both are NotFound. OpenAI streams (tokens and logprobs) and
 from __future__ import annotations
 
 import asyncio
+import csv
+import io
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ from mcp_bench.engines import run_plan
 from mcp_bench.htmlreport import render_html
 from mcp_bench.junit import junit_xml
 from mcp_bench.plan import RunPlan
+from mcp_bench.report import csv_text
 from mcp_bench.results import merge_documents
 from mcp_bench.results.document import ResultDocument, dumps_document
 from mcp_refserver import RefServerConfig, start_refserver
@@ -108,6 +111,7 @@ def test_merge_show_and_report(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     drifting, clean = runs[("openai", True)][0], runs[("openai", False)][0]
+    loaded_alone = _levels(drifting)[1]
     merged = merge_documents([drifting, clean])
     quiet, loaded = _levels(merged)
     for i, c in enumerate((quiet, loaded)):
@@ -121,6 +125,9 @@ def test_merge_show_and_report(
     assert main(["show", str(path)]) == 0
     out = capsys.readouterr().out
     assert "Consistency" in out and "Found" in out and "output consistency Found" in out
+    rows = list(csv.DictReader(io.StringIO(csv_text(drifting))))
+    assert [r["consistency_state"] for r in rows] == ["NotFound", "Found"]
+    assert float(rows[1]["consistency_l2_max"]) == loaded_alone["l2_max"]
     html = render_html(drifting)
     assert "<th>Consistency</th>" in html.replace(' scope="col"', "")
     cases = ET.fromstring(junit_xml(drifting)).iter("testcase")
