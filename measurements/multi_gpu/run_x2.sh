@@ -23,8 +23,9 @@
 #   measurements/multi_gpu/run_x2.sh OUT
 #   env: WHEELS=DIR  PYTHON=python3 (the servers')  BENCH_PYTHON=$PYTHON (mcp-bench's)  NGPU=(all)  PRESET=large  TELEMETRY=5ms  SMI_MS=100
 #        CONFIGS="balanced:overlapped uneven:overlapped balanced:serialised"
-#        PROFILE_AT=64 (batch at which the traces are taken)  PROFILE_STEPS=4  TRAP10=1
-#        PLAN=tp_levels.yaml  DEVICE=cuda (cpu: a dry run of this script's plumbing with gloo, for a host without GPUs)
+#        PROFILE_AT=64 (batch at which the traces are taken)  PROFILE_STEPS=4  TRAP10=1  BUDGET_S=500
+#        SMOKE_ONE_GPU=1 (on a one-GPU host: the server with one rank, NCCL, CUDA events and the
+#        profiler's CUDA trace checked before the multi-GPU call)  PLAN=tp_levels.yaml  DEVICE=cuda (cpu: a dry run of this script's plumbing with gloo, for a host without GPUs)
 set -u
 OUT=${1:?usage: run_x2.sh OUT}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -41,6 +42,7 @@ CONFIGS=${CONFIGS:-balanced:overlapped uneven:overlapped balanced:serialised}
 PROFILE_AT=${PROFILE_AT:-64}
 PROFILE_STEPS=${PROFILE_STEPS:-4}
 TRAP10=${TRAP10:-1}
+BUDGET_S=${BUDGET_S:-500}  # the device call has 600 s: what would start later is skipped, and OUT still packed
 PLAN=${PLAN:-$HERE/tp_levels.yaml}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export TZ=UTC PYTHONUNBUFFERED=1  # nvidia-smi's timestamps are local time: make that UTC
@@ -68,7 +70,14 @@ wait_up() {  # PORT PID
   done
   log "port $1 never answered" && return 1
 }
-stop() { for p in "$@"; do kill "$p" 2>/dev/null; done; for p in "$@"; do wait "$p" 2>/dev/null; done; }
+stop() {  # SIGTERM, 30 s to finish, then SIGKILL (a rank whose parent is gone exits by itself)
+  for p in "$@"; do kill "$p" 2>/dev/null; done
+  for p in "$@"; do
+    for _ in $(seq 1 60); do kill -0 "$p" 2>/dev/null || break; sleep 0.5; done
+    kill -9 "$p" 2>/dev/null
+    wait "$p" 2>/dev/null
+  done
+}
 SMI=
 smi_start() {  # CSV of every GPU every SMI_MS ms, beside mcp-bench's own NVML sampler
   nvidia-smi --query-gpu=timestamp,index,uuid,utilization.gpu,utilization.memory,memory.used,memory.total,power.draw,clocks.sm \
@@ -102,10 +111,18 @@ nccl = torch.cuda.nccl.version() if torch.cuda.is_available() else None
 print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "nccl", nccl,
       "devices", torch.cuda.device_count(), "aiohttp", aiohttp.__version__)')"
 log "multicast off: NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE TORCH_SYMM_MEM_DISABLE_MULTICAST=$TORCH_SYMM_MEM_DISABLE_MULTICAST NVSHMEM_DISABLE_NVLS=$NVSHMEM_DISABLE_NVLS"
-if ((NGPU < 2)); then log "$NGPU GPU(s): trap 5 and fairness across GPUs need two or more; stopping" && return 1; fi
+if ((NGPU < 2)); then
+  if [[ ${SMOKE_ONE_GPU:-0} != 1 ]]; then
+    log "$NGPU GPU(s): trap 5 and fairness across GPUs need two or more; stopping (SMOKE_ONE_GPU=1 runs the CUDA paths with one rank)"
+    return 1
+  fi
+  log "SMOKE_ONE_GPU=1: one rank on one GPU, no trap 10: a check of the CUDA paths, not a measurement of issue 10"
+  NGPU=1 TRAP10=0
+fi
 
 for cfg in $CONFIGS; do
   split=${cfg%%:*} ar=${cfg##*:}
+  if ((SECONDS + 100 > BUDGET_S)); then log "tp_${split}_${ar} skipped: ${SECONDS} s gone of ${BUDGET_S}" && continue; fi
   D=$W/tp_${split}_${ar}
   mkdir -p "$D/raw"
   log "== tp_${split}_${ar}: $NGPU ranks, preset $PRESET"
@@ -140,7 +157,7 @@ for cfg in $CONFIGS; do
   gzip -q "$D"/raw/*.json 2>/dev/null
 done
 
-if [[ $TRAP10 == 1 ]] && ((SECONDS < 420)); then  # the call has 10 minutes: leave room to pack
+if [[ $TRAP10 == 1 ]] && ((SECONDS + 80 < BUDGET_S)); then
   D=$W/trap10_gpus
   mkdir -p "$D"
   log "== trap 10: an instance on GPU 0 and one on GPU 1 behind a weighted front"

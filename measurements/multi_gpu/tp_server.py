@@ -8,9 +8,10 @@ random weights (seeded per layer, nothing downloaded) and split Megatron-style: 
 slice of the attention heads (QKV column-parallel, the output projection row-parallel) and of the
 MLP's hidden columns (up column-parallel, down row-parallel); the residual stream is all-reduced
 after each row-parallel layer, and the LM head is split over the vocabulary (each rank's best token
-is all-gathered). Rank 0 also runs the HTTP side and the continuous-batching scheduler; it sends
-every step's plan to the other ranks over a gloo group on the CPU, so the control traffic never
-shows up as a collective kernel on the GPUs.
+is all-gathered). Rank 0 runs the continuous-batching scheduler and sends every step's plan to
+the other ranks over a gloo group on the CPU, so the control traffic never shows up as a collective
+kernel on the GPUs. The HTTP side is the launching process, which holds no model and hands requests
+to rank 0 through a queue (see :class:`Engine` for why it is not rank 0's own thread).
 
 Trap 5's knobs:
 
@@ -30,7 +31,7 @@ CUDA the collectives appear as kernels named ``ncclDevKernel_AllReduce_...`` / `
 ``ProfilerStep#N`` on the GPU timeline (``gpu_user_annotation``). ``merge_traces.py`` joins the
 ranks' traces into one file with one track per device.
 
-HTTP (rank 0): ``POST /v1/completions`` (OpenAI text completions; streamed SSE with a usage chunk
+HTTP: ``POST /v1/completions`` (OpenAI text completions; streamed SSE with a usage chunk
 when ``stream_options.include_usage``; greedy, never stops before ``max_tokens``; one word is one
 token, hashed into the vocabulary; ``"debug_hidden": true`` in a non-streamed request also returns
 the final normalised hidden state of the prompt's last position, the same on every rank, for
@@ -55,14 +56,12 @@ import asyncio
 import json
 import multiprocessing as mp
 import os
-import signal
 import socket
 import threading
 import time
 import uuid
 import zlib
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -549,8 +548,10 @@ class Rank:
         self.dist.destroy_process_group()
 
 
-def worker_main(args: argparse.Namespace, rank: int, port: int) -> None:
-    """Ranks 1..N-1: follow rank 0's plans until told to stop; exit if rank 0's process is gone."""
+def rank_main(args: argparse.Namespace, rank: int, port: int, inbox: Any, outbox: Any) -> None:
+    """Every rank's process. Rank 0 runs the engine (fed by the HTTP process through ``inbox``,
+    answering through ``outbox``); the others follow rank 0's plans until told to stop. A rank
+    whose HTTP process is gone exits."""
     parent = os.getppid()
 
     def watch() -> None:
@@ -560,12 +561,23 @@ def worker_main(args: argparse.Namespace, rank: int, port: int) -> None:
                 os._exit(3)
 
     threading.Thread(target=watch, daemon=True).start()
-    r = Rank(args, rank, port)
-    while True:
-        plan = r.broadcast_plan(None)
-        if plan.stop:
-            break
-        r.run_step(plan)
+    try:
+        r = Rank(args, rank, port)
+    except Exception as exc:
+        if rank == 0:
+            outbox.put(("failed", f"rank 0 did not start: {exc!r}"))
+        raise
+    if rank == 0:
+        engine = Engine(r, inbox, outbox)
+        engine.warm_up()
+        outbox.put(("ready", r.shards))
+        engine.run()
+    else:
+        while True:
+            plan = r.broadcast_plan(None)
+            if plan.stop:
+                break
+            r.run_step(plan)
     r.close()
 
 
@@ -574,14 +586,12 @@ def worker_main(args: argparse.Namespace, rank: int, port: int) -> None:
 
 @dataclass
 class Seq:
-    """One request in the engine; ``sink`` runs on the event loop with (token, finished) items."""
+    """One request in the engine."""
 
+    rid: str
     tokens: list[int]
     max_tokens: int
-    sink: Callable[[list[tuple[int, bool]]], None]
     want_hidden: bool = False
-    hidden: list[float] | None = None
-    arrival: float = field(default_factory=time.perf_counter)
     pos: int = 0
     last: int = 0
     generated: int = 0
@@ -590,32 +600,63 @@ class Seq:
 
 class Engine:
     """Continuous batching on rank 0: admits waiting requests up to ``max_batch`` and the prefill
-    budget, sends each step's plan to every rank, runs its own shard, delivers the tokens."""
+    budget, sends each step's plan to every rank, runs its own shard, and sends the step's tokens
+    (and the figures /metrics shows) to the HTTP process in one message.
 
-    def __init__(self, rank: Rank) -> None:
-        self.rank, self.args = rank, rank.args
-        self.loop: asyncio.AbstractEventLoop | None = None  # the HTTP thread's, set when it starts
+    Why the HTTP side is another process: streaming a token to each of a hundred clients every few
+    milliseconds is Python work that, in rank 0's process, would hold the interpreter lock while
+    rank 0 should be launching its kernels; its peers would then wait for it in every all-reduce,
+    a hidden wait made by the server rather than by the split under test."""
+
+    def __init__(self, rank: Rank, inbox: Any, outbox: Any) -> None:
+        self.rank, self.args, self.inbox, self.outbox = rank, rank.args, inbox, outbox
         self.waiting: deque[Seq] = deque()
         self.running: list[Seq] = []
+        self.by_rid: dict[str, Seq] = {}
         self.moves: list[tuple[int, int, int]] = []
-        self.cond = threading.Condition()
         self.stopping = False
         self.profile_sent = False
-        self.profile_armed = False  # set after the warm-up request, so the trace shows served load
+        self.profile_armed = False  # set after the warm-up, so the trace shows served load
+        self.reset()
+
+    def reset(self) -> None:
         world = self.args.world
-        self.step_s = [0.0] * world
-        self.coll_s = [0.0] * world
+        self.step_s, self.coll_s = [0.0] * world, [0.0] * world
         self.steps = self.prompt_tokens = self.generation_tokens = self.finished = 0
 
-    def submit(self, seq: Seq) -> None:
-        with self.cond:
-            self.waiting.append(seq)
-            self.cond.notify()
+    def stats(self) -> dict[str, Any]:
+        return {
+            "running": len(self.running),
+            "waiting": len(self.waiting),
+            "steps": self.steps,
+            "prompt_tokens": self.prompt_tokens,
+            "generation_tokens": self.generation_tokens,
+            "finished": self.finished,
+            "step_s": list(self.step_s),
+            "coll_s": list(self.coll_s),
+        }
 
-    def stop(self) -> None:
-        with self.cond:
+    def _take(self, msg: tuple[Any, ...]) -> None:
+        if msg[0] == "submit":
+            _, rid, ids, n, want_hidden = msg
+            seq = Seq(rid, list(ids), int(n), bool(want_hidden))
+            self.by_rid[rid] = seq
+            self.waiting.append(seq)
+        elif msg[0] == "cancel" and msg[1] in self.by_rid:
+            self.by_rid[msg[1]].cancelled = True
+        elif msg[0] == "stop":
             self.stopping = True
-            self.cond.notify()
+
+    def _drain(self, block: bool) -> None:
+        import queue
+
+        try:
+            if block:
+                self._take(self.inbox.get(timeout=0.5))
+            while True:
+                self._take(self.inbox.get_nowait())
+        except queue.Empty:
+            pass
 
     def _admit(self) -> list[Seq]:
         admitted: list[Seq] = []
@@ -624,6 +665,7 @@ class Engine:
             s = self.waiting[0]
             if s.cancelled:
                 self.waiting.popleft()
+                self.by_rid.pop(s.rid, None)
                 continue
             if admitted and len(s.tokens) > budget:
                 break
@@ -632,66 +674,71 @@ class Engine:
             admitted.append(s)
         return admitted
 
-    def reset(self) -> None:
-        world = self.args.world
-        self.step_s, self.coll_s = [0.0] * world, [0.0] * world
-        self.steps = self.prompt_tokens = self.generation_tokens = self.finished = 0
+    def warm_up(self) -> None:
+        """One request through every rank before serving: first-call costs stay out of the figures."""
+        self._take(("submit", "warm-up", [1, 2, 3], 2, False))
+        while self.waiting or self.running:
+            self._step()
+        self.reset()
+        self.profile_armed = bool(self.args.profile)
 
     def run(self) -> None:
-        """The step loop, on the main thread (where every rank runs its steps and its profiler)."""
+        """The step loop, on rank 0's main thread (where its steps and its profiler run)."""
         while True:
-            with self.cond:
-                while not self.stopping and not self.waiting and not self.running:
-                    self.cond.wait(0.5)
-                if self.stopping:
-                    self.rank.broadcast_plan(Plan(stop=True))
-                    return
-                admitted = self._admit()
-            live = [s for s in self.running if s.generated < s.max_tokens]
-            plan = Plan(
-                moves=self.moves,
-                prefill=[s.tokens for s in admitted],
-                first=len(self.running),
-                decode_tokens=[s.last for s in self.running] if live else [],
-                decode_positions=[s.pos for s in self.running] if live else [],
-            )
-            self.moves = []
-            batch = len(self.running) + len(admitted)
-            if self.profile_armed and not self.profile_sent and batch >= self.args.profile_at_batch:
-                plan.profile, self.profile_sent = 1, True
-            self.rank.broadcast_plan(plan)
-            try:
-                first, nxt, hidden, stats = self.rank.run_step(plan)
-            except Exception as exc:  # a rank that fails a step cannot follow the next: stop serving
-                import traceback
+            self._drain(block=not self.waiting and not self.running)
+            if self.stopping:
+                self.rank.broadcast_plan(Plan(stop=True))
+                return
+            if self.waiting or self.running:
+                self._step()
 
-                traceback.print_exception(exc)
-                os._exit(4)
-            for r, (step_s, coll_s) in enumerate(stats):
-                self.step_s[r] += step_s
-                self.coll_s[r] += coll_s
-            self.steps += 1
-            self._emit(admitted, first, nxt, hidden)
+    def _step(self) -> None:
+        admitted = self._admit()
+        live = any(s.generated < s.max_tokens for s in self.running)
+        plan = Plan(
+            moves=self.moves,
+            prefill=[s.tokens for s in admitted],
+            first=len(self.running),
+            decode_tokens=[s.last for s in self.running] if live else [],
+            decode_positions=[s.pos for s in self.running] if live else [],
+        )
+        self.moves = []
+        batch = len(self.running) + len(admitted)
+        if self.profile_armed and not self.profile_sent and batch >= self.args.profile_at_batch:
+            plan.profile, self.profile_sent = 1, True
+        self.rank.broadcast_plan(plan)
+        try:
+            first, nxt, hidden, stats = self.rank.run_step(plan)
+        except Exception as exc:  # a rank that fails a step cannot follow the next: stop serving
+            import traceback
+
+            traceback.print_exception(exc)
+            self.outbox.put(("failed", f"a step failed on rank 0: {exc!r}"))
+            time.sleep(1.0)  # let the queue's feeder thread send it
+            os._exit(4)
+        for r, (step_s, coll_s) in enumerate(stats):
+            self.step_s[r] += step_s
+            self.coll_s[r] += coll_s
+        self.steps += 1
+        self._emit(admitted, first, nxt, hidden)
 
     def _emit(self, admitted: list[Seq], first: list[int], nxt: list[int], hidden: Any) -> None:
-        out: dict[int, tuple[Seq, list[tuple[int, bool]]]] = {}
+        out: dict[str, tuple[list[tuple[int, bool]], list[float] | None]] = {}
         for s, tok in zip(self.running, nxt, strict=False):
             if s.generated < s.max_tokens and not s.cancelled:
                 s.pos, s.last, s.generated = s.pos + 1, tok, s.generated + 1
-                out.setdefault(id(s), (s, []))[1].append((tok, s.generated >= s.max_tokens))
+                out.setdefault(s.rid, ([], None))[0].append((tok, s.generated >= s.max_tokens))
         for row, (s, tok) in enumerate(zip(admitted, first, strict=True)):
             s.pos, s.last, s.generated = len(s.tokens), tok, 1
-            if s.want_hidden and hidden is not None:
-                s.hidden = hidden[row].float().tolist()
+            vec = hidden[row].float().tolist() if s.want_hidden and hidden is not None else None
             self.prompt_tokens += len(s.tokens)
             self.running.append(s)
-            out.setdefault(id(s), (s, []))[1].append((tok, s.generated >= s.max_tokens))
-        for _, items in out.values():
+            out[s.rid] = ([(tok, s.generated >= s.max_tokens)], vec)
+        for items, _ in out.values():
             self.generation_tokens += len(items)
             self.finished += sum(done for _, done in items)
         self._release()
-        if out and self.loop is not None:
-            self.loop.call_soon_threadsafe(_deliver, list(out.values()))
+        self.outbox.put(("tokens", [(rid, items, vec) for rid, (items, vec) in out.items()], self.stats()))
 
     def _release(self) -> None:
         """Frees finished and abandoned slots, moving the last running sequence into each freed
@@ -700,6 +747,7 @@ class Engine:
             s = self.running[i]
             if s.generated < s.max_tokens and not s.cancelled:
                 continue
+            self.by_rid.pop(s.rid, None)
             last = len(self.running) - 1
             if i != last:
                 moved = self.running[last]
@@ -708,13 +756,7 @@ class Engine:
             self.running.pop()
 
 
-def _deliver(batches: list[tuple[Seq, list[tuple[int, bool]]]]) -> None:
-    for s, items in batches:
-        if not s.cancelled:
-            s.sink(items)
-
-
-# --------------------------------------------------------------------------- rank 0: HTTP
+# --------------------------------------------------------------------------- HTTP (no PyTorch)
 
 
 def _sse(obj: dict[str, Any]) -> bytes:
@@ -725,48 +767,100 @@ def tokenize(text: str, vocab: int) -> list[int]:
     return [zlib.crc32(w.encode()) % vocab for w in text.split()]
 
 
-class Server:
-    """The HTTP side of rank 0, on its own thread and event loop; the engine runs on the main thread."""
+class EngineFailed(RuntimeError):
+    pass
 
-    def __init__(self, args: argparse.Namespace, rank: Rank, engine: Engine) -> None:
-        self.args, self.rank, self.engine = args, rank, engine
-        self.loop: asyncio.AbstractEventLoop | None = None
+
+class Server:
+    """The HTTP process: parses requests, hands them to rank 0, streams the tokens back."""
+
+    def __init__(self, args: argparse.Namespace, inbox: Any, outbox: Any, procs: list[Any]) -> None:
+        self.args, self.inbox, self.outbox, self.procs = args, inbox, outbox, procs
+        self.config = preset(args.preset)
+        if args.dtype:
+            self.config["dtype"] = args.dtype
+        self.shards: list[list[int]] = []
+        self.stats: dict[str, Any] = {}
+        self.pending: dict[str, asyncio.Queue[tuple[list[tuple[int, bool]], list[float] | None]]] = {}
+        self.failed: str | None = None
+        self.closing = threading.Event()
 
     async def start(self, app: Any) -> None:
-        # one request through every rank before listening: first-call costs stay out of the figures
-        await self.complete([1, 2, 3], 2, False)
-        self.engine.reset()
-        self.engine.profile_armed = bool(self.args.profile)
+        loop = asyncio.get_running_loop()
+        msg = await loop.run_in_executor(None, self._wait_ready)
+        if msg[0] != "ready":
+            raise EngineFailed(str(msg[1]))
+        self.shards = msg[1]
+        print(json.dumps({"event": "ranks up", "shards": self.shards}), flush=True)
+        threading.Thread(target=self._read, args=(loop,), name="outbox", daemon=True).start()
 
-    def serve(self) -> None:
-        from aiohttp import web
+    def _wait_ready(self) -> tuple[Any, ...]:
+        import queue
 
-        loop = self.loop = asyncio.new_event_loop()
-        asyncio.set_event_loop(loop)
-        self.engine.loop = loop
-        runner = web.AppRunner(self.app())
-        loop.run_until_complete(runner.setup())
-        loop.run_until_complete(web.TCPSite(runner, self.args.host, self.args.port).start())
-        print(json.dumps({"event": "listening", "port": self.args.port}), flush=True)
-        loop.run_forever()
-        loop.run_until_complete(runner.cleanup())
+        deadline = time.monotonic() + self.args.start_timeout
+        while time.monotonic() < deadline:
+            try:
+                msg: tuple[Any, ...] = self.outbox.get(timeout=1.0)
+                if msg[0] in ("ready", "failed"):
+                    return msg
+            except queue.Empty:
+                dead = [p.name for p in self.procs if not p.is_alive()]
+                if dead:
+                    return ("failed", f"rank processes exited before serving: {dead}")
+        return ("failed", f"the ranks were not ready within {self.args.start_timeout} s")
 
-    def shutdown(self) -> None:
-        if self.loop is not None:
-            self.loop.call_soon_threadsafe(self.loop.stop)
+    def _read(self, loop: asyncio.AbstractEventLoop) -> None:
+        import queue
 
-    async def complete(self, ids: list[int], n: int, want_hidden: bool) -> tuple[list[int], Seq]:
-        queue: asyncio.Queue[list[tuple[int, bool]]] = asyncio.Queue()
-        seq = Seq(ids, n, queue.put_nowait, want_hidden)
-        self.engine.submit(seq)
-        toks: list[int] = []
+        while not self.closing.is_set():
+            try:
+                msg = self.outbox.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            except (EOFError, OSError):
+                return
+            loop.call_soon_threadsafe(self._dispatch, msg)
+
+    def _dispatch(self, msg: tuple[Any, ...]) -> None:
+        if msg[0] == "tokens":
+            for rid, items, vec in msg[1]:
+                q = self.pending.get(rid)
+                if q is not None:
+                    q.put_nowait((items, vec))
+            self.stats = msg[2]
+        elif msg[0] == "failed":
+            self.failed = str(msg[1])
+            for q in self.pending.values():
+                q.put_nowait(([(-1, True)], None))
+
+    async def stop(self, app: Any) -> None:
+        self.inbox.put(("stop",))
+        loop = asyncio.get_running_loop()
+        for p in self.procs:
+            await loop.run_in_executor(None, p.join, 60)
+            if p.is_alive():
+                p.terminate()
+        self.closing.set()
+
+    async def _tokens(self, rid: str) -> Any:
+        """Yields (token, finished, hidden) for one request until it is finished."""
+        q = self.pending[rid]
         while True:
-            for tok, done in await queue.get():
+            items, vec = await q.get()
+            for tok, done in items:
                 if tok < 0:
-                    raise RuntimeError("the engine failed this request")
-                toks.append(tok)
+                    raise EngineFailed(self.failed or "the engine failed")
+                yield tok, done, vec
                 if done:
-                    return toks, seq
+                    return
+
+    def _submit(self, ids: list[int], n: int, want_hidden: bool) -> str:
+        if self.failed:
+            raise EngineFailed(self.failed)
+        rid = uuid.uuid4().hex
+        self.pending[rid] = asyncio.Queue()
+        self.inbox.put(("submit", rid, ids, n, want_hidden))
+        return rid
 
     async def completions(self, request: Any) -> Any:
         from aiohttp import web
@@ -778,58 +872,63 @@ class Server:
             n = int(body.get("max_tokens") or 16)
         except (ValueError, TypeError, AttributeError) as exc:
             return web.json_response({"error": {"message": f"bad request: {exc}"}}, status=400)
-        ids = tokenize(prompt, self.rank.config["vocab"]) or [0]
-        if n < 1 or len(ids) + n > self.rank.config["max_seq"]:
-            msg = f"prompt {len(ids)} + max_tokens {n} must be within max_seq {self.rank.config['max_seq']}"
+        ids = tokenize(prompt, self.config["vocab"]) or [0]
+        if n < 1 or len(ids) + n > self.config["max_seq"]:
+            msg = f"prompt {len(ids)} + max_tokens {n} must be within max_seq {self.config['max_seq']}"
             return web.json_response({"error": {"message": msg}}, status=400)
-        rid, created = "cmpl-" + uuid.uuid4().hex, int(time.time())
-        usage = {"prompt_tokens": len(ids), "completion_tokens": n, "total_tokens": len(ids) + n}
-        head = {"id": rid, "object": "text_completion", "created": created, "model": MODEL}
-        if not body.get("stream"):
-            toks, seq = await self.complete(ids, n, bool(body.get("debug_hidden")))
-            choice = {
-                "index": 0,
-                "text": "".join(f" t{t}" for t in toks),
-                "logprobs": None,
-                "finish_reason": "length",
-            }
-            out: dict[str, Any] = {**head, "choices": [choice], "usage": usage, "token_ids": toks}
-            if seq.hidden is not None:
-                out["hidden"] = seq.hidden
-            return web.json_response(out)
-        queue: asyncio.Queue[list[tuple[int, bool]]] = asyncio.Queue()
-        seq = Seq(ids, n, queue.put_nowait)
-        self.engine.submit(seq)
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         try:
+            rid = self._submit(ids, n, bool(body.get("debug_hidden")) and not body.get("stream"))
+        except EngineFailed as exc:
+            return web.json_response({"error": {"message": str(exc)}}, status=503)
+        created = int(time.time())
+        usage = {"prompt_tokens": len(ids), "completion_tokens": n, "total_tokens": len(ids) + n}
+        head = {"id": "cmpl-" + rid, "object": "text_completion", "created": created, "model": MODEL}
+        try:
+            if not body.get("stream"):
+                toks: list[int] = []
+                hidden = None
+                async for tok, _, vec in self._tokens(rid):
+                    toks.append(tok)
+                    hidden = hidden or vec
+                text = "".join(f" t{t}" for t in toks)
+                choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length"}
+                out: dict[str, Any] = {**head, "choices": [choice], "usage": usage, "token_ids": toks}
+                if hidden is not None:
+                    out["hidden"] = hidden
+                return web.json_response(out)
+            resp = web.StreamResponse(
+                headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+            )
             await resp.prepare(request)
-            sent = 0
-            while sent < n:
-                for tok, done in await queue.get():
-                    if tok < 0:
-                        raise RuntimeError("the engine failed this request")
-                    sent += 1
-                    choice = {
-                        "index": 0,
-                        "text": f" t{tok}",
-                        "logprobs": None,
-                        "finish_reason": "length" if done else None,
-                    }
-                    await resp.write(_sse({**head, "choices": [choice]}))
+            async for tok, done, _ in self._tokens(rid):
+                choice = {
+                    "index": 0,
+                    "text": f" t{tok}",
+                    "logprobs": None,
+                    "finish_reason": "length" if done else None,
+                }
+                await resp.write(_sse({**head, "choices": [choice]}))
             opts = body.get("stream_options") or {}
             if isinstance(opts, dict) and opts.get("include_usage"):
                 await resp.write(_sse({**head, "choices": [], "usage": usage}))
             await resp.write(b"data: [DONE]\n\n")
             await resp.write_eof()
+            return resp
+        except EngineFailed as exc:
+            return web.json_response({"error": {"message": str(exc)}}, status=503)
         except (ConnectionError, asyncio.CancelledError):
-            seq.cancelled = True
+            self.inbox.put(("cancel", rid))
             raise
-        return resp
+        finally:
+            self.pending.pop(rid, None)
 
     async def metrics(self, request: Any) -> Any:
         from aiohttp import web
 
-        e = self.engine
+        st = self.stats
+        world = self.args.world
+        step_s = st.get("step_s", [0.0] * world)
+        coll_s = st.get("coll_s", [0.0] * world)
         lines: list[str] = []
 
         def fam(name: str, kind: str, help_text: str, rows: list[tuple[str, float]]) -> None:
@@ -837,31 +936,30 @@ class Server:
             lines.append(f"# TYPE {name} {kind}")
             lines.extend(f"{name}{labels} {value:.9g}" for labels, value in rows)
 
-        with e.cond:
-            waiting = sum(not s.cancelled for s in e.waiting)
-        fam("vllm:num_requests_running", "gauge", "Sequences in the batch.", [("", float(len(e.running)))])
-        fam("vllm:num_requests_waiting", "gauge", "Requests waiting for a slot.", [("", float(waiting))])
-        fam("vllm:prompt_tokens_total", "counter", "Prompt tokens prefilled.", [("", float(e.prompt_tokens))])
-        fam(
-            "vllm:generation_tokens_total", "counter", "Tokens generated.", [("", float(e.generation_tokens))]
-        )
-        fam("vllm:request_success_total", "counter", "Requests finished.", [("", float(e.finished))])
-        fam("mcp_tp_world_size", "gauge", "Tensor-parallel ranks.", [("", float(self.args.world))])
-        fam("mcp_tp_steps_total", "counter", "Engine steps run by every rank.", [("", float(e.steps))])
-        rk = [f'{{rank="{r}"}}' for r in range(self.args.world)]
+        def one(name: str, kind: str, help_text: str, key: str) -> None:
+            fam(name, kind, help_text, [("", float(st.get(key, 0)))])
+
+        one("vllm:num_requests_running", "gauge", "Sequences in the batch.", "running")
+        one("vllm:num_requests_waiting", "gauge", "Requests waiting for a slot.", "waiting")
+        one("vllm:prompt_tokens_total", "counter", "Prompt tokens prefilled.", "prompt_tokens")
+        one("vllm:generation_tokens_total", "counter", "Tokens generated.", "generation_tokens")
+        one("vllm:request_success_total", "counter", "Requests finished.", "finished")
+        fam("mcp_tp_world_size", "gauge", "Tensor-parallel ranks.", [("", float(world))])
+        one("mcp_tp_steps_total", "counter", "Engine steps run by every rank.", "steps")
+        rk = [f'{{rank="{r}"}}' for r in range(world)]
         fam(
             "mcp_tp_rank_step_seconds_total",
             "counter",
             "Device time of each rank's steps.",
-            list(zip(rk, e.step_s, strict=True)),
+            list(zip(rk, step_s, strict=True)),
         )
         fam(
             "mcp_tp_rank_collective_seconds_total",
             "counter",
             "Time each rank's compute stream waited on collectives (all-reduce, all-gather, barriers).",
-            list(zip(rk, e.coll_s, strict=True)),
+            list(zip(rk, coll_s, strict=True)),
         )
-        share = [c / s if s > 0 else 0.0 for c, s in zip(e.coll_s, e.step_s, strict=True)]
+        share = [c / s if s > 0 else 0.0 for c, s in zip(coll_s, step_s, strict=True)]
         fam(
             "mcp_tp_rank_collective_share",
             "gauge",
@@ -873,21 +971,18 @@ class Server:
             (2, "mcp_tp_rank_ffn_columns", "MLP hidden columns held by each rank."),
             (4, "mcp_tp_rank_parameters", "Parameters held by each rank (layers and its LM-head slice)."),
         ):
-            fam(name, "gauge", help_text, [(rk[row[0]], float(row[col])) for row in self.rank.shards])
+            fam(name, "gauge", help_text, [(rk[row[0]], float(row[col])) for row in self.shards])
         return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
 
     async def info(self, request: Any) -> Any:
         from aiohttp import web
 
         a = self.args
-        shards = [
-            dict(zip(("rank", "heads", "ffn_columns", "vocab_rows", "parameters"), s, strict=True))
-            for s in self.rank.shards
-        ]
+        keys = ("rank", "heads", "ffn_columns", "vocab_rows", "parameters")
         return web.json_response(
             {
                 "model": MODEL,
-                "config": self.rank.config,
+                "config": self.config,
                 "world": a.world,
                 "device": a.device,
                 "split": a.split,
@@ -895,7 +990,7 @@ class Server:
                 "allreduce": a.allreduce,
                 "overlap_min_rows": a.overlap_min_rows,
                 "max_batch": a.max_batch,
-                "shards": shards,
+                "shards": [dict(zip(keys, s, strict=True)) for s in self.shards],
                 "env": {k: os.environ.get(k) for k in NO_MULTICAST},
             }
         )
@@ -903,15 +998,15 @@ class Server:
     async def models(self, request: Any) -> Any:
         from aiohttp import web
 
-        return web.json_response(
-            {"object": "list", "data": [{"id": MODEL, "object": "model", "created": 0, "owned_by": "mcp"}]}
-        )
+        data = [{"id": MODEL, "object": "model", "created": 0, "owned_by": "mcp"}]
+        return web.json_response({"object": "list", "data": data})
 
     def app(self) -> Any:
         from aiohttp import web
 
         app = web.Application()
         app.on_startup.append(self.start)
+        app.on_cleanup.append(self.stop)
 
         async def health(request: web.Request) -> web.Response:
             return web.Response(text="ok")
@@ -964,33 +1059,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=2, help="CPU threads per rank (torch.set_num_threads)")
     p.add_argument("--dist-port", type=int, default=0, help="rendezvous port (0: a free one)")
     p.add_argument("--dist-timeout", type=float, default=600.0)
+    p.add_argument("--start-timeout", type=float, default=900.0, help="seconds for the ranks to be ready")
     return p
 
 
 def main(argv: list[str] | None = None) -> None:
+    """The HTTP process: starts every rank (rank 0 included) in its own process, then serves."""
     args = build_parser().parse_args(argv)
     os.environ.update(NO_MULTICAST)  # before any rank exists, so every process inherits it
     port = args.dist_port or _free_port()
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=worker_main, args=(args, r, port), daemon=True) for r in range(1, args.world)]
+    inbox, outbox = ctx.Queue(), ctx.Queue()
+    procs = [
+        ctx.Process(target=rank_main, args=(args, r, port, inbox, outbox), name=f"rank{r}", daemon=True)
+        for r in range(args.world)
+    ]
     for proc in procs:
         proc.start()
-    rank = Rank(args, 0, port)
-    print(json.dumps({"event": "ranks up", "shards": rank.shards}), flush=True)
-    engine = Engine(rank)
-    server = Server(args, rank, engine)
-    http = threading.Thread(target=server.serve, name="http", daemon=True)
-    http.start()
-    for sig in (signal.SIGTERM, signal.SIGINT):  # stop from a thread: the handler must not block
-        signal.signal(sig, lambda *_: threading.Thread(target=engine.stop).start())
-    engine.run()  # until stopped; every rank has been told to stop
-    server.shutdown()
-    http.join(10)
-    rank.close()
-    for proc in procs:
-        proc.join(30)
-        if proc.is_alive():
-            proc.terminate()
+    from aiohttp import web
+
+    server = Server(args, inbox, outbox, procs)
+    print(json.dumps({"event": "starting", "port": args.port, "world": args.world}), flush=True)
+    web.run_app(server.app(), host=args.host, port=args.port, print=None)
 
 
 if __name__ == "__main__":
