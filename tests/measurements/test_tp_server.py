@@ -8,7 +8,8 @@ measurements/multi_gpu/run_x2.sh.
 
 PyTorch is not in the project's environment: the server runs under the first Python that has
 PyTorch and aiohttp (this one, or the vLLM CPU environment that `make test` installs under
-~/.cache/mcp-operator/venvs/), and these tests are skipped, saying so, where none has."""
+~/.cache/mcp-operator/venvs/), and the server tests are skipped, saying so, where none has. The
+split arithmetic and the plan's wire format need no PyTorch and always run."""
 
 from __future__ import annotations
 
@@ -310,3 +311,60 @@ def test_merge_keeps_each_ranks_gpu_apart() -> None:
     assert fig is not None
     assert fig["collective_kernels"] == 2
     assert fig["comm_share"] == pytest.approx((150.0 + 10.0) / 400.0)
+
+
+# --------------------------------------------------------------------------- without PyTorch
+
+
+def _server_module() -> ModuleType:
+    """tp_server.py imports PyTorch only inside the ranks: its split and plan load anywhere."""
+    spec = importlib.util.spec_from_file_location("tp_server", SERVER)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # its dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize(
+    ("total", "world", "mode", "expected"),
+    [
+        (64, 2, "balanced", [32, 32]),
+        (64, 2, "uneven", [16, 48]),
+        (28672, 2, "uneven", [7168, 21504]),
+        (64, 4, "balanced", [16, 16, 16, 16]),
+        (64, 4, "uneven", [11, 11, 10, 32]),
+        (10, 3, "balanced", [4, 3, 3]),
+        (4, 4, "uneven", [1, 1, 1, 1]),  # no room to be uneven: one each
+        (16, 1, "uneven", [16]),
+    ],
+)
+def test_split_sizes(total: int, world: int, mode: str, expected: list[int]) -> None:
+    tp = _server_module()
+    sizes = tp.split_sizes(total, world, mode, 3.0)
+    assert sizes == expected
+    assert tp.offsets(sizes) == [sum(sizes[:i]) for i in range(world)]
+
+
+def test_split_sizes_refuses_too_few_units() -> None:
+    with pytest.raises(ValueError, match="cannot split"):
+        _server_module().split_sizes(3, 4, "balanced")
+
+
+def test_plan_travels_whole() -> None:
+    """What rank 0 broadcasts (a header and a flat payload of integers) is the plan every rank runs."""
+    tp = _server_module()
+    plan = tp.Plan(
+        moves=[(0, 3, 17), (1, 2, 5)],
+        prefill=[[5, 6, 7], [8], [9, 10, 11, 12, 13]],
+        first=2,
+        decode_tokens=[40, 41],
+        decode_positions=[17, 5],
+        profile=1,
+    )
+    header, payload = plan.encode()
+    assert len(header) == tp.Plan.HEADER and header[-1] == len(payload)
+    assert all(isinstance(x, int) for x in header + payload)
+    assert tp.Plan.decode(header, payload) == plan
+    stop = tp.Plan(stop=True)
+    assert tp.Plan.decode(*stop.encode()) == stop
