@@ -98,7 +98,10 @@ def _bench(name: str, url: str, load: dict[str, Any], shards: int = 2) -> str:
             "load": load,
             "shards": shards,
             "runner": {"nodeSelector": {"mcp2026.io/local-runner": "true"}},
-            "observe": {"gpuSampler": {"serviceRef": {"name": APP, "port": PORT}, "intervalSeconds": 0.005}},
+            "observe": {
+                "gpuSampler": {"serviceRef": {"name": APP, "port": PORT}, "intervalSeconds": 0.005},
+                "serverMetrics": ["vllm"],  # the reference server's vLLM-named /metrics
+            },
         },
     )
 
@@ -110,7 +113,7 @@ def test_the_sampler_runs_on_the_servers_node_reports_unavailable_and_is_cleaned
     server_node = json.loads(kube.run("get", "pods", "-l", f"app={APP}", "-o", "json").stdout)["items"][0][
         "spec"
     ]["nodeName"]
-    kube.apply(_bench("sampled", url, {"concurrency": [2, 4], "requests": 60}))
+    kube.apply(_bench("sampled", url, {"concurrency": [2, 4], "durationSeconds": 2}))
     pod = _watch_sampler(kube)
     obj = kube.get("mcpbenchmark", "sampled")
 
@@ -125,16 +128,18 @@ def test_the_sampler_runs_on_the_servers_node_reports_unavailable_and_is_cleaned
     (service,) = _samplers(kube, "services")
     assert [o["uid"] for o in service["metadata"]["ownerReferences"]] == [obj["metadata"]["uid"]]
 
-    waited = kube.wait("mcpbenchmark/sampled", "condition=Ready", timeout_s=180)
+    waited = kube.wait("mcpbenchmark/sampled", "condition=Complete", timeout_s=180)
     assert waited.returncode == 0, waited.stderr
     status = kube.get("mcpbenchmark", "sampled")["status"]
-    assert status["shards"]["reported"] == 2
+    assert status["shards"]["reported"] == 2 and status["reportName"]
     for row in status["results"]:
         # the serving GPUs: honestly unavailable, with the sampler's reason; never a zero
         assert row["servingGpuMemoryPeakPercent"] == "unavailable"
         assert row["servingGpuUtilPercent"] == "unavailable"
         assert row["servingGpuSource"].startswith(f"unavailable: gpu-sampler:{server_node}: ")
         assert "NVML" in row["servingGpuSource"] or "pynvml" in row["servingGpuSource"]
+        # the server's side over the level, one figure per metric: a gauge's largest reading
+        assert row["serverMetrics"]["vllm-metrics/vllm:num_requests_running"].startswith("max ")
     merged = loads_document(kube.get("configmap", status["reportName"])["data"]["result.json"])
     for level in merged.levels:
         entry = (level.server_metrics or {})[f"gpu-sampler:{server_node}"]

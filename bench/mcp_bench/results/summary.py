@@ -8,12 +8,13 @@ scheduled send in open loop (coordinated omission), from the actual send otherwi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from mcp_bench.consistency.judge import consistency_cell
 from mcp_bench.results.document import LevelResult, ResultDocument
 from mcp_bench.results.slo import latency_metric
+from mcp_bench.servermetrics.figures import level_figures
 from mcp_bench.telemetry.serving import ServingGpus, serving_gpus
 
 SloMark = Literal["Pass", "Fail"]
@@ -73,6 +74,8 @@ class LevelSummary:
     slo: SloMark | None
     # the server's GPUs (DCGM exporter, node-level samplers); None where none was observed
     serving: ServingGpus | None = None
+    # the server's side over the level, one figure per probe and metric (servermetrics.figures)
+    server_figures: dict[str, str] = field(default_factory=dict)
     # output consistency in one cell (state, mismatch rate, L2 max); None where it was not probed
     consistency: str | None = None
 
@@ -103,5 +106,6 @@ def summarize(doc: ResultDocument, level: LevelResult) -> LevelSummary:
         schedule_lag_p99_ms=lag.p99_ms if lag and lag.count else None,
         slo=slo_mark(level.slo.passed),
         serving=serving_gpus(level.server_metrics),
+        server_figures=level_figures(level.server_metrics),
         consistency=None if level.consistency is None else consistency_cell(level.consistency),
     )

@@ -514,6 +514,13 @@ class LevelRow(ApiModel):
         description="Where the serving GPUs' figures come from, or why a source gave none.",
         max_length=512,
     )
+    server_metrics: dict[str, str] = Field(
+        default_factory=dict,
+        description="The server's side over the level (spec.observe), one figure per source and metric: "
+        "'<source>/<metric>' -> '+N' (a counter's increase), 'max N' (a gauge), 'n N, mean M' (a "
+        "histogram); 'unavailable: why' for a source that could not be read, 'missing' for a metric it "
+        "did not serve. Bounded; the report holds every series.",
+    )
     output_consistency: str | None = Field(
         default=None,
         description="spec.consistency: Found, NotFound or NoData, with the probes' token mismatch rate and "

@@ -57,6 +57,7 @@ def level_row(summary: LevelSummary, bounds: Bounds = TIERS[0]) -> LevelRow:
         gpu_memory_peak_percent="unavailable" if gpu is None else f"{gpu:.1f}",
         slo=clip(summary.slo or "", bounds.field),
         **serving_columns(summary.serving, min(512, bounds.text)),
+        server_metrics=clip_map(summary.server_figures, bounds),
         output_consistency=None if summary.consistency is None else clip(summary.consistency, bounds.field),
     )
 

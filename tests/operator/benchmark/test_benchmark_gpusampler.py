@@ -3,12 +3,17 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
 from mcp_bench.cli_observers import build_observers
+from mcp_bench.plan import RunPlan
+from mcp_bench.results import EngineFingerprint, ResultDocument
+from mcp_bench.results.document import LevelResult
+from mcp_bench.results.summary import summarize
 from mcp_bench.servermetrics.observer import ServerMetricsObserver
 from mcp_bench.servermetrics.probes import PrometheusQueryProbe
 from mcp_bench.telemetry.serving import serving_gpus
@@ -25,6 +30,7 @@ from mcp_operator.benchmark.gpusampler import (
     serving_nodes,
 )
 from mcp_operator.benchmark.plan import plan_from_spec, prepare_plan
+from mcp_operator.benchmark.status import level_row
 from mcp_operator.policy import TargetPolicy
 from mcp_operator.targets import SpecProblem
 
@@ -245,3 +251,33 @@ def test_status_columns_say_unavailable_and_why_never_zero() -> None:
     assert cols["serving_gpu_util_percent"] == "70.0" and cols["serving_gpu_power_watts"] == "300.0"
     assert cols["serving_gpu_source"] == "dcgm, gpu-sampler:node-b (3 GPU(s))"
     assert serving_gpus({"vllm-metrics": {"status": "ok", "metrics": {}}}) is None
+
+
+def test_a_status_row_carries_the_serving_gpus_and_the_servers_figures() -> None:
+    plan = RunPlan.from_dict({"url": "http://x:1", "levels": {"concurrency": [1]}, "stage": {"requests": 1}})
+    level = LevelResult(
+        index=0,
+        mode="closed",
+        concurrency=1,
+        server_metrics={
+            "vllm-metrics": {
+                "status": "ok",
+                "metrics": {
+                    "vllm:num_requests_running": {"type": "gauge", "status": "ok", "series": [{"max": 12.0}]},
+                    "vllm:kv_cache_usage_perc": {"status": "missing"},
+                },
+            },
+            "gpu-sampler:node-a": {"status": "unavailable", "reason": "no NVML"},
+        },
+    )
+    now = datetime.now(UTC)
+    doc = ResultDocument(started_at=now, ended_at=now, engine=EngineFingerprint(), plan=plan, levels=[level])
+    row = level_row(summarize(doc, level)).to_wire()
+    assert row["serverMetrics"] == {
+        "vllm-metrics/vllm:kv_cache_usage_perc": "missing",
+        "vllm-metrics/vllm:num_requests_running": "max 12",
+    }
+    assert row["servingGpuMemoryPeakPercent"] == "unavailable"
+    assert row["servingGpuSource"] == "unavailable: gpu-sampler:node-a: no NVML"
+    bare = level_row(summarize(doc, level.model_copy(update={"server_metrics": None}))).to_wire()
+    assert "servingGpuSource" not in bare and not bare.get("serverMetrics")
