@@ -21,11 +21,13 @@
 # traces, diagnose_*.json; the raw traces gzipped). About 6 minutes on two H200s (estimate).
 #
 #   measurements/multi_gpu/run_x2.sh OUT
-#   env: WHEELS=DIR  PYTHON=python3 (the servers')  BENCH_PYTHON=$PYTHON (mcp-bench's)  NGPU=(all)  PRESET=large  TELEMETRY=5ms  SMI_MS=100
+#   env: WHEELS="DIR [DIR...]"  PYTHON=python3 (the servers')  BENCH_PYTHON=$PYTHON (mcp-bench's)
+#        NGPU=(all)  PRESET=large  TELEMETRY=5ms  SMI_MS=100  PLAN=tp_levels.yaml
 #        CONFIGS="balanced:overlapped uneven:overlapped balanced:serialised"
 #        PROFILE_AT=64 (batch at which the traces are taken)  PROFILE_STEPS=4  TRAP10=1  BUDGET_S=500
-#        SMOKE_ONE_GPU=1 (on a one-GPU host: the server with one rank, NCCL, CUDA events and the
-#        profiler's CUDA trace checked before the multi-GPU call)  PLAN=tp_levels.yaml  DEVICE=cuda (cpu: a dry run of this script's plumbing with gloo, for a host without GPUs)
+#        SMOKE_ONE_GPU=1: on a one-GPU host, the server with one rank (NCCL, CUDA events, the
+#          profiler's CUDA trace, the preset's memory) checked before the multi-GPU call
+#        DEVICE=cuda (cpu: a dry run of this script's plumbing with gloo on a host without GPUs)
 set -u
 OUT=${1:?usage: run_x2.sh OUT}
 HERE=$(cd "$(dirname "$0")" && pwd)
