@@ -18,6 +18,7 @@ from mcp_bench.consistency.judge import consistency_cell
 from mcp_bench.results.document import CONNECTION_METRICS, METRICS, LevelResult, ResultDocument
 from mcp_bench.results.slo import latency_metric
 from mcp_bench.results.summary import gpu_memory_peak_pct, slo_mark, summarize
+from mcp_bench.telemetry.serving import serving_cell, serving_gpus
 
 UNAVAILABLE = "unavailable"
 
@@ -76,13 +77,18 @@ def table(doc: ResultDocument) -> Table:
     consistency = any(level.consistency for level in doc.levels)
     if consistency:
         t.add_column("Consistency", justify="left")
-    for level in doc.levels:
+    serving = [serving_gpus(level.server_metrics) for level in doc.levels]
+    if any(s is not None for s in serving):  # the server's GPUs (DCGM, gpu-sampler), not the client's
+        t.add_column("Serving GPU", justify="left")
+    for level, served in zip(doc.levels, serving, strict=True):
         row = summary_row(doc, level)
         cells = [row[k] for k in keys]
         if workers:
             cells.append(client_cell(level))
         if consistency:
             cells.append(consistency_cell(level.consistency))
+        if any(s is not None for s in serving):
+            cells.append(serving_cell(served))
         t.add_row(*cells)
     return t
 
@@ -112,6 +118,11 @@ def print_report(doc: ResultDocument, console: Console | None = None) -> None:
                 f"  {level.level_label}: output consistency {c.get('state')}: {c.get('reason', '')}",
                 highlight=False,
                 markup=False,
+            )
+        served = serving_gpus(level.server_metrics)
+        for why in served.unavailable if served is not None else ():
+            console.print(
+                f"  {level.level_label}: serving GPUs unavailable: {why}", highlight=False, markup=False
             )
         for check in level.slo.checks:
             if not check.passed:

@@ -107,3 +107,22 @@ def serving_gpus(server_metrics: Mapping[str, Any] | None) -> ServingGpus | None
 def _is_dcgm_source(entry: Mapping[str, Any]) -> bool:
     metrics = entry.get("metrics")
     return isinstance(metrics, Mapping) and any(str(n).startswith("DCGM_FI_") for n in metrics)
+
+
+def serving_cell(serving: ServingGpus | None) -> str:
+    """The serving GPUs in one table cell: memory peak, mean SM utilisation and power, or
+    ``unavailable`` where no source gave a figure; ``-`` where they were not observed."""
+    if serving is None:
+        return "-"
+    if not serving.sources:
+        return "unavailable"
+    parts = [
+        f"{label} {value:.{digits}f}{unit}"
+        for label, value, digits, unit in (
+            ("mem", serving.memory_peak_pct, 1, "%"),
+            ("SM", serving.sm_util_mean_pct, 0, "%"),
+            ("", serving.power_mean_w, 0, " W"),
+        )
+        if value is not None
+    ]
+    return " ".join(p.strip() for p in parts) or "unavailable"

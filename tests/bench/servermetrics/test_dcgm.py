@@ -19,6 +19,7 @@ from mcp_bench.servermetrics.dcgm import dcgm_gpus, memory_peak_pct
 from mcp_bench.servermetrics.names import DCGM_METRICS
 from mcp_bench.servermetrics.observer import ServerMetricsObserver
 from mcp_bench.servermetrics.probes import dcgm_probe
+from mcp_bench.telemetry.serving import serving_cell, serving_gpus
 from mcp_refserver import RefServerConfig, start_refserver
 
 TOTAL_MIB = 143_771  # an H200's frame buffer as DCGM reports used + free
@@ -128,3 +129,16 @@ def test_dcgm_without_a_url_is_the_exporter_at_the_target_host_on_its_default_po
 def test_no_reading_is_no_gpu() -> None:
     assert dcgm_gpus({"status": "ok", "metrics": {}}) == []
     assert memory_peak_pct([]) is None
+
+
+def test_the_table_cell_shows_the_serving_gpus_or_says_unavailable() -> None:
+    gpus = [
+        {"fb_used_peak_pct": 40.0, "sm_util_pct": {"mean": 80.0}, "power_w": {"mean": 300.0}},
+        {"fb_used_peak_pct": 60.0, "sm_util_pct": {"mean": 60.0}, "power_w": {"mean": 500.0}},
+    ]
+    up = serving_gpus({"dcgm": {"status": "ok", "metrics": {"DCGM_FI_DEV_GPU_UTIL": {}}, "gpus": gpus}})
+    assert serving_cell(up) == "mem 60.0% SM 70% 400 W"
+    down = serving_gpus({"dcgm": {"status": "unavailable", "reason": "GET http://x:9400/metrics: refused"}})
+    assert down is not None and serving_cell(down) == "unavailable"
+    assert down.unavailable == ("dcgm: GET http://x:9400/metrics: refused",)
+    assert serving_cell(None) == "-"

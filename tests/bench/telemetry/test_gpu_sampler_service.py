@@ -14,10 +14,12 @@ import time
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from mcp_bench.cli_observers import ObserverArgError, build_observers
 from mcp_bench.engines import run_plan
 from mcp_bench.plan import RunPlan
+from mcp_bench.report import print_report
 from mcp_bench.telemetry.nvml import GpuSampler
 from mcp_bench.telemetry.observer import TelemetryObserver
 from mcp_bench.telemetry.remote import ServingGpuObserver
@@ -125,6 +127,10 @@ async def test_without_nvml_every_level_says_unavailable_and_the_sampler_stops_w
         assert "gpus" not in entry  # no figures, never zeros
         # the shard's own GPUs stay reported, as the load generator's
         assert isinstance(level.telemetry, dict) and level.telemetry["role"] == "load-generator"
+    console = Console(record=True, width=250)
+    print_report(doc, console)
+    shown = console.export_text()
+    assert "Serving GPU" in shown and "serving GPUs unavailable: gpu-sampler:node-serving: " in shown
     assert not task.done()  # one of two clients said done
     assert service.client_done("the-other-shard") == 2
     line = await asyncio.wait_for(task, 10)
