@@ -2,6 +2,8 @@
 
 * ``gpu``: the GPUs the load generator's NVML sampler watched (``level.telemetry["memory"]``; on the
   serving host, or with the GPU model server beside it, these are the serving GPUs);
+* ``gpu-sampler:NODE``: the serving GPUs of one node, from the node-level sampler the operator
+  places there (``level.server_metrics["gpu-sampler:NODE"]["memory"]``);
 * ``PROBE:FAMILY``: a memory gauge of a server-metrics endpoint (:data:`MEMORY_GAUGES`): the value
   before the level, the peak of the samples taken during it, and the value after the settle wait
   (``settled``). Without a settle wait the next level's ``before`` stands in for ``after`` in the
@@ -27,6 +29,7 @@ from mcp_bench.servermetrics.names import (
     MEMORY_GAUGES,
     MEMORY_TOTALS,
 )
+from mcp_bench.telemetry.serving import SAMPLER_PREFIX
 
 
 def _sum(values: list[float | None]) -> float | None:
@@ -49,6 +52,29 @@ def gpu_levels(doc: ResultDocument) -> list[LevelMemory]:
                     mem.get("total_bytes"),
                 )
             )
+    return out
+
+
+def sampler_levels(doc: ResultDocument) -> dict[str, list[LevelMemory]]:
+    """Per node-level sampler (``gpu-sampler:<node>``), the serving GPUs' memory around each level
+    (the same before/peak/settled readings as the load generator's own sampler keeps)."""
+    out: dict[str, list[LevelMemory]] = {}
+    for level in doc.levels:
+        for name, entry in (level.server_metrics or {}).items():
+            if not str(name).startswith(SAMPLER_PREFIX) or not isinstance(entry, dict):
+                continue
+            mem = entry.get("memory") if entry.get("status") == "ok" else None
+            if isinstance(mem, dict):
+                out.setdefault(str(name), []).append(
+                    LevelMemory(
+                        level.level_label,
+                        load_of(level),
+                        mem.get("before_bytes"),
+                        mem.get("peak_bytes"),
+                        mem.get("after_bytes"),
+                        mem.get("total_bytes"),
+                    )
+                )
     return out
 
 
@@ -148,5 +174,6 @@ def memory_forensics(doc: ResultDocument, tol: Tolerance = DEFAULT_TOLERANCE) ->
     sources: dict[str, list[LevelMemory]] = {}
     if gpus := gpu_levels(doc):
         sources["gpu"] = gpus
+    sources.update(sampler_levels(doc))  # the serving GPUs, sampled on their nodes
     sources.update(gauge_levels(doc))
     return explain_caches({name: assess(levels, tol) for name, levels in sources.items()})
