@@ -18,6 +18,7 @@ from mcp_bench.forensics.sources import memory_forensics
 from mcp_bench.results.document import LevelResult, ResultDocument, dumps_document
 from mcp_bench.results.summary import gpu_field_mean, slo_mark, summarize
 from mcp_bench.search.rows import PROBE_HEADERS, probe_rows, summary_rows
+from mcp_bench.telemetry.serving import serving_cell, serving_gpus
 
 UNAVAILABLE = "unavailable"
 
@@ -101,6 +102,11 @@ def level_table(doc: ResultDocument) -> Table:
         headers.append("Consistency")
         for row, lv in zip(rows, doc.levels, strict=True):
             row.append(consistency_cell(lv.consistency))
+    serving = [serving_gpus(lv.server_metrics) for lv in doc.levels]
+    if any(s is not None for s in serving):  # the server's GPUs (DCGM, gpu-sampler), not the client's
+        headers.append("Serving GPU")
+        for row, served in zip(rows, serving, strict=True):
+            row.append(serving_cell(served))
     headers.append("SLO")
     for row, lv in zip(rows, doc.levels, strict=True):
         row.append(slo_mark(lv.slo.passed) or "-")

@@ -18,6 +18,7 @@ from rich.console import Console
 
 from mcp_bench.cli_observers import ObserverArgError, build_observers
 from mcp_bench.engines import run_plan
+from mcp_bench.htmlreport.view import level_table
 from mcp_bench.plan import RunPlan
 from mcp_bench.report import print_report
 from mcp_bench.telemetry.nvml import GpuSampler
@@ -131,6 +132,9 @@ async def test_without_nvml_every_level_says_unavailable_and_the_sampler_stops_w
     print_report(doc, console)
     shown = console.export_text()
     assert "Serving GPU" in shown and "serving GPUs unavailable: gpu-sampler:node-serving: " in shown
+    html = level_table(doc)  # the HTML report's reference table says the same
+    column = html.headers.index("Serving GPU")
+    assert [row[column] for row in html.rows] == ["unavailable"] * len(doc.levels)
     assert not task.done()  # one of two clients said done
     assert service.client_done("the-other-shard") == 2
     line = await asyncio.wait_for(task, 10)
