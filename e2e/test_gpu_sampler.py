@@ -155,3 +155,20 @@ def test_deleting_the_benchmark_takes_its_samplers_with_it(kube: Any, cluster: C
     assert _samplers(kube, "services")
     kube.run("delete", "mcpbenchmark", "deleted", "--wait=false")
     _gone(kube, timeout_s=90)  # owner references: the garbage collector deletes them
+
+
+def test_a_new_spec_replaces_the_samplers_of_the_run_it_replaced(kube: Any, cluster: ClusterState) -> None:
+    url = _serve(kube, cluster)
+    kube.apply(_bench("changed", url, {"concurrency": [1], "durationSeconds": 120}, shards=1))
+    old = _watch_sampler(kube)["metadata"]["name"]
+    kube.apply(_bench("changed", url, {"concurrency": [2], "durationSeconds": 120}, shards=1))
+    deadline = time.monotonic() + 60
+    while True:  # the new run's sampler only: the old one and its Service are deleted
+        pods = [p["metadata"]["name"] for p in _samplers(kube) if not p["metadata"].get("deletionTimestamp")]
+        services = [s["metadata"]["name"] for s in _samplers(kube, "services")]
+        if pods and old not in pods and old not in services and services == pods:
+            break
+        assert time.monotonic() < deadline, f"old sampler {old} still there: pods {pods}, services {services}"
+        time.sleep(0.5)
+    kube.run("delete", "mcpbenchmark", "changed", "--wait=false")
+    _gone(kube, timeout_s=90)

@@ -16,7 +16,7 @@ from .. import kube
 from ..api.benchmark import MCPBenchmarkSpec
 from ..api.common import TargetRef
 from ..targets import SpecProblem
-from .contract import LABEL_COMPONENT, LABEL_JOB
+from .contract import LABEL_BENCHMARK_UID, LABEL_COMPONENT, LABEL_JOB
 from .gpusampler import (
     COMPONENT_SAMPLER,
     node_gpus,
@@ -114,10 +114,13 @@ async def place_samplers(
     return urls
 
 
-async def delete_samplers(namespace: str, job: str) -> int:
-    """Delete the run's sampler pods and Services (done with, or the run is over); how many."""
+async def delete_samplers(namespace: str, job: str, *, uid: str | None = None) -> int:
+    """Delete the run's sampler pods and Services (done with, or the run is over); how many.
+    With ``uid``: every sampler of that benchmark *but* ``job``'s (the runs a new spec replaced)."""
     core = kube.core()
     selector = f"{LABEL_JOB}={job},{LABEL_COMPONENT}={COMPONENT_SAMPLER}"
+    if uid is not None:
+        selector = f"{LABEL_BENCHMARK_UID}={uid},{LABEL_JOB}!={job},{LABEL_COMPONENT}={COMPONENT_SAMPLER}"
     pods = await kube.call(core.list_namespaced_pod, namespace, label_selector=selector)
     services = await kube.call(core.list_namespaced_service, namespace, label_selector=selector)
     deleted = 0

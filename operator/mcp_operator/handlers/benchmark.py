@@ -150,6 +150,7 @@ async def start_benchmark(
         events.warning(body, CHILD_REJECTED, str(exc))
         return
     await reconcile.delete_older_jobs(namespace, uid, job)
+    await delete_samplers(namespace, job, uid=uid)  # the GPU samplers of the runs this spec replaced
     patch.status.update(
         started_status(
             conditions=conditions,
