@@ -178,6 +178,8 @@ DEFINITIONS = [
             _column("P99 ms", ".status.p99Ms", description="P99 latency (ms) of the last level"),
             _column("Throughput rps", ".status.throughputRps", description="Requests/s of the last level"),
             _column("Shards", ".status.shards.reported", "integer", description="Shard results merged"),
+            _column("Level", ".status.progress.level", description="Level being run (i/n), live"),
+            _column("ETA s", ".status.progress.etaSeconds", "integer", priority=1),
             _column("Job", ".status.jobName", priority=1),
             AGE,
         ],

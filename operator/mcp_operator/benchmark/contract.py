@@ -21,16 +21,26 @@ ENV_RESULT_KEY = "MCP_RESULT_KEY"  # the run's HMAC key, by secretKeyRef (never 
 ENV_SECRET_HEADERS = "MCP_SECRET_HEADERS"  # JSON {header name: env var holding its value}
 ENV_HEADER_PREFIX = "MCP_HEADER_"  # those env vars, each by secretKeyRef
 ENV_COMPLETION_INDEX = "JOB_COMPLETION_INDEX"  # set by Kubernetes for Indexed Jobs
+ENV_START_BARRIER = "MCP_START_BARRIER"  # "1": wait for each level's common start time
+ENV_BARRIER_TIMEOUT = "MCP_BARRIER_TIMEOUT_S"  # how long to wait for it before starting alone
+ENV_PROGRESS_INTERVAL = "MCP_PROGRESS_INTERVAL_S"  # least time between two progress writes
 ANNOTATION_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"  # on the Job's pods
 
 LABEL_BENCHMARK = "mcp2026.io/benchmark"
 LABEL_BENCHMARK_UID = "mcp2026.io/benchmark-uid"
 LABEL_JOB = "mcp2026.io/job"
 LABEL_SHARD = "mcp2026.io/shard"
+# progress and barrier objects carry this (the Job's name) instead of LABEL_JOB, so the collector's
+# listing of result objects never sees them
+LABEL_RUN_STATE = "mcp2026.io/run-state-of"
 LABEL_COMPONENT = "app.kubernetes.io/component"
 COMPONENT_SHARD = "bench-shard"
 
 RESULT_KEY = "result.json"
+PROGRESS_KEY = "progress.json"  # in <job>-progress-<i>, written by shard i
+START_KEY = "start.json"  # in <job>-start, written by the operator: level index -> start (Unix ns)
+# a progress report is a handful of counters; anything larger is not one and is ignored
+PROGRESS_LIMIT_BYTES = 1024
 # a ConfigMap holds 1 MiB of data; a result or report over this is shrunk (mcp_bench.results.fit)
 RESULT_LIMIT_BYTES = 900 * 1024
 KEY_SECRET_KEY = "hmac-sha256-key"
@@ -58,6 +68,29 @@ def shard_index_of(job: str, name: str) -> int | None:
     if not digits.isascii() or not digits.isdigit() or (len(digits) > 1 and digits[0] == "0"):
         return None
     return int(digits)
+
+
+def progress_object_name(job: str, index: int) -> str:
+    return f"{job}-progress-{index}"
+
+
+def start_object_name(job: str) -> str:
+    """The run's start barrier: the operator writes each level's start time there."""
+    return f"{job}-start"
+
+
+def run_state_object(*, name: str, job: str, benchmark: str, uid: str) -> dict[str, Any]:
+    """An empty ConfigMap for a run's live state (a shard's progress, the start barrier), owned
+    by the MCPBenchmark and created by the operator before the Job."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": name,
+            "labels": {**benchmark_labels(benchmark, uid), LABEL_RUN_STATE: job},
+            "ownerReferences": [benchmark_owner(benchmark, uid, controller=False)],
+        },
+    }
 
 
 def run_account_name(job: str) -> str:

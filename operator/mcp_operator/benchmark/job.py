@@ -50,8 +50,10 @@ MAX_JOB_NAME = MAX_DNS_LABEL - len(f"-{MAX_SHARDS - 1}")
 
 def spec_digest(spec: MCPBenchmarkSpec) -> str:
     """Digest of everything that shapes the run; ``suspend`` is left out so that pausing and
-    resuming keep the same Job, and ``preflight`` (checks before the Job, not the run's shape)."""
-    canonical = json.dumps(spec.model_dump(mode="json", exclude={"suspend", "preflight"}), sort_keys=True)
+    resuming keep the same Job, and ``preflight`` (checks before the Job, not the run's shape);
+    an unset ``startBarrier`` too, so specs written before it existed keep their Job's name."""
+    left_out = {"suspend", "preflight"} | ({"start_barrier"} if spec.start_barrier is None else set())
+    canonical = json.dumps(spec.model_dump(mode="json", exclude=left_out), sort_keys=True)
     return hashlib.sha256(canonical.encode()).hexdigest()[:8]
 
 

@@ -19,6 +19,7 @@ from ..bounded import MAX_MESSAGE, clip
 from ..conditions import condition, set_condition
 from ..rejection import rejected_fields
 from ..targets import SpecProblem
+from .status import ended
 
 GPU = "nvidia.com/gpu"
 CONDITION = "PreflightPassed"
@@ -249,7 +250,16 @@ def stopped_fields(
     """strict mode and a finding: no Job; Ready (and Accepted) False with the first finding's
     reason, once per generation, as for a rejected spec."""
     fields = rejected_fields(conditions, generation, list(found), now)
-    return {**fields, "phase": "Failed"}
+    first = found[0]
+    conds = ended(
+        fields["conditions"],
+        failed=True,
+        reason=first.reason,
+        message=first.message,
+        generation=generation,
+        now=now,
+    )
+    return {**fields, "phase": "Failed", "conditions": conds}
 
 
 def scheduling_conditions(

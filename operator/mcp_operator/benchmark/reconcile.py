@@ -16,6 +16,7 @@ from mcp_bench.results.fit import dumps_within
 
 from .. import kube
 from ..redact import redact_text
+from .barrier import parse_starts, starts_text
 from .collect import (
     PublishedObject,
     RunIdentity,
@@ -28,11 +29,16 @@ from .contract import (
     KEY_SECRET_KEY,
     LABEL_BENCHMARK_UID,
     LABEL_JOB,
+    LABEL_RUN_STATE,
+    PROGRESS_KEY,
     RESULT_KEY,
     RESULT_LIMIT_BYTES,
+    START_KEY,
+    progress_object_name,
     report_name,
     report_object,
     run_key_name,
+    start_object_name,
 )
 
 TRANSIENT = frozenset({408, 409, 429})  # timeout, conflict (a retried create), throttling
@@ -205,3 +211,33 @@ async def write_report(namespace: str, name: str, uid: str, merged: ResultDocume
     if not await create_child(namespace, body):
         await replace_config_map(namespace, body)
     return report_name(name)
+
+
+@dataclass(frozen=True)
+class RunState:
+    """What the run's live-state objects hold: each shard's progress text (by index; only the
+    objects the operator named count) and the level start times written so far."""
+
+    progress: dict[int, str]
+    starts: dict[int, int]
+
+
+async def read_run_state(namespace: str, job: str, shards: int) -> RunState:
+    maps = await kube.call(
+        kube.core().list_namespaced_config_map, namespace, label_selector=f"{LABEL_RUN_STATE}={job}"
+    )
+    by_name = {m.metadata.name: m for m in maps.items}
+    progress = {}
+    for index in range(shards):
+        found = by_name.get(progress_object_name(job, index))
+        text = (found.data or {}).get(PROGRESS_KEY) if found is not None else None
+        if text:
+            progress[index] = text
+    start = by_name.get(start_object_name(job))
+    return RunState(progress, parse_starts((start.data or {}).get(START_KEY)) if start is not None else {})
+
+
+async def write_starts(namespace: str, job: str, starts: dict[int, int]) -> None:
+    """The barrier's start times, into the run's start object (which shards may only read)."""
+    body = {"data": {START_KEY: starts_text(starts)}}
+    await kube.call(kube.core().patch_namespaced_config_map, start_object_name(job), namespace, body)

@@ -13,6 +13,7 @@ import secrets
 from typing import Any
 
 from ..api.benchmark import MCPBenchmarkSpec
+from .barrier import barrier_on, state_objects
 from .contract import (
     COMPONENT_SHARD,
     KEY_SECRET_KEY,
@@ -20,10 +21,12 @@ from .contract import (
     LABEL_JOB,
     benchmark_labels,
     benchmark_owner,
+    progress_object_name,
     run_account_name,
     run_key_name,
     shard_object_name,
     shard_result_object,
+    start_object_name,
 )
 from .job import pod_account
 
@@ -52,15 +55,24 @@ def key_secret(*, benchmark: str, uid: str, job: str, key: str) -> dict[str, Any
     }
 
 
-def shard_role(*, benchmark: str, uid: str, job: str, shards: int) -> dict[str, Any]:
+def shard_role(*, benchmark: str, uid: str, job: str, shards: int, barrier: bool = False) -> dict[str, Any]:
+    """Fill in this run's result and progress objects; with a barrier, read (only) its start
+    object, which the operator alone writes."""
     names = [shard_object_name(job, index) for index in range(shards)]
+    names += [progress_object_name(job, index) for index in range(shards)]
+    rules: list[dict[str, Any]] = [
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": names, "verbs": SHARD_VERBS}
+    ]
+    if barrier:
+        start = [start_object_name(job)]
+        rules.append(
+            {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": start, "verbs": ["get"]}
+        )
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
         "metadata": _metadata(run_account_name(job), benchmark, uid, job),
-        "rules": [
-            {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": names, "verbs": SHARD_VERBS}
-        ],
+        "rules": rules,
     }
 
 
@@ -78,7 +90,9 @@ def run_objects(
                 "metadata": _metadata(account, benchmark, uid, job),
             }
         )
-    objects.append(shard_role(benchmark=benchmark, uid=uid, job=job, shards=spec.shards))
+    objects.append(
+        shard_role(benchmark=benchmark, uid=uid, job=job, shards=spec.shards, barrier=barrier_on(spec))
+    )
     objects.append(
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -92,4 +106,5 @@ def run_objects(
         shard_result_object(job=job, index=index, benchmark=benchmark, uid=uid)
         for index in range(spec.shards)
     )
+    objects.extend(state_objects(spec=spec, benchmark=benchmark, uid=uid, job=job))
     return objects

@@ -28,7 +28,9 @@ from mcp_bench.telemetry.observer import TelemetryObserver
 
 from .. import kube
 from ..redact import REDACTED, redact_text, redact_url
+from .barrier import parse_starts
 from .contract import (
+    ENV_BARRIER_TIMEOUT,
     ENV_BENCHMARK_UID,
     ENV_COMPLETION_INDEX,
     ENV_JOB_NAME,
@@ -36,16 +38,23 @@ from .contract import (
     ENV_PLAN,
     ENV_POD_NAME,
     ENV_POD_UID,
+    ENV_PROGRESS_INTERVAL,
     ENV_RESULT_KEY,
     ENV_SECRET_HEADERS,
+    ENV_START_BARRIER,
     ORIGIN_JOB,
     ORIGIN_POD,
     ORIGIN_POD_UID,
     ORIGIN_RUN_UID,
+    PROGRESS_KEY,
     RESULT_LIMIT_BYTES,
+    START_KEY,
+    progress_object_name,
     shard_object_name,
     shard_result_patch,
+    start_object_name,
 )
+from .shardgate import ProgressWriter, ShardGate
 
 EXIT_PLAN = 2
 EXIT_PUBLISH = 4
@@ -97,6 +106,32 @@ def scrubbed(document: ResultDocument, published: RunPlan, secrets: list[str]) -
     return document
 
 
+def shard_gate(*, job: str, namespace: str, index: int, pod_uid: str, key: str) -> ShardGate:
+    """Progress through this shard's own progress object, and the start barrier when the Job
+    asks for it (``MCP_START_BARRIER``), reading the run's start object."""
+    core = kube.core()
+
+    def write(text: str) -> None:
+        core.patch_namespaced_config_map(
+            progress_object_name(job, index), namespace, {"data": {PROGRESS_KEY: text}}, _request_timeout=10
+        )
+
+    def read_starts() -> dict[int, int]:
+        obj = core.read_namespaced_config_map(start_object_name(job), namespace, _request_timeout=10)
+        return parse_starts((obj.data or {}).get(START_KEY))
+
+    interval = float(os.environ.get(ENV_PROGRESS_INTERVAL) or 2.0)
+    return ShardGate(
+        index=index,
+        pod_uid=pod_uid,
+        key=key.encode(),
+        barrier=os.environ.get(ENV_START_BARRIER) == "1",
+        timeout_s=float(os.environ.get(ENV_BARRIER_TIMEOUT) or 600),
+        writer=ProgressWriter(write, max(interval, 0.5)),
+        read_starts=read_starts,
+    )
+
+
 def run_shard() -> int:
     try:
         plan = RunPlan.from_dict(json.loads(_env(ENV_PLAN)), source=ENV_PLAN)
@@ -110,7 +145,8 @@ def run_shard() -> int:
         termination_message(f"shard cannot start: {exc}")
         return EXIT_PLAN
     # GPU telemetry on every shard: it says "unavailable" (and why) where there is no NVML
-    document = run_plan_sync(with_headers(plan, headers), observers=[TelemetryObserver(), *observers])
+    gate = shard_gate(job=job, namespace=namespace, index=index, pod_uid=pod_uid, key=key)
+    document = run_plan_sync(with_headers(plan, headers), observers=[TelemetryObserver(), *observers, gate])
     document = scrubbed(document, plan, [v for v in headers.values() if len(v) >= 4])
     document.shard_index = index
     document.origin = {ORIGIN_RUN_UID: uid, ORIGIN_JOB: job, ORIGIN_POD: pod, ORIGIN_POD_UID: pod_uid}

@@ -13,8 +13,8 @@ from typing import Any
 from pydantic.alias_generators import to_camel
 
 from mcp_bench.diagnose import DiagnoseInputs, Finding, diagnose
-from mcp_bench.results.document import ResultDocument
-from mcp_bench.results.merge import MergeError, merge_documents
+from mcp_bench.results.document import LevelResult, ResultDocument
+from mcp_bench.results.merge import MIN_OVERLAP, MergeError, merge_documents
 from mcp_bench.results.summary import LevelSummary, summarize
 
 from ..api.benchmark import (
@@ -34,15 +34,42 @@ from .gpusampler import serving_columns
 from .search import search_message, search_status
 
 Conditions = list[dict[str, Any]]
+OVERLAPPED = "ShardsOverlapped"
+NOT_CONCURRENT = "ShardsNotConcurrent"
+
+
+def ended(
+    conditions: Conditions, *, failed: bool, reason: str, message: str, generation: int, now: str
+) -> Conditions:
+    """Complete and Failed as a batch Job has them: exactly one is True once the run is over,
+    so ``kubectl wait --for=condition=Complete`` (or ``Failed``) returns either way."""
+    conds = set_condition(conditions, "Complete", not failed, reason, message, generation, now)
+    return set_condition(conds, "Failed", failed, reason, message, generation, now)
+
+
+def _with_failed(fields: dict[str, Any], generation: int, now: str) -> dict[str, Any]:
+    """A run that will not produce figures (its Ready reason says why): Failed True."""
+    ready: dict[str, Any] = next((c for c in fields["conditions"] if c.get("type") == "Ready"), {})
+    conds = ended(
+        fields["conditions"],
+        failed=True,
+        reason=str(ready.get("reason") or "Failed"),
+        message=str(ready.get("message") or ""),
+        generation=generation,
+        now=now,
+    )
+    return {**fields, "conditions": conds}
 
 
 def _figure(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}"
 
 
-def level_row(summary: LevelSummary, bounds: Bounds = TIERS[0]) -> LevelRow:
+def level_row(summary: LevelSummary, bounds: Bounds = TIERS[0], level: LevelResult | None = None) -> LevelRow:
     """A status row from the level's one summary: the same errors, latency and SLO spelling as
-    ``mcp-bench show`` prints for the same document."""
+    ``mcp-bench show`` prints for the same document; with the merged ``level``, how far its
+    shards overlapped and whether it is a cluster-wide figure."""
+    overlap = None if level is None else level.overlap
     gpu = summary.gpu_memory_peak_pct
     return LevelRow(
         level=clip(summary.level, bounds.field),
@@ -59,6 +86,8 @@ def level_row(summary: LevelSummary, bounds: Bounds = TIERS[0]) -> LevelRow:
         **serving_columns(summary.serving, min(512, bounds.text)),
         server_metrics=clip_map(summary.server_figures, bounds),
         output_consistency=None if summary.consistency is None else clip(summary.consistency, bounds.field),
+        overlap_percent="n/a" if overlap is None else f"{overlap * 100:.1f}",
+        cluster_wide=level is None or level.not_concurrent is None,
     )
 
 
@@ -112,7 +141,7 @@ def rejected_status(
     fields["conditions"] = set_condition(
         fields["conditions"], "PreflightPassed", False, first.reason, first.message, generation, now
     )
-    return MCPBenchmarkStatus.model_validate(fields).to_patch()
+    return MCPBenchmarkStatus.model_validate(_with_failed(fields, generation, now)).to_patch()
 
 
 def child_rejected_status(
@@ -120,7 +149,8 @@ def child_rejected_status(
 ) -> dict[str, Any]:
     """The API server refused one of the run's children: Failed, with its message, once."""
     fields = rejected_fields(conditions, generation, [problem], now)
-    return MCPBenchmarkStatus.model_validate({**fields, "phase": "Failed"}).to_patch()
+    fields = _with_failed({**fields, "phase": "Failed"}, generation, now)
+    return MCPBenchmarkStatus.model_validate(fields).to_patch()
 
 
 def report_rejected_status(
@@ -133,7 +163,7 @@ def report_rejected_status(
         list(collected.get("conditions") or []), "Ready", False, "ChildRejected", message, generation, now
     )
     fields = {**collected, "phase": "Failed", "verdict": "Error", "conditions": conds}
-    return MCPBenchmarkStatus.model_validate(fields).to_patch()
+    return MCPBenchmarkStatus.model_validate(_with_failed(fields, generation, now)).to_patch()
 
 
 def started_status(
@@ -144,6 +174,7 @@ def started_status(
         conditions, "Accepted", True, "JobCreated", f"Job {job} runs {shards} shard(s)", generation, now
     )
     conds = set_condition(conds, "Complete", False, "Running", "shards are running", generation, now)
+    conds = set_condition(conds, "Failed", False, "Running", "shards are running", generation, now)
     conds = set_condition(conds, "Ready", None, "Running", "waiting for shard results", generation, now)
     return MCPBenchmarkStatus.model_validate(
         {
@@ -162,9 +193,8 @@ def job_missing_status(conditions: Conditions, generation: int, job: str, now: s
     conds = set_condition(
         conditions, "Ready", False, "JobMissing", f"Job {job} no longer exists", generation, now
     )
-    return MCPBenchmarkStatus.model_validate(
-        {"phase": "Failed", "verdict": "Error", "conditions": conds}
-    ).to_patch()
+    fields = _with_failed({"phase": "Failed", "verdict": "Error", "conditions": conds}, generation, now)
+    return MCPBenchmarkStatus.model_validate(fields).to_patch()
 
 
 def shard_progress(shards: dict[str, Any], succeeded: int, failed: int) -> dict[str, Any] | None:
@@ -210,23 +240,32 @@ def merged_status(
     generation: int,
     now: str,
     pod_failures: list[str] | None = None,
+    min_overlap: float = MIN_OVERLAP,
 ) -> Collected:
     """Status once the Job is finished: the verdict from the merged shards, or why there is none
-    (``pod_failures``: what failed shard pods said in their termination messages)."""
+    (``pod_failures``: what failed shard pods said in their termination messages). A level whose
+    shards did not overlap for ``min_overlap`` of its time is no cluster-wide figure: its row
+    says so, the printer columns skip it, ShardsOverlapped is False and the verdict is
+    Inconclusive (never a Pass on figures that were not measured together)."""
     problem = _problem(readout, expected, succeeded, failed, pod_failures or [])
     merged = None
     if readout.documents:
         try:
-            merged = merge_documents(readout.documents)
+            merged = merge_documents(readout.documents, min_overlap=min_overlap)
         except MergeError as exc:
             problem = problem or ("ShardMergeFailed", str(exc))
     if merged is not None and not merged.measured_anything:
         problem = problem or ("NothingMeasured", "no request completed in any shard")
     summaries = [] if merged is None else [summarize(merged, level) for level in merged.levels]
+    apart = [] if merged is None else [lv for lv in merged.levels if lv.not_concurrent]
     found = [] if merged is None else findings(merged)
     if problem is not None:
         reason, message = problem
         verdict, ready, phase = "Error", False, "Failed"
+    elif apart:
+        reason = NOT_CONCURRENT
+        message = "; ".join(f"{lv.level_label}: {lv.not_concurrent}" for lv in apart)
+        verdict, ready, phase = "Inconclusive", False, "Succeeded"
     elif merged is not None and merged.slo_passed is False:
         failing = [s.level for s in summaries if s.slo == "Fail"]
         reason, message = "SloMissed", f"SLO missed at {', '.join(failing) or 'some level'}"
@@ -256,18 +295,59 @@ def merged_status(
         }
         if merged is not None and merged.search is not None:
             fields["search"] = search_status(merged.search, bounds)
+        conds = list(conditions)
         if merged is not None:
-            rows = [level_row(summary, bounds) for summary in summaries][-MAX_RESULT_ROWS:]
+            rows = [
+                level_row(summary, bounds, level)
+                for summary, level in zip(summaries, merged.levels, strict=True)
+            ]
+            rows = rows[-MAX_RESULT_ROWS:]
             fields["results"] = rows
-            if rows:
-                fields["p99_ms"], fields["throughput_rps"] = rows[-1].p99_ms, rows[-1].throughput_rps
+            wide = [row for row in rows if row.cluster_wide]
+            if wide:  # the printer columns show a cluster-wide figure or none
+                fields["p99_ms"], fields["throughput_rps"] = wide[-1].p99_ms, wide[-1].throughput_rps
+            elif rows:
+                fields["p99_ms"] = fields["throughput_rps"] = "n/a"
+            measured = [lv for lv in merged.levels if lv.overlap is not None]
+            if measured:
+                conds = overlap_condition(conds, measured, apart, min_overlap, generation, now, bounds)
             fields["engine"] = engine_fingerprint(merged.engine.model_dump(), bounds)
             fields["diagnostics"] = [diagnostic_row(f, bounds) for f in found]
-        conds = set_condition(
-            conditions, "Complete", True, "JobFinished", "all shards finished", generation, now
-        )
-        conds = set_condition(conds, "Ready", ready, reason, clip(message, bounds.text), generation, now)
+        text = clip(message, bounds.text)
+        if phase == "Failed":
+            conds = ended(conds, failed=True, reason=reason, message=text, generation=generation, now=now)
+        else:
+            conds = ended(
+                conds,
+                failed=False,
+                reason="JobFinished",
+                message="all shards finished",
+                generation=generation,
+                now=now,
+            )
+        conds = set_condition(conds, "Ready", ready, reason, text, generation, now)
         fields["conditions"] = conds
         return MCPBenchmarkStatus.model_validate(fields).to_patch()
 
     return Collected(fit(build, json_size), merged, ready, reason, message)
+
+
+def overlap_condition(
+    conditions: Conditions,
+    measured: list[LevelResult],
+    apart: list[LevelResult],
+    min_overlap: float,
+    generation: int,
+    now: str,
+    bounds: Bounds = TIERS[0],
+) -> Conditions:
+    """ShardsOverlapped: True when every level's shards measured together for at least
+    ``min_overlap`` of its time, False (ShardWindowsApart) naming the levels that did not."""
+    if apart:
+        text = "; ".join(f"{lv.level_label}: {lv.not_concurrent}" for lv in apart)
+        return set_condition(
+            conditions, OVERLAPPED, False, "ShardWindowsApart", clip(text, bounds.text), generation, now
+        )
+    least = min(lv.overlap or 0.0 for lv in measured)
+    message = f"every level's shards overlapped for at least {least:.1%} of it (minimum {min_overlap:.0%})"
+    return set_condition(conditions, OVERLAPPED, True, "ShardsRanTogether", message, generation, now)

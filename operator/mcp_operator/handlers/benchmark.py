@@ -18,6 +18,7 @@ from .. import events, kube, metrics
 from ..api.benchmark import KIND, PLURAL, MCPBenchmarkSpec, MCPBenchmarkStatus
 from ..api.common import GROUP, VERSION
 from ..benchmark import reconcile
+from ..benchmark.barrier import min_overlap, with_run_state_env
 from ..benchmark.gpusampler_kube import delete_samplers, with_gpu_samplers
 from ..benchmark.job import job_name, shard_job
 from ..benchmark.plan import prepare_plan, runner_problem
@@ -28,6 +29,7 @@ from ..benchmark.preflight import (
     unschedulable_message,
 )
 from ..benchmark.preflight_read import check as preflight_check
+from ..benchmark.progress import run_progress
 from ..benchmark.run import new_run_key, run_objects
 from ..benchmark.status import (
     child_rejected_status,
@@ -132,13 +134,16 @@ async def start_benchmark(
         _reject(body, patch, status, generation, sampled)
         return
     plan = sampled
-    manifest = shard_job(
-        spec=parsed,
-        name=name,
-        uid=uid,
-        plan=plan,
-        command=settings.runner_command,
-        default_image=settings.runner_image,
+    manifest = with_run_state_env(
+        shard_job(
+            spec=parsed,
+            name=name,
+            uid=uid,
+            plan=plan,
+            command=settings.runner_command,
+            default_image=settings.runner_image,
+        ),
+        parsed,
     )
     children = run_objects(spec=parsed, benchmark=name, uid=uid, job=job, key=new_run_key())
     try:
@@ -178,7 +183,7 @@ async def start_benchmark(
 )
 @metrics.counted_errors("collect_benchmark")
 async def collect_benchmark(
-    status: kopf.Status, meta: kopf.Meta, body: kopf.Body, patch: kopf.Patch, **_: Any
+    spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta, body: kopf.Body, patch: kopf.Patch, **_: Any
 ) -> None:
     namespace, name, generation = meta["namespace"], meta["name"], int(meta["generation"])
     job, conditions = str(status["jobName"]), list(status.get("conditions") or [])
@@ -191,13 +196,22 @@ async def collect_benchmark(
         progress = shard_progress(shards, state.succeeded, state.failed)
         if progress is not None:
             patch.status.update(progress)
-        stuck = unschedulable_message(await reconcile.run_pods(namespace, job))
+        pods = await reconcile.run_pods(namespace, job)
+        live = await run_progress(namespace, job, state, pods, MCPBenchmarkSpec.model_validate(spec))
+        if live is not None and live != status.get("progress"):
+            patch.status["progress"] = live
+        stuck = unschedulable_message(pods)
         placed = scheduling_conditions(conditions, generation, stuck, utc_now())
         if placed is not None:
             patch.status["conditions"] = placed
             if stuck is not None:
                 events.warning(body, "Unschedulable", redact_text(stuck))
         return
+    final = await run_progress(
+        namespace, job, state, await reconcile.run_pods(namespace, job), MCPBenchmarkSpec.model_validate(spec)
+    )
+    if final is not None and final != status.get("progress"):
+        patch.status["progress"] = final  # the shards' last reports
     readout, pod_failures = await reconcile.read_results(namespace, meta["uid"], job, state)
     metrics.SHARD_RESULTS.labels("merged").inc(len(readout.documents))
     metrics.SHARD_RESULTS.labels("rejected").inc(len(readout.rejected))
@@ -210,6 +224,7 @@ async def collect_benchmark(
         generation=generation,
         now=utc_now(),
         pod_failures=pod_failures,
+        min_overlap=min_overlap(MCPBenchmarkSpec.model_validate(spec)),
     )
     refused = None
     if collected.merged is not None:

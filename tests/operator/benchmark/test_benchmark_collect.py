@@ -72,6 +72,7 @@ def _status(objects: list[PublishedObject], run: RunIdentity | None = None) -> C
         conditions=[],
         generation=1,
         now="2026-01-01T00:00:00Z",
+        min_overlap=0.0,  # trust only here: these short runs' overlap is test_barrier's subject
     )
 
 

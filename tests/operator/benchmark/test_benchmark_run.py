@@ -52,15 +52,29 @@ def test_run_objects_come_in_creation_order_and_are_owned_by_the_benchmark() -> 
         "ConfigMap",
         "ConfigMap",
         "ConfigMap",
+        "ConfigMap",
+        "ConfigMap",
+        "ConfigMap",
+        "ConfigMap",
     ]
     for obj in objects:
         assert obj["metadata"]["ownerReferences"][0]["uid"] == UID
-        assert obj["metadata"]["labels"]["mcp2026.io/job"] == job
-    assert [m["metadata"]["name"] for m in _by_kind(objects)["ConfigMap"]] == [
+    results = [o for o in objects if o["metadata"]["labels"].get("mcp2026.io/job") == job]
+    assert [m["metadata"]["name"] for m in results if m["kind"] == "ConfigMap"] == [
         f"{job}-shard-0",
         f"{job}-shard-1",
         f"{job}-shard-2",
     ]
+    # live state: a progress object per shard and the start barrier's object, labelled apart so
+    # the collector's listing of results never sees them
+    state = [o for o in objects if o["metadata"]["labels"].get("mcp2026.io/run-state-of") == job]
+    assert [m["metadata"]["name"] for m in state] == [
+        f"{job}-progress-0",
+        f"{job}-progress-1",
+        f"{job}-progress-2",
+        f"{job}-start",
+    ]
+    assert all("mcp2026.io/job" not in m["metadata"]["labels"] for m in state)
 
 
 def test_the_role_lets_a_shard_fill_in_this_run_s_results_and_nothing_else() -> None:
@@ -68,14 +82,26 @@ def test_the_role_lets_a_shard_fill_in_this_run_s_results_and_nothing_else() -> 
     job = job_name("bench", spec)
     kinds = _by_kind(run_objects(spec=spec, benchmark="bench", uid=UID, job=job, key="k"))
     (role,) = kinds["Role"]
-    (rule,) = role["rules"]
+    rule, start = role["rules"]
     assert rule == {
         "apiGroups": [""],
         "resources": ["configmaps"],
         # RBAC cannot limit create by name: the operator creates these, the shard only updates
-        "resourceNames": [f"{job}-shard-0", f"{job}-shard-1", f"{job}-shard-2"],
+        "resourceNames": [f"{job}-shard-{i}" for i in range(3)] + [f"{job}-progress-{i}" for i in range(3)],
         "verbs": ["get", "update", "patch"],
     }
+    # the start barrier's object is the operator's to write: the shards may only read it
+    assert start == {
+        "apiGroups": [""],
+        "resources": ["configmaps"],
+        "resourceNames": [f"{job}-start"],
+        "verbs": ["get"],
+    }
+    one = _spec(shards=1)
+    (single,) = _by_kind(run_objects(spec=one, benchmark="bench", uid=UID, job=job, key="k"))["Role"][0][
+        "rules"
+    ]
+    assert single["resourceNames"] == [f"{job}-shard-0", f"{job}-progress-0"]  # no barrier for one shard
     (account,) = kinds["ServiceAccount"]
     (binding,) = kinds["RoleBinding"]
     assert account["metadata"]["name"] == role["metadata"]["name"] == f"{job}-shard"

@@ -40,7 +40,9 @@ from mcp_operator.benchmark.contract import (
     LABEL_BENCHMARK_UID,
     LABEL_JOB,
     LABEL_SHARD,
+    PROGRESS_KEY,
     RESULT_KEY,
+    progress_object_name,
     shard_object_name,
 )
 from mcp_operator.benchmark.job import job_name, shard_job
@@ -122,10 +124,17 @@ async def test_shard_fills_in_its_result_object_and_the_collector_accepts_it(
     shard = await _shard(kube_fake, monkeypatch, tmp_path, refserver.url)
     before = len(kube_fake.calls)
     assert await _run() == 0
-    # one call: the data of its own, pre-created object; never a create, never labels or owners
-    (call,) = kube_fake.calls[before:]
+    # one call for the result: the data of its own, pre-created object; never a create, never
+    # labels or owners; the rest are progress reports into its own progress object, likewise
+    calls = kube_fake.calls[before:]
+    (call,) = [c for c in calls if c.name == shard.result_name]
     assert (call.verb, call.kind, call.namespace, call.name) == ("patch", "ConfigMap", NS, shard.result_name)
     assert list(call.body) == ["data"] and list(call.body["data"]) == [RESULT_KEY]
+    progress = [c for c in calls if c.name != shard.result_name]
+    assert progress and {(c.verb, c.name) for c in progress} == {
+        ("patch", progress_object_name(shard.job, INDEX))
+    }
+    assert all(list(c.body["data"]) == [PROGRESS_KEY] for c in progress)
 
     published = kube_fake.get("ConfigMap", NS, shard.result_name)
     assert published is not None
@@ -263,7 +272,8 @@ async def test_result_object_gone_is_exit_4_and_never_created_by_the_shard(
     before = len(kube_fake.calls)
     assert await _run() == EXIT_PUBLISH
     assert shard.termination.read_text() == f"shard {INDEX} could not publish its result: 404 Not Found"
-    assert [(c.verb, c.answered) for c in kube_fake.calls[before:]] == [("patch", 404)]
+    calls = [c for c in kube_fake.calls[before:] if c.name == shard.result_name]
+    assert [(c.verb, c.answered) for c in calls] == [("patch", 404)]
     assert kube_fake.get("ConfigMap", NS, shard.result_name) is None
 
 

@@ -76,6 +76,11 @@ def _spec(url: str = "http://infer.perf.svc:8000", **overrides: Any) -> dict[str
     return spec
 
 
+# _run_pods runs the shards one after another in this process: no barrier to wait at, and their
+# windows never meet (test_benchmark_barrier.py covers both)
+SEQUENTIAL: dict[str, Any] = {"startBarrier": {"enabled": False, "minOverlap": 0}}
+
+
 def _job_name(spec: dict[str, Any]) -> str:
     return job_name(NAME, MCPBenchmarkSpec.model_validate(spec))
 
@@ -99,11 +104,11 @@ async def _start(spec: dict[str, Any], status: Status | None = None, generation:
     return dict(dict(patch).get("status") or {})
 
 
-async def _collect(status: Status, generation: int = 1) -> Status:
+async def _collect(status: Status, generation: int = 1, spec: dict[str, Any] | None = None) -> Status:
     """One tick of the collection timer; returns the status it patches ({} for none)."""
-    body = _body(_spec(), status, generation)
+    body = _body(spec or _spec(), status, generation)
     patch = kopf.Patch()
-    await collect_benchmark(status=body.status, meta=body.meta, body=body, patch=patch)
+    await collect_benchmark(spec=body.spec, status=body.status, meta=body.meta, body=body, patch=patch)
     return dict(dict(patch).get("status") or {})
 
 
@@ -154,19 +159,37 @@ async def test_valid_spec_creates_the_run_children_then_one_job(
         "RoleBinding",
         "ConfigMap",
         "ConfigMap",
+        "ConfigMap",
+        "ConfigMap",
+        "ConfigMap",
         "Job",
     ]
     assert kube_fake.names("Job", NS) == [job]
     for kind in ("ServiceAccount", "Role", "RoleBinding"):
         assert kube_fake.names(kind, NS) == [account]
-    assert kube_fake.names("ConfigMap", NS) == [shard_object_name(job, 0), shard_object_name(job, 1)]
+    # results, progress reports and the start barrier (two shards)
+    assert sorted(kube_fake.names("ConfigMap", NS)) == sorted(
+        [
+            shard_object_name(job, 0),
+            shard_object_name(job, 1),
+            f"{job}-progress-0",
+            f"{job}-progress-1",
+            f"{job}-start",
+        ]
+    )
     result = kube_fake.get("ConfigMap", NS, shard_object_name(job, 0))
     assert result is not None and "data" not in result  # empty until its shard fills it in
     role = kube_fake.get("Role", NS, account)
     assert role is not None
-    (rule,) = role["rules"]
-    assert rule["resourceNames"] == [shard_object_name(job, 0), shard_object_name(job, 1)]
+    rule, start = role["rules"]
+    assert rule["resourceNames"] == [
+        shard_object_name(job, 0),
+        shard_object_name(job, 1),
+        f"{job}-progress-0",
+        f"{job}-progress-1",
+    ]
     assert "create" not in rule["verbs"]
+    assert start["resourceNames"] == [f"{job}-start"] and start["verbs"] == ["get"]
 
     manifest = kube_fake.get("Job", NS, job)
     assert manifest is not None
@@ -224,8 +247,7 @@ async def test_retry_before_status_was_written_meets_409s_and_keeps_the_run_key(
         ("ServiceAccount", 409),
         ("Role", 409),
         ("RoleBinding", 409),
-        ("ConfigMap", 409),
-        ("ConfigMap", 409),
+        *[("ConfigMap", 409)] * 5,  # two results, two progress objects, the start barrier
         ("Job", 409),
     ]
     assert kube_fake.names("Job", NS) == [job]
@@ -465,8 +487,10 @@ async def test_collect_writes_shard_counts_only_when_they_change(
     kube_fake.set_status("Job", NS, job, {"active": 1, "succeeded": 1})
     out = await _collect(status)
     assert out == {"shards": {"expected": 2, "succeeded": 1, "failed": 0}}
-    # results are read only once the Job is done (pods are listed meanwhile: is one unschedulable?)
-    assert [c for c in kube_fake.calls_to("list") if c.kind == "ConfigMap"] == []
+    # results are read only once the Job is done (pods are listed meanwhile: is one unschedulable?
+    # and the run's small live-state objects: progress reports and the start barrier)
+    listed = [c for c in kube_fake.calls_to("list") if c.kind == "ConfigMap"]
+    assert listed and all(c.options["label_selector"] == f"mcp2026.io/run-state-of={job}" for c in listed)
     assert posted_events.reasons() == [("Normal", "JobCreated")]
 
 
@@ -477,7 +501,7 @@ async def test_collect_merges_two_good_shards_into_a_report(
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> None:
-    status, job = await _started(_spec(url=refserver.url, slo={"latencyP99Ms": 5000}))
+    status, job = await _started(_spec(url=refserver.url, slo={"latencyP99Ms": 5000}, **SEQUENTIAL))
     await _run_pods(kube_fake, job, monkeypatch, tmp_path)
     # another run's result and pod in the namespace: not this Job's, so not read
     other = "llama-bench-ffffffff"
@@ -488,7 +512,7 @@ async def test_collect_merges_two_good_shards_into_a_report(
     _finish_job(kube_fake, job, succeeded=2)
     posted_events.events.clear()
 
-    out = await _collect(status)
+    out = await _collect(status, spec=_spec(url=refserver.url, **SEQUENTIAL))
     assert out["phase"] == "Succeeded" and out["verdict"] == "Pass"
     assert _cond(out, "Ready") == ("True", "SloMet")
     assert _cond(out, "Complete") == ("True", "JobFinished")
@@ -512,7 +536,7 @@ async def test_collect_merges_two_good_shards_into_a_report(
     ]
 
     # a second collection (its status patch was lost) replaces the report it finds
-    again = await _collect(status)
+    again = await _collect(status, spec=_spec(url=refserver.url, **SEQUENTIAL))
     assert again["reportName"] == report_name(NAME) and again["verdict"] == "Pass"
     writes = [
         (c.verb, c.answered)
@@ -532,7 +556,7 @@ async def test_collect_rejects_a_shard_result_with_a_broken_checksum(
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> None:
-    status, job = await _started(_spec(url=refserver.url))
+    status, job = await _started(_spec(url=refserver.url, **SEQUENTIAL))
     await _run_pods(kube_fake, job, monkeypatch, tmp_path)
     bad = shard_object_name(job, 1)
     published = kube_fake.objects[("ConfigMap", NS, bad)]
@@ -540,7 +564,7 @@ async def test_collect_rejects_a_shard_result_with_a_broken_checksum(
     _finish_job(kube_fake, job, succeeded=2)
     posted_events.events.clear()
 
-    out = await _collect(status)
+    out = await _collect(status, spec=_spec(url=refserver.url, **SEQUENTIAL))
     assert out["phase"] == "Failed" and out["verdict"] == "Error"
     assert _cond(out, "Ready") == ("False", "ShardResultRejected")
     assert out["shards"]["reported"] == 1 and out["shards"]["rejected"] == 1
@@ -559,13 +583,13 @@ async def test_collect_says_why_a_shard_published_nothing(
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> None:
-    status, job = await _started(_spec(url=refserver.url))
+    status, job = await _started(_spec(url=refserver.url, **SEQUENTIAL))
     kube_fake.refuse("patch", "ConfigMap", 403, name=shard_object_name(job, 1))
     await _run_pods(kube_fake, job, monkeypatch, tmp_path)
     _finish_job(kube_fake, job, succeeded=1, failed=1)
     posted_events.events.clear()
 
-    out = await _collect(status)
+    out = await _collect(status, spec=_spec(url=refserver.url, **SEQUENTIAL))
     assert _cond(out, "Ready") == ("False", "ShardResultMissing")
     (failed_pod,) = [p for p in kube_fake.names("Pod", NS) if p.startswith(f"{job}-1-")]
     assert _message(out, "Ready") == (

@@ -1,0 +1,38 @@
+"""One collect tick's work on a running benchmark's live state: read the shards' progress
+reports, open the start barrier's next level when every running shard waits at it, and return
+the status's ``progress`` (the decisions are ``barrier``'s pure functions)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..api.benchmark import MCPBenchmarkSpec
+from . import reconcile
+from .barrier import LEAD_NS, barrier_on, level_to_release, live_shards, progress_status, read_progress
+from .collect import pod_indices
+
+
+async def run_progress(
+    namespace: str, job: str, state: reconcile.JobState, pods: list[Any], spec: MCPBenchmarkSpec
+) -> dict[str, Any] | None:
+    """The status's progress block (camelCase), or None before any shard has reported."""
+    run = await reconcile.read_run_state(namespace, job, spec.shards)
+    if not run.progress:
+        return None
+    key = await reconcile.read_run_key(namespace, job)
+    indices = pod_indices(pods, state.uid)
+    reports = {
+        index: report
+        for index, text in run.progress.items()
+        if (report := read_progress(text, key, index, indices)) is not None
+    }
+    live = live_shards(spec.shards, pods, state.uid)
+    starts = dict(run.starts)
+    if barrier_on(spec):
+        level = level_to_release(reports, live, starts)
+        if level is not None:
+            starts[level] = time.time_ns() + LEAD_NS
+            await reconcile.write_starts(namespace, job, starts)
+    block = progress_status(reports, live, starts)
+    return None if block is None else block.to_wire()

@@ -1,0 +1,324 @@
+"""The start barrier and live progress: which shard reports count, when the operator opens a
+level, what the status says, and a shard entrypoint that really waits (fake API, reference
+server); the merged status flags levels whose shards did not overlap, and Complete/Failed
+behave as a batch Job's."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from tests.operator.fakekube import FakeKube
+
+from mcp_bench.engines import run_plan
+from mcp_bench.results.document import ResultDocument, loads_document
+from mcp_operator.api import MCPBenchmarkSpec
+from mcp_operator.benchmark import reconcile
+from mcp_operator.benchmark.barrier import (
+    ShardProgress,
+    level_to_release,
+    live_shards,
+    progress_status,
+    read_progress,
+    sign,
+    with_run_state_env,
+)
+from mcp_operator.benchmark.collect import ShardReadout
+from mcp_operator.benchmark.contract import (
+    ENV_START_BARRIER,
+    PROGRESS_LIMIT_BYTES,
+    RESULT_KEY,
+    START_KEY,
+    shard_object_name,
+    start_object_name,
+)
+from mcp_operator.benchmark.job import job_name, shard_job
+from mcp_operator.benchmark.plan import plan_from_spec
+from mcp_operator.benchmark.progress import run_progress
+from mcp_operator.benchmark.run import new_run_key, run_objects
+from mcp_operator.benchmark.shard import run_shard
+from mcp_operator.benchmark.shardgate import ProgressWriter
+from mcp_operator.benchmark.status import merged_status
+from mcp_operator.conditions import condition
+from mcp_refserver import RunningServer
+
+KEY = b"k" * 64
+PODS = {"uid-0": 0, "uid-1": 1, "uid-2": 2}
+
+
+def _report(index: int, state: str = "waiting", level: int = 0, **extra: Any) -> dict[str, Any]:
+    body = {
+        "shard": index,
+        "podUid": f"uid-{index}",
+        "state": state,
+        "level": level,
+        "levels": 3,
+        "sent": 10,
+        "completed": 8,
+        "errors": 1,
+        "inFlight": 1,
+        "rateRps": 4.5,
+        "etaSeconds": 30.0,
+        "atMs": 1_796_000_000_000 + index,
+    }
+    body.update(extra)
+    return body
+
+
+def _read(body: dict[str, Any], index: int | None = None, key: bytes = KEY) -> ShardProgress | None:
+    return read_progress(sign(body, key), KEY, body["shard"] if index is None else index, PODS)
+
+
+def test_a_report_counts_only_signed_by_the_run_from_its_own_pod_and_small() -> None:
+    good = _read(_report(1))
+    assert good is not None and (good.index, good.state, good.sent, good.in_flight) == (1, "waiting", 10, 1)
+    assert _read(_report(1), key=b"another key") is None  # not signed with the run's key
+    assert _read(_report(1), index=2) is None  # shard 1's report in shard 2's object
+    assert _read(_report(1, podUid="uid-2")) is None  # written by another index's pod
+    assert _read(_report(1, podUid="someone")) is None  # or by no pod of the Job
+    assert _read(_report(1, state="done-ish")) is None
+    assert _read(_report(1, sent=-4)) is None
+    padded = _report(1, pad="x" * PROGRESS_LIMIT_BYTES)
+    assert _read(padded) is None  # bounded: a progress report is a handful of counters
+    assert read_progress("{not json", KEY, 1, PODS) is None
+    tampered = json.loads(sign(_report(1), KEY))
+    tampered["completed"] = 10_000
+    assert read_progress(json.dumps(tampered), KEY, 1, PODS) is None
+
+
+def _all(*reports: dict[str, Any]) -> dict[int, ShardProgress]:
+    out = {}
+    for body in reports:
+        parsed = _read(body)
+        assert parsed is not None
+        out[parsed.index] = parsed
+    return out
+
+
+def test_a_level_opens_when_every_running_shard_waits_at_it() -> None:
+    waiting = _all(_report(0), _report(1), _report(2))
+    assert level_to_release(waiting, {0, 1, 2}, {}) == 0
+    assert level_to_release(waiting, {0, 1, 2}, {0: 123}) is None  # written already
+    one_busy = _all(_report(0), _report(1, "running"), _report(2))
+    assert level_to_release(one_busy, {0, 1, 2}, {}) is None
+    silent = _all(_report(0), _report(1))  # shard 2 has not reported (its pod is not ready yet)
+    assert level_to_release(silent, {0, 1, 2}, {}) is None
+    assert level_to_release(silent, {0, 1}, {}) == 0  # shard 2's pod ended: it holds nobody
+    mixed = _all(_report(0, level=1), _report(1, level=0))
+    assert level_to_release(mixed, {0, 1}, {}) is None
+    assert level_to_release({}, set(), {}) is None
+
+
+def _pod(index: int, phase: str, job_uid: str = "job-uid") -> client.V1Pod:
+    return client.V1Pod(
+        metadata=client.V1ObjectMeta(
+            uid=f"uid-{index}",
+            annotations={"batch.kubernetes.io/job-completion-index": str(index)},
+            owner_references=[
+                client.V1OwnerReference(
+                    api_version="batch/v1", kind="Job", name="j", uid=job_uid, controller=True
+                )
+            ],
+        ),
+        status=client.V1PodStatus(phase=phase),
+    )
+
+
+def test_live_shards_are_those_not_ended() -> None:
+    pods = [_pod(0, "Running"), _pod(1, "Failed"), _pod(1, "Running"), _pod(2, "Succeeded")]
+    assert live_shards(4, pods, "job-uid") == {0, 1, 3}  # 1 was retried; 3 has no pod yet
+    assert live_shards(2, [_pod(0, "Succeeded", "other-job")], "job-uid") == {0, 1}
+
+
+def test_progress_sums_the_shards_and_says_where_the_barrier_is() -> None:
+    reports = _all(_report(0, "running", 1), _report(1, "waiting", 1), _report(2, "finished", 2))
+    block = progress_status(reports, {0, 1}, {})
+    assert block is not None
+    assert block.level == "2/3"  # the furthest behind of the shards still going
+    assert (block.sent, block.completed, block.errors, block.in_flight) == (30, 24, 3, 3)
+    assert block.rate_rps == "4.50"  # only the running shard is sending
+    assert block.eta_seconds == 30 and block.shards_reporting == 3
+    assert block.barrier == "level 2/3: 1 of 2 running shard(s) ready, waiting for the rest"
+    opened = progress_status(
+        _all(_report(0, level=2), _report(1, level=2)), {0, 1}, {2: 1_796_000_000_000_000_000}
+    )
+    assert opened is not None and opened.barrier.startswith("level 3/3 starts at 2026-")
+    done = progress_status(_all(_report(0, "finished", 2), _report(1, "finished", 2)), set(), {})
+    assert done is not None and done.level == "3/3" and done.rate_rps == "n/a"
+    assert progress_status({}, set(), {}) is None
+
+
+def test_progress_writes_are_rate_limited_but_state_changes_go_at_once() -> None:
+    written: list[tuple[float, str]] = []
+    writer = ProgressWriter(lambda text: written.append((time.monotonic(), text)), interval_s=0.5)
+    started = time.monotonic()
+    for i in range(200):  # a load loop offering a report every 5 ms for a second
+        writer.offer(f"r{i}")
+        time.sleep(0.005)
+    writer.offer("waiting", urgent=True)
+    time.sleep(0.05)
+    urgent_at = next(t for t, text in written if text == "waiting")
+    writer.close()
+    routine = [t for t, text in written if text.startswith("r")]
+    assert 2 <= len(routine) <= 4  # at most one per 0.5 s over about 1 s
+    assert urgent_at - started < 1.3  # not held back by the interval
+    assert written[-1][1] == "waiting"  # nothing newer was pending
+
+
+def test_every_shard_gets_the_barrier_and_progress_env_and_one_shard_no_barrier() -> None:
+    def env(shards: int, **extra: Any) -> dict[str, str]:
+        spec = MCPBenchmarkSpec.model_validate(
+            {
+                "target": {"url": "http://h:1"},
+                "load": {"concurrency": [1], "requests": 1},
+                "shards": shards,
+                **extra,
+            }
+        )
+        plan = plan_from_spec(spec, "http://h:1", "b")
+        job = with_run_state_env(
+            shard_job(spec=spec, name="b", uid="u", plan=plan, command=("x",), default_image="i"), spec
+        )
+        return {
+            e["name"]: e.get("value", "") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]
+        }
+
+    assert env(3)[ENV_START_BARRIER] == "1" and env(3)["MCP_BARRIER_TIMEOUT_S"] == "600"
+    assert env(3)["MCP_PROGRESS_INTERVAL_S"] == "2"
+    assert ENV_START_BARRIER not in env(1)
+    assert ENV_START_BARRIER not in env(3, startBarrier={"enabled": False})
+    assert env(200)["MCP_PROGRESS_INTERVAL_S"] == "10"  # about 20 writes a second in all
+
+
+def test_an_unset_barrier_keeps_the_job_name_of_specs_written_before_it() -> None:
+    base = {"target": {"url": "http://h:1"}, "load": {"concurrency": [1], "requests": 1}, "shards": 2}
+    plain = MCPBenchmarkSpec.model_validate(base)
+    tuned = MCPBenchmarkSpec.model_validate({**base, "startBarrier": {"minOverlap": 0.5}})
+    assert job_name("b", plain) != job_name("b", tuned)
+    assert job_name("b", plain) == job_name("b", MCPBenchmarkSpec.model_validate(dict(base)))
+
+
+async def test_a_shard_waits_for_the_start_the_operator_writes(
+    kube_fake: FakeKube, refserver: RunningServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Shard 1 of 2 through its real entrypoint; shard 0's pod has ended, so it holds nobody;
+    the operator's tick (``run_progress``) opens the level once shard 1 waits."""
+    ns, name, uid = "perf", "barrier-bench", "6e1d8f6f-3c2b-4d4f-8a21-9b7c5e3f2d18"
+    spec = MCPBenchmarkSpec.model_validate(
+        {
+            "target": {"url": refserver.url, "path": "/delay?ms=1"},
+            "load": {"concurrency": [1], "durationSeconds": 0.5, "requestTimeoutSeconds": 5},
+            "shards": 2,
+        }
+    )
+    job = job_name(name, spec)
+    plan = plan_from_spec(spec, refserver.url, name)
+    manifest = with_run_state_env(
+        shard_job(spec=spec, name=name, uid=uid, plan=plan, command=("shard",), default_image="i"), spec
+    )
+    key = new_run_key()
+    assert await reconcile.create_run(
+        ns, run_objects(spec=spec, benchmark=name, uid=uid, job=job, key=key), manifest
+    )
+    pods = kube_fake.start_indexed_job(ns, job)
+    kube_fake.set_status("Pod", ns, pods[0]["metadata"]["name"], {"phase": "Succeeded"})
+    kube_fake.set_status("Pod", ns, pods[1]["metadata"]["name"], {"phase": "Running"})
+    for var, value in kube_fake.container_env(pods[1]).items():
+        monkeypatch.setenv(var, value)
+    monkeypatch.setenv("MCP_TERMINATION_MESSAGE_PATH", str(tmp_path / "termination-log"))
+    stored = kube_fake.get("Job", ns, job)
+    assert stored is not None
+    state = reconcile.JobState(False, 0, 0, stored["metadata"]["uid"], 2)
+
+    shard = asyncio.create_task(asyncio.to_thread(run_shard))
+    seen: list[dict[str, Any]] = []
+    while not shard.done():
+        block = await run_progress(ns, job, state, await reconcile.run_pods(ns, job), spec)
+        if block is not None:
+            seen.append(block)
+        await asyncio.sleep(0.2)
+    assert await shard == 0
+    start_map = kube_fake.get("ConfigMap", ns, start_object_name(job))
+    assert start_map is not None
+    starts = {int(k): v for k, v in json.loads(start_map["data"][START_KEY]).items()}
+    assert list(starts) == [0]
+    result = kube_fake.get("ConfigMap", ns, shard_object_name(job, 1))
+    assert result is not None
+    (level,) = loads_document(result["data"][RESULT_KEY], key.encode()).levels
+    assert level.start_at_unix_ns == starts[0]  # the level records the time it waited for
+    assert level.first_start_unix_ns is not None and 0 <= level.first_start_unix_ns - starts[0] < 100_000_000
+    assert any(b["barrier"].startswith("level 1/1: 1 of 1") or "starts at" in b["barrier"] for b in seen)
+    final = await run_progress(ns, job, state, await reconcile.run_pods(ns, job), spec)
+    assert final is not None and final["level"] == "1/1" and final["completed"] == level.completed
+    assert final["etaSeconds"] == 0 and final["inFlight"] == 0
+
+
+@pytest.fixture
+async def docs(refserver: RunningServer) -> list[ResultDocument]:
+    spec = MCPBenchmarkSpec.model_validate(
+        {
+            "target": {"url": "http://placeholder", "path": "/delay?ms=1"},
+            "load": {"concurrency": [2], "durationSeconds": 0.4},
+        }
+    )
+    plan = plan_from_spec(spec, refserver.url, "bench")
+    return [await run_plan(plan) for _ in range(2)]  # one after the other: their windows never meet
+
+
+def _merged(docs: list[ResultDocument], min_overlap: float) -> Any:
+    for index, doc in enumerate(docs):
+        doc.shard_index = index
+    return merged_status(
+        expected=2,
+        succeeded=2,
+        failed=0,
+        readout=ShardReadout(documents=docs),
+        conditions=[],
+        generation=1,
+        now="2026-01-01T00:00:00Z",
+        min_overlap=min_overlap,
+    )
+
+
+def test_shards_that_did_not_run_together_are_no_cluster_wide_figure(docs: list[ResultDocument]) -> None:
+    collected = _merged(docs, 0.9)
+    status = collected.status
+    (row,) = status["results"]
+    assert row["clusterWide"] is False and float(row["overlapPercent"]) < 10
+    assert status["verdict"] == "Inconclusive" and status["phase"] == "Succeeded"
+    assert status["p99Ms"] == "n/a" and status["throughputRps"] == "n/a"  # printer columns: none
+    conds = status["conditions"]
+    overlapped = condition(conds, "ShardsOverlapped")
+    assert overlapped is not None and overlapped["status"] == "False"
+    assert (
+        overlapped["reason"] == "ShardWindowsApart" and "not a cluster-wide figure" in overlapped["message"]
+    )
+    ready = condition(conds, "Ready")
+    assert ready is not None and (ready["status"], ready["reason"]) == ("False", "ShardsNotConcurrent")
+    # the run did finish: Complete, not Failed
+    assert condition(conds, "Complete")["status"] == "True"  # type: ignore[index]
+    assert condition(conds, "Failed")["status"] == "False"  # type: ignore[index]
+    lenient = _merged(docs, 0.0).status
+    assert lenient["verdict"] == "Pass" and lenient["results"][0]["clusterWide"] is True
+    assert condition(lenient["conditions"], "ShardsOverlapped")["reason"] == "ShardsRanTogether"  # type: ignore[index]
+
+
+def test_a_run_without_results_is_failed_not_complete() -> None:
+    status = merged_status(
+        expected=2,
+        succeeded=0,
+        failed=2,
+        readout=ShardReadout(),
+        conditions=[],
+        generation=1,
+        now="2026-01-01T00:00:00Z",
+    ).status
+    failed, complete = condition(status["conditions"], "Failed"), condition(status["conditions"], "Complete")
+    assert failed is not None and (failed["status"], failed["reason"]) == ("True", "ShardResultMissing")
+    assert complete is not None and complete["status"] == "False"
+    assert condition(status["conditions"], "ShardsOverlapped") is None  # nothing to judge
