@@ -92,6 +92,20 @@ def test_a_merge_flags_levels_whose_shards_did_not_run_together(refserver: Runni
     # merging merged documents keeps one window per shard
     again = merge_documents([together, _shard(text, 2, 0)])
     assert [w.shard for w in again.levels[0].shard_windows or []] == [0, 1, 2]
+    # a few milliseconds apart on a level of a few milliseconds is start-up jitter, not shards
+    # that ran apart: below 100 ms of unshared time in all, a level is never flagged
+    tiny = [_shard(text, i, 0) for i in range(2)]
+    for level in tiny[1].levels:
+        assert level.first_start_unix_ns is not None and level.last_end_unix_ns is not None
+        level.last_end_unix_ns = level.first_start_unix_ns + 4_000_000
+        level.first_start_unix_ns += 3_000_000
+    for level in tiny[0].levels:
+        assert level.first_start_unix_ns is not None
+        level.last_end_unix_ns = level.first_start_unix_ns + 5_000_000
+    jitter = merge_documents(tiny)
+    assert all(
+        lv.overlap is not None and lv.overlap < 0.9 and lv.not_concurrent is None for lv in jitter.levels
+    )
     # and the threshold is the caller's
     lenient = merge_documents([_shard(text, 0, 0), _shard(text, 1, 300_000_000)], min_overlap=0.0)
     assert all(level.not_concurrent is None for level in lenient.levels)

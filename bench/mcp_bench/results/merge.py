@@ -19,6 +19,9 @@ from mcp_bench.telemetry.merge import merge_telemetry
 # A merged level is a cluster-wide figure only when the shards measured it at the same time:
 # every shard's window must cover at least this share of the union of all windows.
 MIN_OVERLAP = 0.9
+# Levels whose windows differ by less than this in all (start spread plus end spread) are never
+# flagged: below it the ratio measures start-up jitter and clocks, not shards that ran apart.
+OVERLAP_GRACE_NS = 100_000_000
 
 
 class MergeError(ValueError):
@@ -61,6 +64,9 @@ def concurrency_flag(windows: Sequence[ShardWindow], overlap: float | None, min_
     if overlap is None or overlap >= min_overlap:
         return None
     starts = [w.start_unix_ns for w in windows]
+    ends = [w.end_unix_ns for w in windows]
+    if (max(starts) - min(starts)) + (max(ends) - min(ends)) < OVERLAP_GRACE_NS:
+        return None
     spread_ms = (max(starts) - min(starts)) / 1e6
     return (
         f"shard windows overlap {overlap:.0%} < {min_overlap:.0%} "
