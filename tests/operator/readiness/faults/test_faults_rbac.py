@@ -1,6 +1,7 @@
 """The operator's ClusterRole covers what the faults call, and nothing wider than they need:
 Deployments are patched (never updated, created or deleted), nodes are never created or
-deleted, pods are never created."""
+deleted, pods are never updated or patched. (Pods are created, but only by the benchmark's
+serving-GPU samplers, never by a fault.)"""
 
 from __future__ import annotations
 
