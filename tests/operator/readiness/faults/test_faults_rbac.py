@@ -44,7 +44,7 @@ def test_the_faults_are_allowed_what_they_call(group: str, resource: str, verbs:
     [
         ("apps", "deployments", ["create", "update", "delete"]),
         ("", "nodes", ["create", "update", "delete"]),
-        ("", "pods", ["create", "update", "patch"]),
+        ("", "pods", ["update", "patch"]),
         ("policy", "poddisruptionbudgets", ["create", "update", "patch", "delete"]),
         ("autoscaling", "horizontalpodautoscalers", ["create", "update", "patch", "delete"]),
         ("chaos-mesh.org", "networkchaos", ["update", "patch", "list"]),
