@@ -301,6 +301,13 @@ class BenchmarkObserve(ApiModel):
         description="Also sample the endpoints' queue, KV-cache and utilisation gauges this often during "
         "each level.",
     )
+    settle_seconds: float = Field(
+        default=0,
+        ge=0,
+        le=600,
+        description="After each level, this long with no load before the next, with memory read again at "
+        "its end, so the GPU-memory forensics can tell memory a level borrowed from memory it kept.",
+    )
     prometheus: PrometheusSource | None = Field(
         default=None, description="PromQL read through a named Prometheus before and after each level."
     )

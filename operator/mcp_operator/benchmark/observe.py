@@ -27,6 +27,7 @@ def observe_plan(spec: MCPBenchmarkSpec) -> dict[str, Any]:
         "server_metrics": list(obs.server_metrics),
         "triton_stats": list(obs.triton_stats),
         "timeline_interval_s": obs.timeline_interval_seconds,
+        "settle_s": obs.settle_seconds,
     }
     if obs.prometheus is not None:
         out["prometheus"] = prometheus_url(obs.prometheus)

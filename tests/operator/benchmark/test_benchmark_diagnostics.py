@@ -51,6 +51,9 @@ def test_observe_and_workload_become_the_plan() -> None:
     plan = plan_from_spec(s, "http://vllm:8000", "b")
     assert plan.observe.server_metrics == ["vllm", "triton=http://triton:8002/metrics"]
     assert plan.observe.triton_stats == ["m"] and plan.observe.timeline_interval_s == 1.0
+    assert plan.observe.settle_s == 0  # no wait between levels unless asked
+    settled = spec(observe={"serverMetrics": ["vllm"], "settleSeconds": 2.5})
+    assert plan_from_spec(settled, "http://vllm:8000", "b").observe.settle_s == 2.5
     assert [(c.name, c.weight, c.priority, c.latency_p99_ms) for c in plan.payload.classes] == [
         ("chat", 3.0, 0, 200.0),
         ("batch", 1.0, None, None),
