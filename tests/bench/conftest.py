@@ -13,11 +13,13 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 
 import pytest
 from aiohttp import web
 
 from mcp_bench.results.document import LevelResult
+from mcp_refserver import RefServerConfig, RunningServer, start_refserver
 
 SERVER_HEADER = "loopback-test/1.2.3"
 
@@ -156,3 +158,31 @@ def assert_server_counted_level() -> Callable[[LevelResult, str, str], int]:
         return sent
 
     return check
+
+
+@contextmanager
+def _refserver_in_thread(config: RefServerConfig | None = None) -> Iterator[RunningServer]:
+    """The reference server on an event loop of its own thread, for runs that block the test's."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="refserver", daemon=True)
+    thread.start()
+    srv = asyncio.run_coroutine_threadsafe(start_refserver(config), loop).result(timeout=10)
+    try:
+        yield srv
+    finally:
+        asyncio.run_coroutine_threadsafe(srv.stop(), loop).result(timeout=10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def refserver_in_thread() -> Callable[..., AbstractContextManager[RunningServer]]:
+    """Starts a reference server (a config, or the default model) in a thread of its own."""
+    return _refserver_in_thread
+
+
+@pytest.fixture(scope="module")
+def refserver() -> Iterator[RunningServer]:
+    """The reference server with its default model, in a thread of its own."""
+    with _refserver_in_thread() as srv:
+        yield srv

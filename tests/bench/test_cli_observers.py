@@ -3,9 +3,8 @@ server (in a background thread, since the CLI runs its own event loop) with per-
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
@@ -18,23 +17,17 @@ from mcp_bench.results.document import LevelResult
 from mcp_bench.servermetrics import PrometheusEndpointProbe, PrometheusQueryProbe, TritonStatsProbe
 from mcp_bench.servermetrics.observer import ServerMetricsObserver
 from mcp_bench.telemetry.observer import TelemetryObserver
-from mcp_refserver import RefServerConfig, RunningServer, start_refserver
+from mcp_refserver import RefServerConfig, RunningServer
 
 CFG = RefServerConfig.model_validate({"ttft_ms": 1, "tpot_ms": 1, "default_max_tokens": 3})
 
 
 @pytest.fixture(scope="module")
-def refserver_thread() -> Iterator[RunningServer]:
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="refserver", daemon=True)
-    thread.start()
-    srv = asyncio.run_coroutine_threadsafe(start_refserver(CFG), loop).result(timeout=10)
-    try:
+def refserver_thread(
+    refserver_in_thread: Callable[..., AbstractContextManager[RunningServer]],
+) -> Iterator[RunningServer]:
+    with refserver_in_thread(CFG) as srv:
         yield srv
-    finally:
-        asyncio.run_coroutine_threadsafe(srv.stop(), loop).result(timeout=10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=10)
 
 
 def _plan(url: str = "http://10.0.0.5:8000/v1", backend: str = "http") -> RunPlan:

@@ -4,9 +4,7 @@ of shards that did not run together flags the level instead of calling it cluste
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,21 +17,7 @@ from mcp_bench.plan import RunPlan
 from mcp_bench.results.aggregate import LevelMeta
 from mcp_bench.results.document import LevelResult, ShardWindow, dumps_document, loads_document
 from mcp_bench.results.merge import merge_documents, window_overlap
-from mcp_refserver import RunningServer, start_refserver
-
-
-@pytest.fixture(scope="module")
-def refserver() -> Iterator[RunningServer]:
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="refserver", daemon=True)
-    thread.start()
-    srv = asyncio.run_coroutine_threadsafe(start_refserver(), loop).result(timeout=10)
-    try:
-        yield srv
-    finally:
-        asyncio.run_coroutine_threadsafe(srv.stop(), loop).result(timeout=10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=10)
+from mcp_refserver import RunningServer
 
 
 def _plan(url: str, **kw: Any) -> RunPlan:

@@ -3,9 +3,6 @@ merge, and each worker's CPU and lag are reported, against the reference server.
 
 from __future__ import annotations
 
-import asyncio
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,22 +14,7 @@ from mcp_bench.engines.workers import merge_level, run_level_processes, split_le
 from mcp_bench.plan import PlanError, RunPlan
 from mcp_bench.results.document import loads_document
 from mcp_bench.results.histogram import LatencyHistogram
-from mcp_refserver import RunningServer, start_refserver
-
-
-@pytest.fixture(scope="module")
-def refserver() -> Iterator[RunningServer]:
-    """In a thread of its own: the runs here block in the test's thread."""
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="refserver", daemon=True)
-    thread.start()
-    srv = asyncio.run_coroutine_threadsafe(start_refserver(), loop).result(timeout=10)
-    try:
-        yield srv
-    finally:
-        asyncio.run_coroutine_threadsafe(srv.stop(), loop).result(timeout=10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=10)
+from mcp_refserver import RunningServer
 
 
 def _plan(url: str, workers: int, **kw: Any) -> RunPlan:

@@ -37,21 +37,24 @@ def _sum(values: list[float | None]) -> float | None:
     return math.fsum(real) if real else None
 
 
+def _sampled(level: LevelResult, mem: dict[str, Any]) -> LevelMemory:
+    """A level's memory as an NVML sampler keeps it (``memory_around``'s figures)."""
+    return LevelMemory(
+        level.level_label,
+        load_of(level),
+        mem.get("before_bytes"),
+        mem.get("peak_bytes"),
+        mem.get("after_bytes"),
+        mem.get("total_bytes"),
+    )
+
+
 def gpu_levels(doc: ResultDocument) -> list[LevelMemory]:
     out = []
     for level in doc.levels:
         mem = level.telemetry.get("memory") if isinstance(level.telemetry, dict) else None
         if isinstance(mem, dict):
-            out.append(
-                LevelMemory(
-                    level.level_label,
-                    load_of(level),
-                    mem.get("before_bytes"),
-                    mem.get("peak_bytes"),
-                    mem.get("after_bytes"),
-                    mem.get("total_bytes"),
-                )
-            )
+            out.append(_sampled(level, mem))
     return out
 
 
@@ -65,16 +68,7 @@ def sampler_levels(doc: ResultDocument) -> dict[str, list[LevelMemory]]:
                 continue
             mem = entry.get("memory") if entry.get("status") == "ok" else None
             if isinstance(mem, dict):
-                out.setdefault(str(name), []).append(
-                    LevelMemory(
-                        level.level_label,
-                        load_of(level),
-                        mem.get("before_bytes"),
-                        mem.get("peak_bytes"),
-                        mem.get("after_bytes"),
-                        mem.get("total_bytes"),
-                    )
-                )
+                out.setdefault(str(name), []).append(_sampled(level, mem))
     return out
 
 
