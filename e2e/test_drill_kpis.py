@@ -125,15 +125,7 @@ APP = "ref"
 def _serve_autoscaled(kube: Any) -> str:
     """The reference server as a Deployment of one pod behind a Service, and an autoscaler on
     its request rate (external metric mcp_requests_per_second, 10 req/s per pod, 1 to 3 pods)."""
-    container = {
-        "name": "server",
-        "image": "unused",
-        "command": ["python", "-m", "mcp_refserver"],
-        "args": ["--host", "$(POD_IP)", "--port", "8000"],
-        "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
-        "ports": [{"name": "http", "containerPort": 8000}],
-        "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 1},
-    }
+    container = stack.refserver_container()
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",

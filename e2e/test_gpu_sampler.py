@@ -24,15 +24,7 @@ COMPONENT = "app.kubernetes.io/component=gpu-sampler"
 
 def _serve(kube: Any, cluster: ClusterState) -> str:
     """The reference server as a Deployment on the local node behind a Service; its ClusterIP URL."""
-    container = {
-        "name": "server",
-        "image": "unused",
-        "command": ["python", "-m", "mcp_refserver"],
-        "args": ["--host", "$(POD_IP)", "--port", "8000"],
-        "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
-        "ports": [{"name": "http", "containerPort": 8000}],
-        "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 1},
-    }
+    container = stack.refserver_container()
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",

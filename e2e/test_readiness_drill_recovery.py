@@ -21,15 +21,7 @@ APP = "ref"
 def _serve(kube: Any, spread: bool) -> str:
     """The reference server as two pods (one per zone with ``spread``, else where the scheduler
     prefers, which is zone-a) behind a Service; returns the ClusterIP URL."""
-    container = {
-        "name": "server",
-        "image": "unused",
-        "command": ["python", "-m", "mcp_refserver"],
-        "args": ["--host", "$(POD_IP)", "--port", "8000"],
-        "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
-        "ports": [{"name": "http", "containerPort": 8000}],
-        "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 1},
-    }
+    container = stack.refserver_container()
     pod_spec: dict[str, Any] = {
         "nodeSelector": {"mcp2026.io/local-runner": "true"},
         "terminationGracePeriodSeconds": 2,

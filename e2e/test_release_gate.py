@@ -65,15 +65,10 @@ def service() -> dict[str, Any]:
 
 
 def deployment(version: str, model: str) -> dict[str, Any]:
-    container = {
-        "name": "server",
-        "image": f"registry.example/model-server:{version}",  # not used: the kubelet runs the command
-        "command": ["python", "-m", "mcp_refserver"],
-        "args": ["--host", "$(POD_IP)", "--port", "8000", "--model", model, "--server-version", version],
-        "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
-        "ports": [{"name": "http", "containerPort": 8000}],
-        "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 1},
-    }
+    # the image is not used (the kubelet runs the command); it names the release
+    container = stack.refserver_container(
+        "--model", model, "--server-version", version, image=f"registry.example/model-server:{version}"
+    )
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",

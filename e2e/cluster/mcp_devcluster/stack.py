@@ -211,6 +211,21 @@ def kwok_deployment_body(
     }
 
 
+def refserver_container(*args: str, image: str = "unused") -> dict[str, Any]:
+    """A container that runs the reference server on the pod's IP, port 8000 (``http``), with
+    ``args`` added and a readiness probe on /health: the local kubelet runs its command (the
+    image is not used)."""
+    return {
+        "name": "server",
+        "image": image,
+        "command": ["python", "-m", "mcp_refserver"],
+        "args": ["--host", "$(POD_IP)", "--port", "8000", *args],
+        "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+        "ports": [{"name": "http", "containerPort": 8000}],
+        "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 1},
+    }
+
+
 def kwok_deployment(name: str = "srv", replicas: int = 3) -> str:
     """``kwok_deployment_body`` as JSON, for ``kubectl apply``."""
     return json.dumps(kwok_deployment_body(name, replicas))
