@@ -50,7 +50,6 @@ from mcp_bench.results.aggregate import LevelAccumulator, LevelMeta
 from mcp_bench.results.fit import dumps_within
 from mcp_bench.results.merge import merge_documents
 from mcp_devcluster import stack
-from mcp_devcluster.cluster import DevCluster
 
 REPO = Path(__file__).resolve().parents[1]
 MS = 1_000_000
@@ -277,39 +276,30 @@ def _spread(values: list[float]) -> str:
 
 
 def cluster_timings(runs: int, shards: int) -> None:
-    with tempfile.TemporaryDirectory(prefix="mcp-timings-") as tmp:
-        work = Path(tmp)
-        cluster = DevCluster(work / "cluster")
-        state = cluster.up()
-        refserver = operator = None
-        try:
-            kubeconfig = Path(state.kubeconfig)
-            stack.apply_crds(kubeconfig, REPO / "crds")
-            refserver, url = stack.start_refserver(work, "--ttft-ms", "5", "--tpot-ms", "1")
-            operator = stack.start_operator(kubeconfig, work)
-            stack.kubectl(kubeconfig, "create", "namespace", "timings")
-            served = _serve(kubeconfig, "timings")
-            settings = [
-                ("1 shard", url, 1, False),
-                (f"{shards} shards", url, shards, False),
-                ("1 shard + gpuSampler", served, 1, True),
+    with (
+        tempfile.TemporaryDirectory(prefix="mcp-timings-") as tmp,
+        stack.operated_cluster(Path(tmp), REPO / "crds", "--ttft-ms", "5", "--tpot-ms", "1") as running,
+    ):
+        kubeconfig, url = running.kubeconfig, running.refserver_url
+        stack.kubectl(kubeconfig, "create", "namespace", "timings")
+        served = _serve(kubeconfig, "timings")
+        settings = [
+            ("1 shard", url, 1, False),
+            (f"{shards} shards", url, shards, False),
+            ("1 shard + gpuSampler", served, 1, True),
+        ]
+        print(f"apply -> first request sent ({runs} runs each; the clock starts before kubectl apply):")
+        for label, target, count, sampler in settings:
+            seen = [
+                apply_to_first_request(
+                    kubeconfig, "timings", target, f"t{count}{int(sampler)}-{i}", count, sampler
+                )
+                for i in range(runs)
             ]
-            print(f"apply -> first request sent ({runs} runs each; the clock starts before kubectl apply):")
-            for label, target, count, sampler in settings:
-                seen = [
-                    apply_to_first_request(
-                        kubeconfig, "timings", target, f"t{count}{int(sampler)}-{i}", count, sampler
-                    )
-                    for i in range(runs)
-                ]
-                print(f"  {label:22s} server's first arrival  {_spread([s[0] for s in seen])}")
-                print(f"  {'':22s} first shard's first send {_spread([s[1] for s in seen])}")
-                if count > 1:
-                    print(f"  {'':22s} last shard's first send  {_spread([s[2] for s in seen])}")
-        finally:
-            stack.stop(operator.process if operator else None)
-            stack.stop(refserver)
-            cluster.down()
+            print(f"  {label:22s} server's first arrival  {_spread([s[0] for s in seen])}")
+            print(f"  {'':22s} first shard's first send {_spread([s[1] for s in seen])}")
+            if count > 1:
+                print(f"  {'':22s} last shard's first send  {_spread([s[2] for s in seen])}")
 
 
 def main() -> int:

@@ -33,7 +33,6 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from mcp_devcluster import stack
-from mcp_devcluster.cluster import DevCluster
 
 REPO = Path(__file__).resolve().parents[1]
 RESOURCE = "mcpreadinesses"
@@ -197,55 +196,46 @@ def main() -> int:
     parser.add_argument("--idle-window", type=float, default=30.0, help="seconds of the idle request count")
     args = parser.parse_args()
 
-    with tempfile.TemporaryDirectory(prefix="mcp-scale-") as tmp:
-        work = Path(tmp)
-        cluster = DevCluster(work / "cluster")
-        state = cluster.up()
-        refserver = operator = None
-        try:
-            kubeconfig = Path(state.kubeconfig)
-            stack.apply_crds(kubeconfig, REPO / "crds")
-            refserver, url = stack.start_refserver(work, "--ttft-ms", "5", "--tpot-ms", "1")
-            operator = stack.start_operator(kubeconfig, work)
-            assert operator.process.popen is not None
-            stack.kubectl(kubeconfig, "create", "namespace", "scale")
+    with (
+        tempfile.TemporaryDirectory(prefix="mcp-scale-") as tmp,
+        stack.operated_cluster(Path(tmp), REPO / "crds", "--ttft-ms", "5", "--tpot-ms", "1") as running,
+    ):
+        kubeconfig, url, operator = running.kubeconfig, running.refserver_url, running.operator
+        assert operator.process.popen is not None
+        stack.kubectl(kubeconfig, "create", "namespace", "scale")
 
-            before = requests_by_verb(kubeconfig)
-            burst = apply_and_time(kubeconfig, "scale", url, args.gates, "burst")
-            after = requests_by_verb(kubeconfig)
-            times = list(burst["seen"].values())
-            added = [burst["seen"][n] - burst["own"][n] for n in burst["seen"]]
-            print(f"{args.gates} gates applied at once: verdicts {dict(burst['verdicts'])}")
-            print(f"  apply to verdict      {spread(times)}   max {max(times):6.2f} s")
-            own_median = statistics.median(burst["own"].values())
-            print(f"  less the check's own  {spread(added)}   (check itself: median {own_median:.3f} s)")
-            delta = after - before
-            print(
-                "  API requests on mcpreadinesses while judging, per gate: "
-                + ", ".join(f"{verb} {n / args.gates:.2f}" for verb, n in sorted(delta.items()))
-                + f"   (this script's LIST polls: {burst['polls']})"
-            )
-            quiet = requests_by_verb(kubeconfig)
-            time.sleep(args.idle_window)
-            idle = requests_by_verb(kubeconfig) - quiet
-            print(
-                f"  idle {args.idle_window:.0f} s afterwards: "
-                + (", ".join(f"{verb} {n}" for verb, n in sorted(idle.items())) or "no requests")
-                + "   (this script's own /metrics reads are not on this resource)"
-            )
+        before = requests_by_verb(kubeconfig)
+        burst = apply_and_time(kubeconfig, "scale", url, args.gates, "burst")
+        after = requests_by_verb(kubeconfig)
+        times = list(burst["seen"].values())
+        added = [burst["seen"][n] - burst["own"][n] for n in burst["seen"]]
+        print(f"{args.gates} gates applied at once: verdicts {dict(burst['verdicts'])}")
+        print(f"  apply to verdict      {spread(times)}   max {max(times):6.2f} s")
+        own_median = statistics.median(burst["own"].values())
+        print(f"  less the check's own  {spread(added)}   (check itself: median {own_median:.3f} s)")
+        delta = after - before
+        print(
+            "  API requests on mcpreadinesses while judging, per gate: "
+            + ", ".join(f"{verb} {n / args.gates:.2f}" for verb, n in sorted(delta.items()))
+            + f"   (this script's LIST polls: {burst['polls']})"
+        )
+        quiet = requests_by_verb(kubeconfig)
+        time.sleep(args.idle_window)
+        idle = requests_by_verb(kubeconfig) - quiet
+        print(
+            f"  idle {args.idle_window:.0f} s afterwards: "
+            + (", ".join(f"{verb} {n}" for verb, n in sorted(idle.items())) or "no requests")
+            + "   (this script's own /metrics reads are not on this resource)"
+        )
 
-            if args.idle > args.gates:
-                held = apply_and_time(kubeconfig, "scale", url, args.idle - args.gates, "idle")
-                print(f"{args.idle} decided gates held ({dict(burst['verdicts'] + held['verdicts'])})")
-            time.sleep(args.idle_window)
-            own_rss, workers_rss = rss_mib(operator.process.popen.pid)
-            print(f"  operator RSS {own_rss:.0f} MiB, its worker processes {workers_rss:.0f} MiB")
-            if args.shards:
-                run_benchmark(kubeconfig, "scale", url, args.shards)
-        finally:
-            stack.stop(operator.process if operator else None)
-            stack.stop(refserver)
-            cluster.down()
+        if args.idle > args.gates:
+            held = apply_and_time(kubeconfig, "scale", url, args.idle - args.gates, "idle")
+            print(f"{args.idle} decided gates held ({dict(burst['verdicts'] + held['verdicts'])})")
+        time.sleep(args.idle_window)
+        own_rss, workers_rss = rss_mib(operator.process.popen.pid)
+        print(f"  operator RSS {own_rss:.0f} MiB, its worker processes {workers_rss:.0f} MiB")
+        if args.shards:
+            run_benchmark(kubeconfig, "scale", url, args.shards)
     return 0
 
 

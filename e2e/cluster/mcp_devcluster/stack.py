@@ -12,7 +12,8 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 import yaml
 
 from . import build
+from .cluster import DevCluster
 from .processes import ManagedProcess, free_port, http_ok, stop_pid, wait_until
 
 SAMPLE_URL = "http://127.0.0.1:18080"
@@ -165,6 +167,34 @@ def start_operator(
     else:
         wait_until(proc, lambda: http_ok(liveness), timeout_s=60, what="live")
     return op
+
+
+@dataclass(frozen=True)
+class OperatedCluster:
+    """A dev cluster with the CRDs applied, the operator leading and a reference server."""
+
+    kubeconfig: Path
+    refserver_url: str
+    operator: OperatorProcess
+
+
+@contextmanager
+def operated_cluster(work: Path, crd_dir: Path, *refserver_args: str) -> Iterator[OperatedCluster]:
+    """Brings a dev cluster up under ``work`` with everything a measurement of the operator
+    needs, and takes it all down again, whatever happened."""
+    cluster = DevCluster(work / "cluster")
+    state = cluster.up()
+    refserver = operator = None
+    try:
+        kubeconfig = Path(state.kubeconfig)
+        apply_crds(kubeconfig, crd_dir)
+        refserver, url = start_refserver(work, *refserver_args)
+        operator = start_operator(kubeconfig, work)
+        yield OperatedCluster(kubeconfig, url, operator)
+    finally:
+        stop(operator.process if operator else None)
+        stop(refserver)
+        cluster.down()
 
 
 def stop(proc: ManagedProcess | None) -> None:
