@@ -25,7 +25,7 @@ from aiohttp import web
 
 from mcp_refserver.__main__ import build_parser, config_from_args
 from mcp_refserver.app import build_app
-from mcp_refserver.loop import precise_event_loop
+from mcp_refserver.loop import precise_event_loop, until_signalled
 
 
 async def _serve_child(args: argparse.Namespace) -> None:
@@ -40,12 +40,8 @@ async def _serve_child(args: argparse.Namespace) -> None:
     await private.start()
     ports = [addr[1] for addr in runner.addresses]
     print(f"{ports[0]} {ports[1]}", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
     try:
-        await stop.wait()
+        await until_signalled()
     finally:
         await runner.cleanup()
 

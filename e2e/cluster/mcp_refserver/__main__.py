@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 import sys
 
 from pydantic import ValidationError
 
 from mcp_refserver.app import start_refserver
 from mcp_refserver.config import Faults, RefServerConfig
-from mcp_refserver.loop import precise_event_loop
+from mcp_refserver.loop import precise_event_loop, until_signalled
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -155,12 +154,8 @@ async def _serve(config: RefServerConfig) -> None:
     if server.grpc_port is not None:
         print(server.grpc_port, flush=True)
     print(f"refserver listening on {server.url} grpc={server.grpc_url}", file=sys.stderr, flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
     try:
-        await stop.wait()
+        await until_signalled()
     finally:
         await server.stop()
 

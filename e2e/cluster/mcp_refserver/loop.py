@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import selectors
+import signal
 
 
 def precise_event_loop() -> asyncio.AbstractEventLoop:
@@ -23,3 +24,12 @@ class PreciseLoopPolicy(asyncio.DefaultEventLoopPolicy):
 
     def new_event_loop(self) -> asyncio.AbstractEventLoop:
         return precise_event_loop()
+
+
+async def until_signalled() -> None:
+    """Returns once the process gets SIGINT or SIGTERM: how a server process waits to be stopped."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
