@@ -1,6 +1,7 @@
 """spec.load.search: the schema, the plan the shard runs, the one-shard rule, and status.search
-from a real search against the reference server (2 slots of 60 ms: 2 requests in service at once; long enough that the client's own turn-around,
-which leaves the slots idle at 2 in flight, stays within the knee's 5 % plateau on a busy host)."""
+from a real search against the reference server (2 slots of 60 ms: 2 requests in service at
+once; long enough that the client's own turn-around, which leaves the slots idle at 2 in flight,
+stays within the knee's 5 % plateau on a busy host)."""
 
 from __future__ import annotations
 
