@@ -500,6 +500,57 @@ CEL_CASES: dict[str, list[tuple[str, Cel]]] = {
                 "spec.workload.inputTokens",
             ),
         ),
+        ("consistency-on-plain-http", _cel(("consistency",), {"probes": 2}, "spec.consistency")),
+        (
+            "search-from-two-levels",
+            _cel(
+                ("load",),
+                {"concurrency": [1, 2], "requests": 5, "search": {"floor": 1, "ceiling": 8}},
+                "spec.load",
+            ),
+        ),
+        (
+            "search-start-outside-its-bounds",
+            _cel(
+                ("load",),
+                {"concurrency": [10], "requests": 5, "search": {"floor": 1, "ceiling": 8}},
+                "spec.load",
+            ),
+        ),
+        (
+            "search-floor-above-ceiling",
+            _cel(("load", "search"), {"floor": 10, "ceiling": 5}, "spec.load.search"),
+        ),
+        (
+            "search-tolerance-too-fine",
+            _cel(
+                ("load", "search"),
+                {"floor": 1, "ceiling": 8, "tolerance": 0.0001},
+                "spec.load.search.tolerance",
+            ),
+        ),
+        (
+            "search-tolerance-too-coarse",
+            _cel(
+                ("load", "search"), {"floor": 1, "ceiling": 8, "tolerance": 0.9}, "spec.load.search.tolerance"
+            ),
+        ),
+        (
+            "promql-query-names-repeated",
+            _cel(
+                ("observe", "prometheus"),
+                {"url": URL, "queries": [{"name": "a", "query": "up"}, {"name": "a", "query": "up"}]},
+                "spec.observe.prometheus",
+            ),
+        ),
+        (
+            "gpu-sampler-faster-than-5ms",
+            _cel(
+                ("observe", "gpuSampler"),
+                {"serviceRef": {"name": "svc"}, "intervalSeconds": 0.001},
+                "spec.observe.gpuSampler.intervalSeconds",
+            ),
+        ),
         (
             "histogram-without-weights",
             _cel(
