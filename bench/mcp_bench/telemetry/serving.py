@@ -6,7 +6,7 @@ why any source gave nothing. A figure no source had stays None (shown ``unavaila
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,37 +31,33 @@ def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _from_dcgm(gpus: list[Any]) -> tuple[list[float], list[float], list[float]]:
+def _readings(
+    gpus: list[Any], memory_key: str, fields_of: Callable[[Mapping[str, Any]], Any]
+) -> tuple[list[float], list[float], list[float]]:
+    """Per GPU: the memory peak % under ``memory_key``, and the means of SM utilisation and power
+    in the mapping ``fields_of`` finds (the GPU entry itself for DCGM, its ``fields`` for NVML)."""
     mem: list[float] = []
     sm: list[float] = []
     power: list[float] = []
     for gpu in gpus:
         if not isinstance(gpu, Mapping):
             continue
-        if (v := _num(gpu.get("fb_used_peak_pct"))) is not None:
+        if (v := _num(gpu.get(memory_key))) is not None:
             mem.append(v)
-        if (v := _num((gpu.get("sm_util_pct") or {}).get("mean"))) is not None:
-            sm.append(v)
-        if (v := _num((gpu.get("power_w") or {}).get("mean"))) is not None:
-            power.append(v)
-    return mem, sm, power
-
-
-def _from_sampler(gpus: list[Any]) -> tuple[list[float], list[float], list[float]]:
-    mem: list[float] = []
-    sm: list[float] = []
-    power: list[float] = []
-    for gpu in gpus:
-        if not isinstance(gpu, Mapping):
-            continue
-        if (v := _num(gpu.get("memory_used_peak_pct"))) is not None:
-            mem.append(v)
-        fields = gpu.get("fields") or {}
+        fields = fields_of(gpu) or {}
         for name, out in (("sm_util_pct", sm), ("power_w", power)):
             entry = fields.get(name)
             if isinstance(entry, Mapping) and (v := _num(entry.get("mean"))) is not None:
                 out.append(v)
     return mem, sm, power
+
+
+def _from_dcgm(gpus: list[Any]) -> tuple[list[float], list[float], list[float]]:
+    return _readings(gpus, "fb_used_peak_pct", lambda gpu: gpu)
+
+
+def _from_sampler(gpus: list[Any]) -> tuple[list[float], list[float], list[float]]:
+    return _readings(gpus, "memory_used_peak_pct", lambda gpu: gpu.get("fields"))
 
 
 def serving_gpus(server_metrics: Mapping[str, Any] | None) -> ServingGpus | None:
