@@ -119,6 +119,15 @@ def test_the_sampler_runs_on_the_servers_node_reports_unavailable_and_is_cleaned
     assert [o["uid"] for o in pod["metadata"]["ownerReferences"]] == [obj["metadata"]["uid"]]
     (service,) = _samplers(kube, "services")
     assert [o["uid"] for o in service["metadata"]["ownerReferences"]] == [obj["metadata"]["uid"]]
+    # a Service that only carries the sampler's labels: the operator must not delete what it does
+    # not own
+    decoy = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "decoy-sampler", "labels": service["metadata"]["labels"]},
+        "spec": {"ports": [{"port": PORT}]},
+    }
+    kube.apply(json.dumps(decoy))
 
     waited = kube.wait("mcpbenchmark/sampled", "condition=Complete", timeout_s=180)
     assert waited.returncode == 0, waited.stderr
@@ -137,7 +146,14 @@ def test_the_sampler_runs_on_the_servers_node_reports_unavailable_and_is_cleaned
         entry = (level.server_metrics or {})[f"gpu-sampler:{server_node}"]
         assert entry["role"] == "serving" and entry["status"] == "unavailable" and "gpus" not in entry
         assert isinstance(level.telemetry, dict) and level.telemetry.get("role") == "load-generator"
-    _gone(kube)  # deleted once the run was collected
+    deadline = time.monotonic() + 60
+    while _samplers(kube) or [x["metadata"]["name"] for x in _samplers(kube, "services")] != [
+        "decoy-sampler"
+    ]:
+        assert time.monotonic() < deadline, "the sampler pod or its Service was never deleted"
+        time.sleep(0.5)  # deleted once the run was collected; the decoy, labelled alike, is not
+    kube.run("delete", "service", "decoy-sampler")
+    _gone(kube)
 
 
 def test_deleting_the_benchmark_takes_its_samplers_with_it(kube: Any, cluster: ClusterState) -> None:

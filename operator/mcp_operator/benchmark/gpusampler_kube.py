@@ -114,12 +114,14 @@ async def place_samplers(
     return urls
 
 
-async def delete_samplers(namespace: str, job: str, *, uid: str | None = None) -> int:
+async def delete_samplers(namespace: str, job: str, uid: str, *, replaced: bool = False) -> int:
     """Delete the run's sampler pods and Services (done with, or the run is over); how many.
-    With ``uid``: every sampler of that benchmark *but* ``job``'s (the runs a new spec replaced)."""
+    With ``replaced``: every sampler of the benchmark ``uid`` *but* ``job``'s (the runs a new spec
+    replaced). Labels only find candidates: an object is deleted only if the benchmark owns it,
+    so a pod that merely carries the labels is left alone."""
     core = kube.core()
     selector = f"{LABEL_JOB}={job},{LABEL_COMPONENT}={COMPONENT_SAMPLER}"
-    if uid is not None:
+    if replaced:
         selector = f"{LABEL_BENCHMARK_UID}={uid},{LABEL_JOB}!={job},{LABEL_COMPONENT}={COMPONENT_SAMPLER}"
     pods = await kube.call(core.list_namespaced_pod, namespace, label_selector=selector)
     services = await kube.call(core.list_namespaced_service, namespace, label_selector=selector)
@@ -129,6 +131,8 @@ async def delete_samplers(namespace: str, job: str, *, uid: str | None = None) -
         (core.delete_namespaced_service, services.items),
     ):
         for item in items:
+            if not any(ref.uid == uid for ref in item.metadata.owner_references or []):
+                continue
             try:
                 await kube.call(delete, item.metadata.name, namespace)
                 deleted += 1

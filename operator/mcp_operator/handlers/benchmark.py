@@ -155,7 +155,7 @@ async def start_benchmark(
         events.warning(body, CHILD_REJECTED, str(exc))
         return
     await reconcile.delete_older_jobs(namespace, uid, job)
-    await delete_samplers(namespace, job, uid=uid)  # the GPU samplers of the runs this spec replaced
+    await delete_samplers(namespace, job, uid, replaced=True)  # the GPU samplers of replaced runs
     patch.status.update(
         started_status(
             conditions=conditions,
@@ -249,4 +249,5 @@ async def collect_benchmark(
     else:
         events.warning(body, collected.reason, redact_text(collected.message))
     if (body.get("spec") or {}).get("observe", {}).get("gpuSampler"):
-        await delete_samplers(namespace, job)  # collected: the serving GPUs' samplers are done with
+        # collected: the serving GPUs' samplers are done with
+        await delete_samplers(namespace, job, body["metadata"]["uid"])
