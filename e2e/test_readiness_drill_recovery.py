@@ -27,6 +27,21 @@ def _serve(kube: Any, spread: bool) -> str:
         "terminationGracePeriodSeconds": 2,
         "containers": [container],
     }
+    if not spread:
+        # zone-a strongly preferred (not required: its pods must still reschedule to zone-b in an
+        # outage); the standby taint alone is a soft preference the default spreading can outweigh
+        pod_spec["affinity"] = {
+            "nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 100,
+                        "preference": {
+                            "matchExpressions": [{"key": ZONE_LABEL, "operator": "In", "values": ["zone-a"]}]
+                        },
+                    }
+                ]
+            }
+        }
     if spread:
         pod_spec["topologySpreadConstraints"] = [
             {

@@ -11,6 +11,7 @@ import asyncio
 import functools
 import json
 import logging
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -54,6 +55,7 @@ def custom() -> client.CustomObjectsApi:
 TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
 RETRY_DELAYS_S = (0.2, 0.5, 1.0)  # bounded and short: a verdict waits seconds, not kopf's 60 s backoff
 MAX_RETRY_AFTER_S = 2.0
+MAX_SHARD_RETRY_DELAY_S = 5.0
 
 
 def too_large(exc: BaseException) -> bool:
@@ -100,6 +102,30 @@ async def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
             ).inc()
             attempt += 1
             await asyncio.sleep(delay)
+
+
+def call_within(fn: Callable[..., T], *args: Any, within_s: float, **kwargs: Any) -> T:
+    """``fn`` retried with a growing backoff (0.2 s doubling to 5 s) on any transient failure until
+    ``within_s`` has passed: for a shard pod, whose measured result must outlive an API server that
+    is restarting (seconds to a minute), where the handlers' few quick retries would give up. Errors
+    that are not transient (a 403, a 404, a write too large) are raised at once."""
+    kwargs.setdefault("_request_timeout", min(REQUEST_TIMEOUT_S, max(1.0, within_s)))
+    deadline = time.monotonic() + within_s
+    delay = RETRY_DELAYS_S[0]
+    while True:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            if retry_delay(exc, 0) is None or time.monotonic() + delay > deadline:
+                raise
+            log.warning(
+                "API call %s failed (%s); retrying in %.1fs",
+                getattr(fn, "__name__", "?"),
+                type(exc).__name__,
+                delay,
+            )
+            time.sleep(delay)
+            delay = min(delay * 2, MAX_SHARD_RETRY_DELAY_S)
 
 
 async def create_or_exists(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> bool:

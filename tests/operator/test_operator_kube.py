@@ -57,3 +57,28 @@ def test_retry_after_is_honoured_up_to_a_limit() -> None:
     assert kube.retry_delay(throttled, 0) == 1.0
     throttled.headers = {"Retry-After": "120"}
     assert kube.retry_delay(throttled, 0) == kube.MAX_RETRY_AFTER_S
+
+
+def test_a_shard_write_outlives_an_api_server_outage() -> None:
+    """The uncaught MaxRetryError of a restarting API server lost measured results: now every
+    transient failure is retried, with a growing backoff, until the call lands."""
+    outage = [urllib3.exceptions.MaxRetryError(None, "/api", "connection refused") for _ in range(2)]
+    fn, calls = _flaky([*outage, ApiException(status=503)])
+    assert kube.call_within(fn, within_s=60) == "ok"
+    assert len(calls) == 4
+    assert calls[-1] - calls[0] >= 0.2 + 0.4 + 0.8  # it backs off (a sleep is never shorter)
+
+
+@pytest.mark.parametrize("status", [403, 404, 413, 422])
+def test_a_shard_write_refused_for_a_reason_is_not_retried(status: int) -> None:
+    fn, calls = _flaky([ApiException(status=status)])
+    with pytest.raises(ApiException):
+        kube.call_within(fn, within_s=60)
+    assert len(calls) == 1
+
+
+def test_a_shard_write_gives_up_at_its_deadline() -> None:
+    fn, calls = _flaky([ConnectionRefusedError() for _ in range(100)])
+    with pytest.raises(ConnectionRefusedError):
+        kube.call_within(fn, within_s=1.0)
+    assert 2 <= len(calls) < 100  # tried again within the second, then stopped

@@ -52,6 +52,7 @@ from .probes import run_pre_stop, start_readiness_probe
 log = logging.getLogger("mcp_devcluster.kubelet")
 
 WATCH_TIMEOUT_S = 60
+EXIT_REPORT_WITHIN_S = 300.0  # how long a pod's end is retried through an API outage
 
 
 class LocalKubelet:
@@ -183,7 +184,26 @@ class LocalKubelet:
         self._release(running)
         if running.deleted:
             return
-        self._patch_status(pod, completed_status(pod, running.containers, codes))
+        self._report_exit(pod, completed_status(pod, running.containers, codes))
+
+    def _report_exit(self, pod: client.V1Pod, status: dict[str, Any]) -> None:
+        """A pod's end is reported until the API server takes it, as a real kubelet's status
+        manager does: a pod that ends while the API server restarts would otherwise look Running
+        for ever."""
+        delay, deadline = 0.2, time.monotonic() + EXIT_REPORT_WITHIN_S
+        while True:
+            try:
+                self._patch_status(pod, status, strict=True)
+                return
+            except Exception as exc:
+                if self.stopping.is_set() or time.monotonic() + delay > deadline:
+                    log.error("status update of %s failed: %s", pod.metadata.name, exc)
+                    return
+                log.warning(
+                    "status update of %s failed (%s); retrying", pod.metadata.name, type(exc).__name__
+                )
+                self.stopping.wait(delay)
+                delay = min(delay * 2, 5.0)
 
     def _delete(self, pod: client.V1Pod, running: RunningPod | None) -> None:
         """Stop the pod's processes (on their own thread: a grace period must not hold up the

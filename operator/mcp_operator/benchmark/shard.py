@@ -58,6 +58,7 @@ from .shardgate import ProgressWriter, ShardGate
 
 EXIT_PLAN = 2
 EXIT_PUBLISH = 4
+PUBLISH_WITHIN_S = 300.0  # how long a shard keeps trying to publish its result through an outage
 
 
 def termination_message(message: str) -> None:
@@ -152,11 +153,21 @@ def run_shard() -> int:
     document.origin = {ORIGIN_RUN_UID: uid, ORIGIN_JOB: job, ORIGIN_POD: pod, ORIGIN_POD_UID: pod_uid}
     text = dumps_within(document, RESULT_LIMIT_BYTES, key.encode())  # shrunk, not refused
     try:
-        kube.core().patch_namespaced_config_map(
-            shard_object_name(job, index), namespace, shard_result_patch(text)
+        # a measured result outlives an API server that restarts meanwhile: retried until it lands
+        kube.call_within(
+            kube.core().patch_namespaced_config_map,
+            shard_object_name(job, index),
+            namespace,
+            shard_result_patch(text),
+            within_s=PUBLISH_WITHIN_S,
         )
     except ApiException as exc:
         termination_message(f"shard {index} could not publish its result: {exc.status} {exc.reason}")
+        return EXIT_PUBLISH
+    except Exception as exc:  # still no API server after PUBLISH_WITHIN_S
+        termination_message(
+            f"shard {index} could not publish its result within {PUBLISH_WITHIN_S:g}s: {type(exc).__name__}"
+        )
         return EXIT_PUBLISH
     completed = sum(level.completed for level in document.levels)
     failed = sum(level.failed for level in document.levels)

@@ -22,6 +22,8 @@ from mcp_bench.results.document import LevelResult, ResultDocument
 
 from .barrier import FINISHED, POLL_S, RUNNING, WAITING, sign
 
+RETRY_S = 1.0  # a failed write is tried again after this long
+
 
 class ProgressWriter:
     """Keeps the newest report and writes it from a daemon thread: at most once per
@@ -68,9 +70,15 @@ class ProgressWriter:
             try:
                 self._write(text)
                 self.written += 1
-            except Exception:  # best effort: the next report carries the same state
+                self._last = time.monotonic()
+            except Exception:  # the API server may be away: the same report is tried again soon
                 self.failures += 1
-            self._last = time.monotonic()
+                with self._cond:
+                    if self._latest is None:  # unless a newer report replaced it
+                        self._latest = text
+                # the next attempt comes after RETRY_S, not a whole interval (a shard waiting at
+                # the barrier offers nothing new, and the operator must still learn that it waits)
+                self._last = time.monotonic() - self.interval_s + min(self.interval_s, RETRY_S)
 
 
 def eta_s(plan: RunPlan, level: int, levels: int, fraction: float, elapsed_s: float) -> float | None:
