@@ -30,7 +30,9 @@ def test_closed_loop_latency_matches_server_delay(loopback_http) -> None:  # typ
     # Truth: the handler's own time (20 ms plus the event loop's oversleep), measured server side.
     handler_ms = statistics.median(loopback_http.sleep_handler_ns) / 1e6
     assert handler_ms >= 20.0
-    assert e2e.p50_ms is not None and handler_ms <= e2e.p50_ms < handler_ms + 2.0
+    # never below the server's own time; above it by the client's turn-around, which a busy host
+    # (the server is a thread of this process, sharing its interpreter) stretches to a few ms
+    assert e2e.p50_ms is not None and handler_ms <= e2e.p50_ms < handler_ms + 5.0, (e2e.p50_ms, handler_ms)
     assert e2e.min_ms is not None and e2e.min_ms >= 19.9
     # 4 workers, ~20 ms each: throughput near 200/s, and consistent with the definition.
     assert lv.throughput_rps is not None and 100 < lv.throughput_rps <= 4 / 0.0199

