@@ -1,30 +1,66 @@
 # The two set-up commands of the README are `make demo` and `make test`; everything they need
 # is installed from here: the Python environment, Debian packages, and the control-plane
 # binaries (built from the Go module proxy into ~/.cache/mcp-operator, reused across clones).
+#
+# `make demo` installs and builds only what the demo runs (the product and the harness; the API
+# server, controller manager, scheduler and etcd); `make test` adds the test tools (the test
+# extras, Prometheus and a headless browser from Debian, kwok, helm, the xDS bed, the Lua runner).
+# Each step prints one line with its time; its output goes to .make-logs/<step>.log and is shown
+# only when it fails.
+SHELL := /bin/bash
 VENV ?= .venv
 BIN := $(VENV)/bin
-APT_PACKAGES := prometheus chromium-headless-shell  # the HTML report's screenshot test
+LOGS := .make-logs
+APT_PACKAGES := prometheus chromium-headless-shell  # the drift tests; the HTML report's screenshot test
+DEMO_COMPONENTS := kubernetes etcd
+TEST_COMPONENTS := kwok helm luahealth xdsbed
+# pytest's report: the 25 slowest tests and every skip with its reason
+PYTEST_REPORT := --durations=25 -rs
+STRESS_RUNS ?= 3
 
-.PHONY: demo demo-vllm test lint unit e2e toolchain system-packages clean
+.PHONY: demo demo-vllm test test-stress lint unit e2e toolchain demo-toolchain system-packages clean
 
-$(BIN)/.installed: pyproject.toml e2e/cluster/pyproject.toml
-	python3 -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]' -e ./e2e/cluster
-	touch $@
+# $(call step,NAME,COMMAND): run COMMAND quietly, print NAME and its time, or its log on failure
+define step
+	@mkdir -p $(LOGS); started=$$(date +%s%N); \
+	if ( $(2) ) >$(LOGS)/$(1).log 2>&1; then \
+	  ms=$$(( ($$(date +%s%N) - started) / 1000000 )); \
+	  printf '%-24s done in %d.%ds\n' '$(1)' $$((ms / 1000)) $$(( (ms % 1000) / 100 )); \
+	else \
+	  echo "$(1) FAILED; the end of $(LOGS)/$(1).log:"; tail -n 60 $(LOGS)/$(1).log; exit 1; \
+	fi
+endef
+
+$(BIN)/.installed-demo: pyproject.toml e2e/cluster/pyproject.toml
+	$(call step,python-env,python3 -m venv $(VENV) && $(BIN)/pip install -q --upgrade pip && \
+	  $(BIN)/pip install -q -e . -e ./e2e/cluster)
+	@touch $@
+
+$(BIN)/.installed: $(BIN)/.installed-demo
+	$(call step,python-test-extras,$(BIN)/pip install -q -e '.[test]' -e ./e2e/cluster)
+	@touch $@
 
 system-packages:
-	@for pkg in $(APT_PACKAGES); do \
-	  dpkg -s $$pkg >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$pkg; }; \
-	done
+	$(call step,debian-packages,missing=; for pkg in $(APT_PACKAGES); do \
+	  dpkg -s $$pkg >/dev/null 2>&1 || missing="$$missing $$pkg"; done; \
+	  if [ -n "$$missing" ]; then apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi)
 
-toolchain: $(BIN)/.installed system-packages
-	$(BIN)/mcp-devcluster build
+# the demo's binaries build with the machine's python3 (the build code needs only the standard
+# library), beside the virtual environment's installation
+demo-toolchain:
+	@$(MAKE) --no-print-directory -j2 --output-sync=target $(BIN)/.installed-demo $(addprefix build-,$(DEMO_COMPONENTS))
 
-demo: toolchain
+toolchain: demo-toolchain
+	@$(MAKE) --no-print-directory -j2 --output-sync=target $(BIN)/.installed system-packages $(addprefix build-,$(TEST_COMPONENTS))
+
+build-%:
+	$(call step,build-$*,PYTHONPATH=e2e/cluster python3 -m mcp_devcluster.build $*)
+
+demo: demo-toolchain
 	$(BIN)/mcp-devcluster demo
 
-demo-vllm: toolchain  # the same samples against a real vLLM (its CPU build, installed on first use)
+demo-vllm: demo-toolchain  # the same samples against a real vLLM (its CPU build, installed on first use)
 	$(BIN)/mcp-devcluster demo --target vllm
 
 lint: $(BIN)/.installed
@@ -34,13 +70,18 @@ lint: $(BIN)/.installed
 	$(BIN)/lint-imports
 
 unit: $(BIN)/.installed system-packages
-	$(BIN)/pytest -q tests
+	$(BIN)/pytest -q $(PYTEST_REPORT) tests
 
 e2e: toolchain
-	$(BIN)/pytest -q e2e
+	$(BIN)/pytest -q $(PYTEST_REPORT) e2e
 
 test: toolchain lint
-	$(BIN)/pytest -q tests e2e
+	$(BIN)/pytest -q $(PYTEST_REPORT) tests e2e
+
+# the tests marked `timing` run STRESS_RUNS times while one core is kept busy and a second local
+# control plane runs beside the tests' own; any failure fails it
+test-stress: toolchain
+	$(BIN)/mcp-devcluster stress --runs $(STRESS_RUNS) -- -q -m timing tests e2e
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LOGS) .pytest_cache .mypy_cache .ruff_cache

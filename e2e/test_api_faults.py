@@ -33,6 +33,8 @@ from mcp_devcluster.certs import PkiPaths
 from mcp_devcluster.cluster import ClusterState
 from mcp_devcluster.processes import ManagedProcess, client_ssl_context, http_ok
 
+pytestmark = pytest.mark.timing  # run under load by `make test-stress`
+
 GROUP, VERSION = "mcp2026.io", "v1alpha1"
 UID_LABEL = "mcp2026.io/benchmark-uid"
 SHARDS = 2

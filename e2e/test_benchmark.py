@@ -7,10 +7,13 @@ import json
 import time
 from typing import Any
 
+import pytest
 import yaml
 
 from mcp_bench.results.document import loads_document
 from mcp_devcluster import stack
+
+pytestmark = pytest.mark.timing  # run under load by `make test-stress`
 
 SAMPLE = "mcpbenchmark-refserver.yaml"
 

@@ -8,11 +8,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
 import yaml
 from kubernetes import client, config
 
 from mcp_devcluster import stack
 from mcp_devcluster.nodespec import ZONE_LABEL
+
+pytestmark = pytest.mark.timing  # run under load by `make test-stress`
 
 OPT_IN = "mcp2026.io/fault-injection=enabled"
 APP = "ref"

@@ -13,6 +13,8 @@ from mcp_bench.records import ErrorKind
 from mcp_bench.results.aggregate import LevelMeta
 from mcp_bench.results.document import LevelResult
 
+pytestmark = pytest.mark.timing  # run under load by `make test-stress`
+
 
 def _plan(url: str, **kw: Any) -> RunPlan:
     data: dict[str, Any] = {"url": url, "levels": {"concurrency": [4]}, "stage": {"duration_s": 1.0}}

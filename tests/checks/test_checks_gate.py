@@ -30,6 +30,8 @@ import yaml
 from mcp_checks import cli, gate
 from mcp_checks.gate import GateApiError, Transient, Wanted, judge, parse_duration
 
+pytestmark = pytest.mark.timing  # run under load by `make test-stress`
+
 NS = "shop"
 NAME = "release-gate"
 

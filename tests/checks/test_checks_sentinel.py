@@ -10,6 +10,8 @@ from aiohttp import web
 
 from mcp_checks.sentinel import Sample, SentinelRecord, run_sentinel
 
+pytestmark = pytest.mark.timing  # run under load by `make test-stress`
+
 
 def _record(pattern: str, step: float = 0.1, start: float = 100.0) -> SentinelRecord:
     """One sample per character: '+' succeeded, '-' failed."""

@@ -12,10 +12,10 @@ from . import build
 from .cluster import ClusterState, DevCluster, default_state_dir
 
 
-def dev_cluster(action: str, state_dir: Path | None) -> int:
+def dev_cluster(action: str, state_dir: Path | None, components: list[str] | None = None) -> int:
     directory = state_dir or default_state_dir()
     if action == "build":
-        for name, path in build.ensure_all().items():
+        for name, path in build.ensure_all(components or None).items():
             print(f"{name}: {path}")
         return 0
     if action == "up":
@@ -47,13 +47,20 @@ def dev_cluster(action: str, state_dir: Path | None) -> int:
 
 
 def _cmd_dev_cluster(args: argparse.Namespace) -> int:
-    return dev_cluster(args.action, args.state_dir)
+    return dev_cluster(args.action, args.state_dir, getattr(args, "components", None))
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
     return run_demo(samples=args.samples, keep=args.keep, timeout_s=args.timeout, target=args.target)
+
+
+def _cmd_stress(args: argparse.Namespace) -> int:
+    from .stress import run_stressed
+
+    pytest_args = [a for a in args.pytest_args if a != "--"]
+    return run_stressed(pytest_args, args.runs, hog=not args.no_hog, cluster=not args.no_cluster)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,6 +75,13 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         cmd = sub.add_parser(action, help=text)
         cmd.add_argument("--state-dir", type=Path, default=None)
+        if action == "build":
+            cmd.add_argument(
+                "components",
+                nargs="*",
+                choices=[*build.components(), []],
+                help="what to build (default: everything the tests use)",
+            )
         cmd.set_defaults(func=_cmd_dev_cluster, action=action)
     demo = sub.add_parser(
         "demo", help="control plane (if none is configured), operator, samples, verdict table"
@@ -83,6 +97,16 @@ def build_parser() -> argparse.ArgumentParser:
         "(its CPU build, installed on first use into ~/.cache/mcp-operator)",
     )
     demo.set_defaults(func=_cmd_demo)
+    stress = sub.add_parser(
+        "stress",
+        help="run pytest several times with one core kept busy and a second control plane up "
+        "(make test-stress); arguments after -- go to pytest",
+    )
+    stress.add_argument("--runs", type=int, default=3)
+    stress.add_argument("--no-hog", action="store_true", help="no CPU hog")
+    stress.add_argument("--no-cluster", action="store_true", help="no second control plane")
+    stress.add_argument("pytest_args", nargs=argparse.REMAINDER)
+    stress.set_defaults(func=_cmd_stress)
     return parser
 
 

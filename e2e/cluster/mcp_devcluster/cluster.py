@@ -133,6 +133,11 @@ class DevCluster:
     def _bin(self, component: str, command: str) -> str:
         return str(build.binary(component, command))
 
+    @property
+    def components(self) -> list[str]:
+        """What this cluster is built from: kwok only where it has simulated nodes."""
+        return ["kubernetes", "etcd", *(["kwok"] if self.nodes else [])]
+
     # -- lifecycle -------------------------------------------------------------------------
     def up(self) -> ClusterState:
         """Build what is missing, then start every component; on any failure stop them all."""
@@ -140,7 +145,7 @@ class DevCluster:
             self._stop_recorded()
         shutil.rmtree(self.state_dir, ignore_errors=True)
         self.state_dir.mkdir(parents=True)
-        build.ensure_all(["kubernetes", "etcd", "kwok"])
+        build.ensure_all(self.components)
         try:
             self.plan, self._claim = claim_plan()
             return self._start_all()
@@ -199,14 +204,15 @@ class DevCluster:
             timeout_s=self.timeout_s,
             what="healthy",
         )
-        kwok_port = free_port()
-        kwok = self._spawn("kwok", self._kwok_argv(kwok_port))
-        timings["kwok"] = wait_until(
-            kwok,
-            lambda: http_ok(f"http://127.0.0.1:{kwok_port}/healthz"),
-            timeout_s=self.timeout_s,
-            what="healthy",
-        )
+        if self.nodes:  # kwok plays the simulated nodes; a cluster without any needs no kwok
+            kwok_port = free_port()
+            kwok = self._spawn("kwok", self._kwok_argv(kwok_port))
+            timings["kwok"] = wait_until(
+                kwok,
+                lambda: http_ok(f"http://127.0.0.1:{kwok_port}/healthz"),
+                timeout_s=self.timeout_s,
+                what="healthy",
+            )
         kubelets = [self._spawn(f"kubelet-{n.name}", self._kubelet_argv(n)) for n in self.local_nodes]
         create_simulated_nodes(self.kubeconfig, self.nodes)
         names = [n.name for n in self.local_nodes] + [n.name for n in self.nodes]

@@ -27,8 +27,11 @@ from rich.table import Table
 
 from . import stack, vllm
 from .cluster import DevCluster
+from .nodespec import SimulatedNode
 
 TARGETS = ("refserver", "vllm")
+# the samples run on the local nodes: the demo starts no simulated (kwok) node, so it builds no kwok
+DEMO_SIMULATED_NODES: list[SimulatedNode] = []
 SAMPLE_MODEL = "refmodel"  # the model the samples name: the reference server's
 
 console = Console(stderr=True)
@@ -121,7 +124,7 @@ def run_demo(samples: Path, keep: bool, timeout_s: float, target: str = "refserv
     try:
         if kubeconfig is None:
             console.print("no cluster configured: starting the local control plane (first run builds it)")
-            cluster = DevCluster()
+            cluster = DevCluster(nodes=DEMO_SIMULATED_NODES)
             state = cluster.up()
             kubeconfig = Path(state.kubeconfig)
             console.print(f"control plane ready in {state.startup_seconds['total']:.1f}s ({kubeconfig})")

@@ -20,6 +20,7 @@ from mcp_bench.plan import RunPlan
 from mcp_bench.results.aggregate import LevelMeta
 from mcp_bench.results.document import LevelResult, ResultDocument
 
+from ..kube import retry_delay
 from .barrier import FINISHED, POLL_S, RUNNING, WAITING, sign
 
 RETRY_S = 1.0  # a failed write is tried again after this long
@@ -71,11 +72,11 @@ class ProgressWriter:
                 self._write(text)
                 self.written += 1
                 self._last = time.monotonic()
-            except Exception:  # the API server may be away: the same report is tried again soon
+            except Exception as exc:  # the API server may be away: the same report is tried again soon
                 self.failures += 1
                 with self._cond:
-                    if self._latest is None:  # unless a newer report replaced it
-                        self._latest = text
+                    if self._latest is None and retry_delay(exc, 0) is not None:  # unless a newer
+                        self._latest = text  # report replaced it, or the refusal was final (a 403)
                 # the next attempt comes after RETRY_S, not a whole interval (a shard waiting at
                 # the barrier offers nothing new, and the operator must still learn that it waits)
                 self._last = time.monotonic() - self.interval_s + min(self.interval_s, RETRY_S)

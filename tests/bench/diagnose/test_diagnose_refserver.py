@@ -6,12 +6,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from mcp_bench.cli_observers import build_observers
 from mcp_bench.diagnose import DiagnoseInputs, Finding, diagnose
 from mcp_bench.engines import run_plan
 from mcp_bench.plan import RunPlan
 from mcp_bench.results.document import ResultDocument
 from mcp_refserver import RefServerConfig, start_refserver
+
+pytestmark = pytest.mark.timing  # run under load by `make test-stress`
 
 
 async def measure(server: dict[str, Any], plan: dict[str, Any], grpc: bool = False) -> ResultDocument:

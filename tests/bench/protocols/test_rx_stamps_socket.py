@@ -20,7 +20,10 @@ from mcp_refserver import RefServerConfig
 from mcp_refserver.app import build_app
 from mcp_refserver.model import ServerModel
 
-pytestmark = pytest.mark.skipif(not rx_stamps.AVAILABLE, reason="kernel receive stamps need Linux")
+pytestmark = [
+    pytest.mark.timing,
+    pytest.mark.skipif(not rx_stamps.AVAILABLE, reason="kernel receive stamps need Linux"),
+]
 
 
 @dataclass
@@ -116,7 +119,11 @@ async def test_aiohttp_tokens_keep_their_reads_arrival_when_the_task_reads_late(
 ) -> None:
     gaps, true_gaps, stamped = await _late_reader_run(*server, monkeypatch, stamps=True)
     assert stamped > 0
-    assert all(abs(g - t) <= 1_000_000 for g, t in zip(gaps, true_gaps, strict=True)), (gaps, true_gaps)
+    # each gap is the server's own (typically within 0.1 ms); a busy host can slip a scheduler
+    # slice between the server's stamp and its write (it shares this process), so the bound on the
+    # worst gap is 3 ms: still far inside the 25 ms that read times alone put in one gap (below)
+    errors = sorted(abs(g - t) for g, t in zip(gaps, true_gaps, strict=True))
+    assert errors[len(errors) // 2] <= 500_000 and errors[-1] <= 3_000_000, (gaps, true_gaps)
 
 
 async def test_without_stamps_a_late_task_merges_the_tokens(

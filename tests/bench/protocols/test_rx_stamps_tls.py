@@ -24,7 +24,10 @@ from mcp_refserver.app import build_app
 from mcp_refserver.config import Faults
 from mcp_refserver.model import ServerModel
 
-pytestmark = pytest.mark.skipif(not rx_stamps.AVAILABLE, reason="kernel receive stamps need Linux")
+pytestmark = [
+    pytest.mark.timing,
+    pytest.mark.skipif(not rx_stamps.AVAILABLE, reason="kernel receive stamps need Linux"),
+]
 PAYLOAD = RequestPayload(prompt="a b", input_tokens=2, max_output_tokens=4)
 
 
@@ -88,7 +91,9 @@ async def test_https_streams_carry_kernel_stamps(https_server: tuple[str, Server
         # as they entered loopback), whenever the client got round to reading them
         gaps = [b - a for a, b in itertools.pairwise(t)]
         true_gaps = [b - a for a, b in itertools.pairwise(truth.chunk_ns)]
-        assert all(abs(g - tg) <= 1_000_000 for g, tg in zip(gaps, true_gaps, strict=True)), (gaps, true_gaps)
+        # (within 3 ms: a busy host can slip a scheduler slice between the server's stamp and its
+        # write, the server being a thread of this process)
+        assert all(abs(g - tg) <= 3_000_000 for g, tg in zip(gaps, true_gaps, strict=True)), (gaps, true_gaps)
 
 
 async def test_a_session_cut_mid_stream_is_a_disconnect(

@@ -34,7 +34,10 @@ ITL_BOUND = (1.0, 2.0)
 TPOT_BOUND = (1.0, 2.0)
 LATE_OK_MS = 2.0  # the server's writes at most this far past their deadlines (P99): it kept its model
 
-pytestmark = pytest.mark.skipif(not rx_stamps.AVAILABLE, reason="kernel receive stamps need Linux")
+pytestmark = [
+    pytest.mark.timing,
+    pytest.mark.skipif(not rx_stamps.AVAILABLE, reason="kernel receive stamps need Linux"),
+]
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,8 @@ from mcp_bench.protocols.triton import InputSpec, TritonClient, TritonOptions, m
 from mcp_bench.records import ErrorKind, RequestPayload, RequestRecord
 from mcp_refserver import Faults, RefServerConfig, RunningServer, start_refserver
 
+pytestmark = pytest.mark.timing  # run under load by `make test-stress`
+
 INFER_MS = 4.0
 
 
@@ -42,7 +44,9 @@ async def test_round_trip_from_model_metadata(use_grpc: bool) -> None:
     assert all(r.ok for r in recs), [r.error_detail for r in recs]
     assert {r.status for r in recs} == ({None} if use_grpc else {200})
     assert all(r.first_token_ns is None and r.e2e_ns / 1e6 >= INFER_MS for r in recs)
-    assert statistics.median(r.e2e_ns / 1e6 for r in recs) < INFER_MS + 5
+    # no timer or poll in the client's path (gRPC's would add tens of ms); not a speed test, since
+    # the server shares this process's loop and a busy host stretches both
+    assert statistics.median(r.e2e_ns / 1e6 for r in recs) < INFER_MS + 25
 
 
 @pytest.mark.parametrize("use_grpc", [False, True], ids=["http", "grpc"])

@@ -16,6 +16,8 @@ import pytest
 from mcp_bench.cli import main
 from mcp_bench.results import loads_document
 
+pytestmark = pytest.mark.timing  # run under load by `make test-stress`
+
 SLOTS, INFER_MS = 4, 100.0
 CAPACITY_RPS = SLOTS / (INFER_MS / 1000)  # 40 requests per second
 

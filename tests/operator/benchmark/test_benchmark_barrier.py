@@ -48,6 +48,8 @@ from mcp_operator.benchmark.status import merged_status
 from mcp_operator.conditions import condition
 from mcp_refserver import RunningServer
 
+pytestmark = pytest.mark.timing  # run under load by `make test-stress`
+
 KEY = b"k" * 64
 PODS = {"uid-0": 0, "uid-1": 1, "uid-2": 2}
 

@@ -22,6 +22,8 @@ from mcp_operator.benchmark.status import merged_status
 from mcp_operator.conditions import condition
 from mcp_operator.targets import SpecProblem
 
+pytestmark = pytest.mark.timing  # run under load by `make test-stress`
+
 UID, JOB, KEY = "5e2a1c9f-0b1d-4f6e-8a3b-7c9d2e1f0a4b", "bench-5e2a1c9f", b"k" * 32
 
 
