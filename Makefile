@@ -14,8 +14,10 @@ LOGS := .make-logs
 APT_PACKAGES := prometheus chromium-headless-shell  # the drift tests; the HTML report's screenshot test
 DEMO_COMPONENTS := kubernetes etcd
 TEST_COMPONENTS := kwok helm luahealth xdsbed
-# pytest's report: the 25 slowest tests and every skip with its reason
-PYTEST_REPORT := --durations=25 -rs
+# both cores, one test file per worker at a time (module fixtures stay on one worker; each worker
+# that runs an e2e file starts its own control plane); the 25 slowest tests and every skip with
+# its reason
+PYTEST := $(BIN)/pytest -q -n 2 --dist loadfile --durations=25 -rs
 STRESS_RUNS ?= 3
 
 .PHONY: demo demo-vllm test test-stress lint unit e2e toolchain demo-toolchain system-packages clean
@@ -70,13 +72,13 @@ lint: $(BIN)/.installed
 	$(BIN)/lint-imports
 
 unit: $(BIN)/.installed system-packages
-	$(BIN)/pytest -q $(PYTEST_REPORT) tests
+	$(PYTEST) tests
 
 e2e: toolchain
-	$(BIN)/pytest -q $(PYTEST_REPORT) e2e
+	$(PYTEST) e2e
 
 test: toolchain lint
-	$(BIN)/pytest -q $(PYTEST_REPORT) tests e2e
+	$(PYTEST) tests e2e
 
 # the tests marked `timing` run STRESS_RUNS times while one core is kept busy and a second local
 # control plane runs beside the tests' own; any failure fails it

@@ -1,0 +1,61 @@
+"""``mcp-devcluster stress``: pytest run several times under a CPU hog, failing on any failed run
+(the second control plane is left out here: the e2e session starts real clusters enough)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from mcp_devcluster.cluster import DevCluster
+from mcp_devcluster.stress import cpu_hog, run_stressed
+
+
+def _test_file(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "test_under_load.py"
+    path.write_text(f"def test_it():\n    {body}\n")
+    return path
+
+
+def test_every_run_passes_under_the_hog(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = _test_file(tmp_path, "assert sum(range(1000)) == 499500")
+    assert run_stressed(["-q", "-p", "no:cacheprovider", str(target)], 2, cluster=False) == 0
+    out = capsys.readouterr().out
+    assert "a CPU hog on one core" in out and "no second control plane" in out
+    assert "stress run 1/2: exit 0" in out and "stress run 2/2: exit 0" in out
+    assert "2 of 2 runs passed" in out
+
+
+def test_one_failing_run_fails_the_whole(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    marker = tmp_path / "ran-once"
+    # fails on the second run only, as a flaky test would
+    target = _test_file(
+        tmp_path,
+        f"import pathlib; p = pathlib.Path({str(marker)!r}); seen = p.exists(); p.touch(); assert not seen",
+    )
+    assert run_stressed(["-q", "-p", "no:cacheprovider", str(target)], 2, hog=False, cluster=False) == 1
+    out = capsys.readouterr().out
+    assert "stress run 1/2: exit 0" in out and "stress run 2/2: exit 1" in out
+    assert "1 of 2 runs passed; failed: [2]" in out
+
+
+def test_no_test_selected_is_a_failure(tmp_path: Path) -> None:
+    """A marker that selects nothing (pytest's exit 5) must not pass as a stressed run."""
+    target = _test_file(tmp_path, "pass")
+    assert run_stressed(["-q", "-m", "no_such_marker", str(target)], 1, hog=False, cluster=False) == 1
+
+
+def test_the_hog_really_burns_a_core_and_stops() -> None:
+    with cpu_hog() as hog:
+        stat = Path(f"/proc/{hog.pid}/stat")
+        before = int(stat.read_text().split()[13])  # utime in clock ticks
+        time.sleep(0.5)
+        after = int(stat.read_text().split()[13])
+    assert after - before >= 10  # at least 0.1 s of CPU in 0.5 s (on a busy host it gets less)
+    assert hog.poll() is not None
+
+
+def test_a_cluster_without_simulated_nodes_needs_no_kwok(tmp_path: Path) -> None:
+    assert DevCluster(tmp_path, nodes=[]).components == ["kubernetes", "etcd"]
+    assert DevCluster(tmp_path).components == ["kubernetes", "etcd", "kwok"]
