@@ -20,7 +20,8 @@ TEST_COMPONENTS := kwok helm luahealth xdsbed
 PYTEST := $(BIN)/pytest -q -n 2 --dist loadfile --durations=25 -rs
 STRESS_RUNS ?= 3
 
-.PHONY: demo demo-vllm test test-stress lint unit e2e toolchain demo-toolchain system-packages clean
+.PHONY: demo demo-vllm test test-stress lint unit e2e toolchain demo-toolchain python-env python-test-env \
+	system-packages clean
 
 # $(call step,NAME,COMMAND): run COMMAND quietly, print NAME and its time, or its log on failure
 define step
@@ -51,16 +52,20 @@ system-packages:
 # the demo's binaries build with the machine's python3 (the build code needs only the standard
 # library), beside the virtual environment's installation
 demo-toolchain:
-	@$(MAKE) --no-print-directory -j2 --output-sync=target $(BIN)/.installed-demo $(addprefix build-,$(DEMO_COMPONENTS))
+	@$(MAKE) --no-print-directory -s -j2 --output-sync=target python-env $(addprefix build-,$(DEMO_COMPONENTS))
 
 toolchain: demo-toolchain
-	@$(MAKE) --no-print-directory -j2 --output-sync=target $(BIN)/.installed system-packages $(addprefix build-,$(TEST_COMPONENTS))
+	@$(MAKE) --no-print-directory -s -j2 --output-sync=target python-test-env system-packages \
+	  $(addprefix build-,$(TEST_COMPONENTS))
+
+python-env: $(BIN)/.installed-demo
+python-test-env: $(BIN)/.installed
 
 build-%:
 	$(call step,build-$*,PYTHONPATH=e2e/cluster python3 -m mcp_devcluster.build $*)
 
 demo: demo-toolchain
-	$(BIN)/mcp-devcluster demo
+	@$(BIN)/mcp-devcluster demo
 
 demo-vllm: demo-toolchain  # the same samples against a real vLLM (its CPU build, installed on first use)
 	$(BIN)/mcp-devcluster demo --target vllm
