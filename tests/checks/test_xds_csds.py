@@ -216,3 +216,49 @@ async def test_unreachable_csds_is_inconclusive_naming_the_source() -> None:
     assert outcome.outcome == Verdict.INCONCLUSIVE
     assert outcome.reason == "SourceUnreachable"
     assert f"127.0.0.1:{port}" in outcome.message
+
+
+def test_a_zero_timestamp_is_an_unknown_age_counted_from_first_seen() -> None:
+    """grpc-go reports a REQUESTED resource with Go's zero time (year 1): that is no age at all,
+    not 63.9 billion seconds, so it is counted from the first time the check saw it stale."""
+    items = all_types(config=csds_pb2.UNKNOWN, client=shared.REQUESTED)
+    for item in items:
+        item.last_updated.seconds = -62135596800  # 0001-01-01T00:00:00Z
+    answer = parse_client_status(response(("a", items)), "csds:x")
+    assert {t.since for t in answer.proxies[0].types} == {None}
+    spec = XdsSyncSpec(sources=(), expected_proxies=("a",), grace_s=30)
+    first = judge(spec, [answer], NOW)
+    assert first.outcome == Verdict.WARN and "stale 0.0s (since unknown" in first.message, first.message
+    seen = {f"a/{t}": NOW - 40 for t in ("LDS", "RDS", "CDS", "EDS")}  # first seen 40 s ago
+    later = judge(spec, [answer], NOW, seen)
+    assert later.outcome == Verdict.FAIL and "stale 40.0s" in later.message, later.message
+
+
+def test_a_nack_comes_before_the_staleness_it_leaves_behind() -> None:
+    """With expectedVersion, six proxies still on v1 past the grace and one that NACKed v2: the
+    NACK is the reason and the first finding, however the proxies sort."""
+    stale = [(f"node-{i}", all_types(version="v1", updated=NOW - 3600)) for i in (1, 3, 4, 5, 6, 7)]
+    nacked = all_types(version="v1", updated=NOW - 3600)
+    nacked[2] = generic("CDS", client=shared.NACKED, error="ChoiceCount must be >= 2", version="v1")
+    answer = parse_client_status(response(*stale[:1], ("node-2", nacked), *stale[1:]), "csds:x")
+    spec = XdsSyncSpec(sources=(), expected_version="v2", grace_s=5)
+    outcome = judge(spec, [answer], NOW)
+    assert outcome.outcome == Verdict.FAIL
+    assert outcome.reason == "ProxyNacked" and outcome.findings[0].subject == "node-2/CDS"
+    assert outcome.message.startswith("node-2/CDS: NACKed"), outcome.message
+
+
+def test_first_seen_is_forgotten_once_synced_and_remembered_per_set_of_sources() -> None:
+    from mcp_checks.xds.runner import remembered_first_seen
+
+    items = all_types(config=csds_pb2.UNKNOWN, client=shared.REQUESTED)
+    spec = XdsSyncSpec(sources=(), expected_proxies=("a",), grace_s=30)
+    seen: dict[str, float] = {}
+    judge(spec, [parse_client_status(response(("a", items)), "csds:x")], NOW, seen)
+    assert set(seen) == {"a/LDS", "a/RDS", "a/CDS", "a/EDS"}
+    judge(spec, [parse_client_status(response(("a", all_types())), "csds:x")], NOW + 1, seen)
+    assert seen == {}  # synced again: a later staleness starts its own count
+    one = XdsSyncSpec(sources=(XdsSource("csds", "127.0.0.1:1"),))
+    other = XdsSyncSpec(sources=(XdsSource("csds", "127.0.0.1:2"),))
+    assert remembered_first_seen(one) is remembered_first_seen(one)
+    assert remembered_first_seen(one) is not remembered_first_seen(other)

@@ -25,17 +25,25 @@ _CONFIG = csds_pb2.ConfigStatus
 _CLIENT = config_dump_shared_pb2.ClientResourceStatus
 
 
+def _instant(stamp: Any) -> float | None:
+    """A protobuf Timestamp as epoch seconds; None for the zero time (grpc-go sends Go's zero
+    ``time.Time``, year 1, with a REQUESTED resource) or any instant before the epoch: unknown,
+    not 63.9 billion seconds ago."""
+    seconds = stamp.ToNanoseconds() / 1e9
+    return seconds if seconds > 0 else None
+
+
 def _resource_status(item: Any) -> TypeStatus | None:
     """One GenericXdsConfig -> its type's status; None for types the check does not judge."""
     xds_type = TYPE_URLS.get(item.type_url)
     if xds_type is None:
         return None
-    since = item.last_updated.ToNanoseconds() / 1e9 if item.HasField("last_updated") else None
+    since = _instant(item.last_updated) if item.HasField("last_updated") else None
     config, client = item.config_status, item.client_status
     if client in (_CLIENT.NACKED, _CLIENT.RECEIVED_ERROR) or config == _CONFIG.ERROR:
         details = item.error_state.details or "NACKED without details"
         if item.error_state.HasField("last_update_attempt"):
-            since = item.error_state.last_update_attempt.ToNanoseconds() / 1e9
+            since = _instant(item.error_state.last_update_attempt) or since
         rejected = item.error_state.version_info or item.version_info  # the version it refused
         return TypeStatus(xds_type, SyncState.REJECTED, rejected, since, details)
     if client == _CLIENT.DOES_NOT_EXIST:

@@ -13,6 +13,13 @@ from mcp_checks.verdict import SEVERITY, CheckOutcome, Finding, Verdict, worst
 from mcp_checks.xds.model import STATE_RANK, SourceAnswer, SyncState, TypeStatus, XdsSyncSpec
 
 MAX_LISTED = 50  # per-proxy rows kept in ``observed``; counts cover the rest
+# the order of findings that share a verdict: a rejection explains the staleness it leaves behind
+REASON_RANK = {
+    reason: rank
+    for rank, reason in enumerate(
+        ("MalformedAnswer", "ProxyNacked", "ResourceDoesNotExist", "ProxyUnknownToControlPlane", "ProxyStale")
+    )
+}
 
 
 @dataclass(frozen=True)
@@ -41,7 +48,9 @@ def _stale_since(spec: XdsSyncSpec, status: TypeStatus) -> float | None:
     return max(marks) if marks else None
 
 
-def _judge_type(spec: XdsSyncSpec, proxy: str, seen: _Seen, now: float) -> Finding | None:
+def _judge_type(
+    spec: XdsSyncSpec, proxy: str, seen: _Seen, now: float, first_seen: dict[str, float]
+) -> Finding | None:
     status, subject = seen.status, f"{proxy}/{seen.status.xds_type}"
     version = status.version or "?"
     if status.state == SyncState.REJECTED:
@@ -56,22 +65,18 @@ def _judge_type(spec: XdsSyncSpec, proxy: str, seen: _Seen, now: float) -> Findi
     if status.state == SyncState.STALE:
         since = _stale_since(spec, status)
         threshold = f"stale < {spec.grace_s:g}s"
+        # a source that does not say since when counts from the first time this check saw it
+        # stale: neither failed at once nor excused for ever
+        counted = "" if since is not None else " (since unknown: counted from first seen)"
         if since is None:
-            return Finding(
-                subject,
-                Verdict.FAIL,
-                "ProxyStale",
-                f"stale (since unknown) at {version}: {status.detail}",
-                threshold,
-                seen.source,
-            )
+            since = first_seen.setdefault(subject, now)
         age = max(0.0, now - since)
         outcome = Verdict.WARN if age < spec.grace_s else Verdict.FAIL
         return Finding(
             subject,
             outcome,
             "ProxyStale",
-            f"stale {age:.1f}s at {version}: {status.detail}",
+            f"stale {age:.1f}s{counted} at {version}: {status.detail}",
             threshold,
             seen.source,
         )
@@ -130,7 +135,9 @@ def _outcome(
     thresholds = {"graceSeconds": f"{spec.grace_s:g}", "types": ",".join(spec.types)}
     if spec.expected_version:
         thresholds["expectedVersion"] = spec.expected_version
-    findings.sort(key=lambda f: -SEVERITY[f.outcome])
+    # worst first; within a verdict the finding that explains most first (a NACK before the
+    # staleness it causes)
+    findings.sort(key=lambda f: (-SEVERITY[f.outcome], REASON_RANK.get(f.reason, len(REASON_RANK))))
     if not findings:
         n = observed.get("proxiesReported", "0")
         version = f" on version {spec.expected_version}" if spec.expected_version else ""
@@ -154,8 +161,13 @@ def _outcome(
     )
 
 
-def judge(spec: XdsSyncSpec, answers: list[SourceAnswer], now: float) -> CheckOutcome:
-    """The sources' answers -> the check's outcome; pure (``now`` is epoch seconds)."""
+def judge(
+    spec: XdsSyncSpec, answers: list[SourceAnswer], now: float, first_seen: dict[str, float] | None = None
+) -> CheckOutcome:
+    """The sources' answers -> the check's outcome (``now`` is epoch seconds). ``first_seen``
+    remembers, across the polls of one caller, when each proxy/type whose source gives no
+    time was first seen stale (updated in place); without it, that time is ``now``."""
+    first_seen = {} if first_seen is None else first_seen
     sources = ", ".join(a.source for a in answers)
     if not answers:
         return CheckOutcome(spec.name, Verdict.INCONCLUSIVE, "NoSources", "no xDS source is configured")
@@ -208,11 +220,14 @@ def judge(spec: XdsSyncSpec, answers: list[SourceAnswer], now: float) -> CheckOu
                 seen = _Seen(TypeStatus(xds_type, SyncState.UNKNOWN, detail="not reported"), sources)
             counts[seen.status.state] += 1
             row.append(f"{xds_type}={seen.status.state.value}")
-            finding = _judge_type(spec, proxy, seen, now)
+            finding = _judge_type(spec, proxy, seen, now, first_seen)
             if finding is not None:
                 findings.append(finding)
         if len(rows) < MAX_LISTED:
             rows[f"proxy/{proxy}"] = " ".join(row)
+    stale_now = {f.subject for f in findings if f.reason == "ProxyStale"}
+    for subject in [s for s in first_seen if s not in stale_now]:  # synced again: a later
+        del first_seen[subject]  # staleness starts its own count
     observed = {
         "sourcesAnswered": str(sum(a.answered for a in answers)),
         "proxiesExpected": str(len(expected)),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import aiohttp
@@ -38,9 +39,26 @@ async def collect(spec: XdsSyncSpec) -> list[SourceAnswer]:
         return list(await asyncio.gather(*(fetch_source(s, session, spec.timeout_s) for s in spec.sources)))
 
 
-async def run_xds_sync(spec: XdsSyncSpec) -> CheckOutcome:
-    """The xDS sync check: read every source in ``spec`` and return its outcome."""
-    return judge(spec, await collect(spec), time.time())
+# when each proxy/type whose source gives no time was first seen stale, per set of sources, kept
+# for this process's later rounds (a standing gate evaluated again); bounded, oldest dropped
+_FIRST_SEEN: OrderedDict[tuple[object, ...], dict[str, float]] = OrderedDict()
+MAX_REMEMBERED = 256
+
+
+def remembered_first_seen(spec: XdsSyncSpec) -> dict[str, float]:
+    key = (spec.sources, spec.types, spec.expected_version)
+    memory = _FIRST_SEEN.pop(key, None)
+    _FIRST_SEEN[key] = memory = {} if memory is None else memory
+    while len(_FIRST_SEEN) > MAX_REMEMBERED:
+        _FIRST_SEEN.popitem(last=False)
+    return memory
+
+
+async def run_xds_sync(spec: XdsSyncSpec, first_seen: dict[str, float] | None = None) -> CheckOutcome:
+    """The xDS sync check: read every source in ``spec`` and return its outcome. ``first_seen``
+    (see ``judge``) defaults to what this process remembers for the same sources."""
+    memory = remembered_first_seen(spec) if first_seen is None else first_seen
+    return judge(spec, await collect(spec), time.time(), memory)
 
 
 @dataclass(frozen=True)
@@ -62,8 +80,9 @@ async def measure_convergence(
     """
     begin = time.monotonic() if started is None else started
     polls = 0
+    first_seen: dict[str, float] = {}
     while True:
-        outcome = await run_xds_sync(spec)
+        outcome = await run_xds_sync(spec, first_seen)
         polls += 1
         elapsed = time.monotonic() - begin
         if outcome.outcome == Verdict.PASS:
