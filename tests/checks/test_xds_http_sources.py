@@ -300,9 +300,11 @@ async def test_http_sources_unreachable_are_inconclusive() -> None:
     assert {f.source for f in outcome.findings} == {f"syncz:{base}", f"envoy_admin:{base}"}
 
 
-def test_one_source_down_while_another_answers_warns_only() -> None:
+def test_one_source_down_while_another_answers_is_inconclusive() -> None:
+    """Three clients' own CSDS, one killed: what it would say is unknown, so the gate must not be
+    Ready on the other two (it was Warn, score 0, Ready True, exit 0)."""
     up = parse_syncz([sync_status("a.default")], "syncz:up")
     down = SourceAnswer("csds:down", unreachable="UNAVAILABLE: connection refused")
     outcome = judge(XdsSyncSpec(sources=(), expected_proxies=("a.default",)), [up, down], NOW)
-    assert outcome.outcome == Verdict.WARN
-    assert outcome.reason == "SourceUnreachable"
+    assert outcome.outcome == Verdict.INCONCLUSIVE
+    assert outcome.reason == "SourceUnreachable" and "csds:down" in outcome.message

@@ -116,15 +116,17 @@ def _merge(spec: XdsSyncSpec, answers: list[SourceAnswer]) -> dict[str, dict[str
 
 
 def _source_findings(answers: list[SourceAnswer]) -> list[Finding]:
-    any_answered = any(a.answered for a in answers)
+    """A source that does not answer leaves its proxies' state unknown (a dead client's own CSDS
+    is exactly such a source): Inconclusive, never a Warn that lets the gate be Ready."""
     findings = []
     for a in answers:
         if a.malformed:
             findings.append(Finding(a.source, Verdict.ERROR, "MalformedAnswer", a.malformed, "", a.source))
         elif a.unreachable:
-            outcome = Verdict.WARN if any_answered else Verdict.INCONCLUSIVE
             findings.append(
-                Finding(a.source, outcome, "SourceUnreachable", a.unreachable, "answers", a.source)
+                Finding(
+                    a.source, Verdict.INCONCLUSIVE, "SourceUnreachable", a.unreachable, "answers", a.source
+                )
             )
     return findings
 
