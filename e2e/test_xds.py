@@ -64,17 +64,23 @@ async def test_a_snapshot_one_client_rejects_fails_with_its_error(bed: XdsBed) -
     assert all(f.source.startswith("csds:") for f in outcome.findings)
 
 
-async def test_a_stopped_client_is_stale_warn_within_grace_then_fail(bed: XdsBed) -> None:
+async def test_a_stopped_client_is_inconclusive_within_grace_then_fails_stale(bed: XdsBed) -> None:
     await converged(bed, "v1")
     await asyncio.to_thread(bed.stop_client, "node-c")
     grace = 3.0
     spec = spec_for(bed, grace_s=grace)
     deadline = time.monotonic() + 10
     outcome = await run_xds_sync(spec)
-    while outcome.outcome == Verdict.PASS and time.monotonic() < deadline:
+    # the client's own source goes silent at once; the control plane notices the closed stream
+    while not any(f.reason == "ProxyStale" for f in outcome.findings) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
         outcome = await run_xds_sync(spec)
-    assert outcome.outcome == Verdict.WARN, outcome.message
+    # within the grace: the control plane says node-c is stale (Warn), and node-c's own CSDS no
+    # longer answers, which leaves its state unknown: Inconclusive, never Ready
+    assert outcome.outcome == Verdict.INCONCLUSIVE, outcome.message
+    assert outcome.reason == "SourceUnreachable"
+    (down,) = [f for f in outcome.findings if f.reason == "SourceUnreachable"]
+    assert down.subject == f"csds:{bed.clients['node-c'].csds_address}"
     stale = [f for f in outcome.findings if f.reason == "ProxyStale"]
     assert stale and {f.subject.split("/")[0] for f in stale} == {"node-c"}
     assert {f.outcome for f in stale} == {Verdict.WARN}
