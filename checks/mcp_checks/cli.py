@@ -60,6 +60,18 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _duration(text: str) -> float:
+    """Seconds, plain or with a unit (``90``, ``90s``, ``2m``), above zero."""
+    scale = {"s": 1.0, "m": 60.0}.get(text[-1:])
+    try:
+        value = float(text[:-1]) * scale if scale else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (90, 90s or 2m)") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be above zero")
+    return value
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-f", "--file", type=Path, help="an MCPReadiness manifest: run what its spec.checks asks"
@@ -105,6 +117,18 @@ def build_parser(prog: str = "mcp-check") -> argparse.ArgumentParser:
     xds.add_argument("--envoy-admin", action="append", default=[], help="Envoy admin base URL (repeatable)")
     xds.add_argument("--proxy", action="append", help="node ID that must be synced (repeatable)")
     xds.add_argument("--grace-seconds", type=float)
+    xds.add_argument(
+        "--expected-version", help="the version every proxy must have ACKed (another one counts as stale)"
+    )
+    xds.add_argument(
+        "--wait",
+        type=_duration,
+        default=0.0,
+        metavar="SECONDS",
+        help="poll until every proxy is synced (exit 0), one NACKs (exit 1) or SECONDS pass "
+        "(Inconclusive ConvergenceTimeout, exit 3); without it one look, where not converged yet "
+        "is Inconclusive",
+    )
     config = sub.add_parser("config", help="config hash against the rollout and Argo CD")
     _common(config)
     config.add_argument("--deployment", help="workload (Deployment) name")
@@ -153,6 +177,9 @@ def _flag_entry(args: argparse.Namespace) -> dict[str, Any]:
         if args.proxy:
             entry["proxies"] = {"ids": args.proxy}
         _set(entry, "graceSeconds", args.grace_seconds)
+        _set(entry, "expectedVersion", args.expected_version)
+        if args.wait:
+            entry["waitSeconds"] = args.wait
     elif args.check == "config":
         if args.deployment:
             entry["workload"] = {"kind": "Deployment", "name": args.deployment}

@@ -21,7 +21,7 @@ from .config import ArgoApplicationRef, ConfigConsistencySpec, WorkloadKind, run
 from .drift import MetricDriftSpec, RecordingRule, run_metric_drift
 from .health import HealthProbeSpec, run_health_probe
 from .verdict import CheckOutcome, Verdict
-from .xds import XdsSource, XdsSyncSpec, run_xds_sync
+from .xds import XdsSource, XdsSyncSpec, measure_convergence, run_xds_sync
 
 HealthProbeRunner = Callable[[HealthProbeSpec], Awaitable[CheckOutcome]]
 CHECK_KEYS = {
@@ -132,6 +132,7 @@ def xds_sync(entry: Mapping[str, Any]) -> PlannedCheck:
     except KeyError as exc:
         raise SpecError(f"xdsSync.sources: unknown or missing {exc}") from exc
     timeout_s = float(entry.get("timeoutSeconds", 5.0))
+    wait_s = float(entry.get("waitSeconds", 0.0))  # the CLI's --wait; not part of the CRD
 
     async def run(ctx: CheckContext) -> CheckOutcome:
         spec = XdsSyncSpec(
@@ -142,9 +143,11 @@ def xds_sync(entry: Mapping[str, Any]) -> PlannedCheck:
             grace_s=float(entry.get("graceSeconds", 30.0)),
             timeout_s=timeout_s,
         )
+        if wait_s > 0:  # mcp-check xds --wait: poll until converged, a NACK, or the wait is over
+            return (await measure_convergence(spec, timeout_s=wait_s, interval_s=0.5)).outcome
         return await run_xds_sync(spec)
 
-    return PlannedCheck(CHECK_KEYS["xdsSync"], timeout_s + SLACK_S, run)
+    return PlannedCheck(CHECK_KEYS["xdsSync"], timeout_s + wait_s + SLACK_S, run)
 
 
 def config_consistency(entry: Mapping[str, Any]) -> PlannedCheck:

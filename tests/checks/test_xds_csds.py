@@ -3,6 +3,7 @@ server on loopback (built responses; the real xDS clients are in e2e/test_xds.py
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections.abc import AsyncIterator
 from typing import Any
@@ -102,13 +103,14 @@ def test_two_resources_of_one_type_take_the_worst() -> None:
     assert answer.proxies[0].types[0].detail == "REQUESTED"
 
 
-def test_stale_within_grace_warns_and_after_grace_fails() -> None:
+def test_stale_within_grace_is_not_converged_yet_and_after_grace_fails() -> None:
+    """Not converged yet is no evidence of readiness: Inconclusive (it was a Warn, and Ready)."""
     items = all_types(config=csds_pb2.STALE, client=shared.UNKNOWN, updated=NOW - 5)
     answer = parse_client_status(response(("a", items)), "csds:x")
-    warn = judge(XdsSyncSpec(sources=(), expected_proxies=("a",), grace_s=10), [answer], NOW)
-    assert warn.outcome == Verdict.WARN
-    assert warn.reason == "ProxyStale"
-    assert warn.findings[0].threshold == "stale < 10s"
+    young = judge(XdsSyncSpec(sources=(), expected_proxies=("a",), grace_s=10), [answer], NOW)
+    assert young.outcome == Verdict.INCONCLUSIVE
+    assert young.reason == "ProxyStale" and "not converged yet: stale 5.0s" in young.message
+    assert young.findings[0].threshold == "stale < 10s"
     fail = judge(XdsSyncSpec(sources=(), expected_proxies=("a",), grace_s=3), [answer], NOW)
     assert fail.outcome == Verdict.FAIL
     assert "stale 5.0s" in fail.message
@@ -120,7 +122,7 @@ def test_acked_on_an_old_version_is_stale_from_the_change() -> None:
         sources=(), expected_proxies=("a",), expected_version="v2", changed_at=NOW - 1, grace_s=5
     )
     outcome = judge(spec, [answer], NOW)
-    assert outcome.outcome == Verdict.WARN
+    assert outcome.outcome == Verdict.INCONCLUSIVE
     assert "expected v2" in outcome.message
 
 
@@ -228,7 +230,8 @@ def test_a_zero_timestamp_is_an_unknown_age_counted_from_first_seen() -> None:
     assert {t.since for t in answer.proxies[0].types} == {None}
     spec = XdsSyncSpec(sources=(), expected_proxies=("a",), grace_s=30)
     first = judge(spec, [answer], NOW)
-    assert first.outcome == Verdict.WARN and "stale 0.0s (since unknown" in first.message, first.message
+    assert first.outcome == Verdict.INCONCLUSIVE, first.message
+    assert "stale 0.0s (since unknown" in first.message, first.message
     seen = {f"a/{t}": NOW - 40 for t in ("LDS", "RDS", "CDS", "EDS")}  # first seen 40 s ago
     later = judge(spec, [answer], NOW, seen)
     assert later.outcome == Verdict.FAIL and "stale 40.0s" in later.message, later.message
@@ -262,3 +265,44 @@ def test_first_seen_is_forgotten_once_synced_and_remembered_per_set_of_sources()
     other = XdsSyncSpec(sources=(XdsSource("csds", "127.0.0.1:2"),))
     assert remembered_first_seen(one) is remembered_first_seen(one)
     assert remembered_first_seen(one) is not remembered_first_seen(other)
+
+
+def _cli(*argv: str) -> tuple[int, dict[str, Any]]:
+    import contextlib
+    import io
+    import json
+
+    from mcp_checks.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["xds", *argv, "--json"])
+    return code, json.loads(out.getvalue())
+
+
+async def test_mcp_check_xds_wait_converges_or_says_it_did_not(csds_server: str) -> None:
+    """A CI caller waits for convergence: exit 0 once every proxy ACKed the expected version;
+    a version never published is Inconclusive after the wait (exit 3), never a Warn and exit 0.
+    (The CLI runs its own event loop, in a thread: the server serves on the test's.)"""
+    csds = ("--csds", csds_server)
+    code, data = await asyncio.to_thread(_cli, *csds, "--expected-version", "v1", "--wait", "5s")
+    assert code == 0 and data["checks"][0]["reason"] == "ProxiesSynced", data
+    waited = ("--expected-version", "v9", "--wait", "1.5s", "--grace-seconds", "60")
+    code, data = await asyncio.to_thread(_cli, *csds, *waited)
+    assert code == 3, data
+    row = data["checks"][0]
+    assert (row["outcome"], row["reason"]) == ("Inconclusive", "ConvergenceTimeout"), row
+    assert "not converged after" in row["message"]
+    code, data = await asyncio.to_thread(_cli, *csds, "--expected-version", "v9")  # one look
+    assert code == 3 and data["checks"][0]["reason"] == "ProxyStale", data
+
+
+@pytest.mark.parametrize("wait", ["0", "-5", "soon"])
+def test_mcp_check_xds_wait_must_be_a_positive_duration(
+    wait: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mcp_checks.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["xds", "--csds", "127.0.0.1:1", "--wait", wait])
+    assert info.value.code == 2 and "--wait" in capsys.readouterr().err

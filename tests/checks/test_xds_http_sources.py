@@ -90,12 +90,12 @@ def test_syncz_stale_without_a_time_counts_from_first_seen_or_the_change() -> No
     answer = parse_syncz([sync_status("b.default", cluster_acked="old")], "syncz:x")
     spec = XdsSyncSpec(sources=(), expected_proxies=("b.default",), grace_s=30)
     first_seen: dict[str, float] = {}
-    assert judge(spec, [answer], NOW, first_seen).outcome == Verdict.WARN  # first seen now
+    assert judge(spec, [answer], NOW, first_seen).outcome == Verdict.INCONCLUSIVE  # first seen now
     assert judge(spec, [answer], NOW + 31, first_seen).outcome == Verdict.FAIL  # still, past the grace
     old_change = XdsSyncSpec(sources=(), expected_proxies=("b.default",), grace_s=30, changed_at=NOW - 60)
     assert judge(old_change, [answer], NOW).outcome == Verdict.FAIL  # stale since the change at least
     recent = XdsSyncSpec(sources=(), expected_proxies=("b.default",), grace_s=30, changed_at=NOW - 2)
-    assert judge(recent, [answer], NOW).outcome == Verdict.WARN
+    assert judge(recent, [answer], NOW).outcome == Verdict.INCONCLUSIVE  # not converged yet
 
 
 def test_syncz_xds_form_error_is_a_nack() -> None:

@@ -1,8 +1,9 @@
 """The xDS sync verdict: every source reduced to per-proxy, per-type states, judged by one rule.
 
-Fail on any NACK (with the client's error text), Warn while a proxy is stale for less than the
-grace period and Fail after, Inconclusive when no source answers or a required type is not
-reported, Error when a source answers with something malformed. Never Pass on missing data.
+Fail on any NACK (with the client's error text); a proxy stale for less than the grace period
+has not converged yet, which is Inconclusive (never a Warn that lets a gate be Ready), and Fail
+after it; Inconclusive when a source does not answer or a required type is not reported, Error
+when a source answers with something malformed. Never Pass on missing data.
 """
 
 from __future__ import annotations
@@ -71,12 +72,14 @@ def _judge_type(
         if since is None:
             since = first_seen.setdefault(subject, now)
         age = max(0.0, now - since)
-        outcome = Verdict.WARN if age < spec.grace_s else Verdict.FAIL
+        converging = age < spec.grace_s
+        outcome = Verdict.INCONCLUSIVE if converging else Verdict.FAIL
         return Finding(
             subject,
             outcome,
             "ProxyStale",
-            f"stale {age:.1f}s{counted} at {version}: {status.detail}",
+            f"{'not converged yet: ' if converging else ''}stale {age:.1f}s{counted} at {version}: "
+            f"{status.detail}",
             threshold,
             seen.source,
         )

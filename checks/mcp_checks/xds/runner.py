@@ -90,6 +90,8 @@ async def measure_convergence(
         if any(f.reason == "ProxyNacked" for f in outcome.findings):
             return Convergence(None, polls, outcome)
         if elapsed >= timeout_s:
+            if outcome.outcome in (Verdict.FAIL, Verdict.ERROR):  # still stale past the grace: Fail
+                return Convergence(None, polls, outcome)
             timed_out = CheckOutcome(
                 spec.name,
                 Verdict.INCONCLUSIVE,
