@@ -14,6 +14,8 @@ import pytest
 
 from mcp_devcluster import stack
 
+pytestmark = pytest.mark.timing  # run under load by `make test-stress`
+
 LOCAL = {"nodeSelector": {"mcp2026.io/local-runner": "true"}}
 
 
@@ -115,4 +117,6 @@ def test_trap12_first_hit_per_shape_through_the_operator(kube: Any, servers: Any
     assert trap["values"]["shapes"] == "4" and trap["values"]["slowFirstHits"] == "4"
     assert float(trap["values"]["firstHitMs"]) >= 150 and trap["values"]["compiles"] == "4"
     assert twin["state"] == "NotFound", twin
-    assert twin["values"]["slowFirstHits"] == "0"
+    # without the penalty no shape pays for a compile; a busy host may stall one first hit past
+    # 5x the warm time, never the two shapes the trap needs
+    assert float(twin["values"]["slowFirstHits"]) < float(twin["thresholds"]["minShapes"]), twin

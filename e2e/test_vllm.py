@@ -40,6 +40,8 @@ from mcp_bench.results import ResultDocument, loads_document
 from mcp_devcluster import stack
 from mcp_devcluster import vllm as v
 
+pytestmark = pytest.mark.timing  # run under load by `make test-stress`
+
 OUTPUT_TOKENS, INPUT_TOKENS, REQUESTS = 32, 64, 24
 
 
@@ -433,11 +435,17 @@ def test_mcpbenchmark_shards_load_vllm_through_the_operator(kube: Any, vllm_serv
             "shards": 2,
             "runner": {"nodeSelector": {"mcp2026.io/local-runner": "true"}},
             "slo": {"maxErrorRate": 0.0},
+            # both shards start together, but a CPU vLLM on a busy host serves their 10 requests
+            # unevenly, so one ends first (81 % overlap seen): this test is about the figures
+            "startBarrier": {"minOverlap": 0.5},
         },
     )
     kube.apply(bench)
-    waited = kube.wait("mcpbenchmark/vllm-bench", "condition=Ready", timeout_s=240)
-    assert waited.returncode == 0, (waited.stderr, kube.get("mcpbenchmark", "vllm-bench").get("status"))
+    waited = kube.wait("mcpbenchmark/vllm-bench", "condition=Complete", timeout_s=240)
+    status = kube.get("mcpbenchmark", "vllm-bench").get("status") or {}
+    assert waited.returncode == 0, (waited.stderr, status.get("conditions"))
+    ready = stack.condition_of({"status": status})
+    assert ready["status"] == "True", (ready, status.get("results"))
     status = kube.get("mcpbenchmark", "vllm-bench")["status"]
     assert status["verdict"] == "Pass" and status["phase"] == "Succeeded"
     assert status["shards"]["succeeded"] == 2 and status["shards"]["rejected"] == 0
