@@ -17,6 +17,8 @@ import yaml
 from mcp_devcluster import stack
 from mcp_devcluster.processes import free_port
 
+pytestmark = pytest.mark.timing  # run under load by `make test-stress`
+
 
 @pytest.fixture(scope="module")
 def refserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
@@ -82,8 +84,12 @@ def test_a_failing_check_is_exit_1_and_a_junit_failure(refserver: str, tmp_path:
         "--junit",
         str(junit),
     )
-    assert code == 1
     suite = ET.parse(junit).getroot()
+    if code == 3:  # the prober itself lagged (a busy host): it says so rather than blame the target
+        error = suite.find("testcase/error")
+        assert error is not None and "Prober" in (error.get("type") or ""), ET.tostring(suite)
+        return
+    assert code == 1
     assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("1", "1", "0")
     failure = suite.find("testcase/failure")
     assert failure is not None and failure.get("type") == "LatencyAboveThreshold"

@@ -26,6 +26,8 @@ from mcp_bench.results.document import ResultDocument, dumps_document
 from mcp_refserver import RefServerConfig, start_refserver
 from mcp_refserver.drift import drift_of
 
+pytestmark = pytest.mark.timing  # run under load by `make test-stress`
+
 DRIFT_ABOVE = 8  # requests in the server; the quiet level has at most 1 + PROBES
 PROBES = 3
 
@@ -49,8 +51,10 @@ async def _measure(
                 "backend": backend,
                 "model": cfg.model,
                 "payload": {"max_output_tokens": 8, "stream": stream},
-                "levels": {"concurrency": [1, 24]},
-                "stage": {"duration_s": 1.0},
+                # 2 s levels: probing starts once the level's load is under way, which a busy
+                # host delays; 32 in flight stay far above the drift knob's 8 however slow it is
+                "levels": {"concurrency": [1, 32]},
+                "stage": {"duration_s": 2.0},
                 "workers": workers,
                 "consistency": {"probes": PROBES, "interval_s": 0.2, "max_tokens": 8, "seed": 3},
             }
@@ -133,7 +137,7 @@ def test_merge_show_and_report(
     cases = ET.fromstring(junit_xml(drifting)).iter("testcase")
     verdicts = {c.get("classname"): c.find("failure") for c in cases if c.get("name") == "output_consistency"}
     assert verdicts["c=1"] is None
-    failure = verdicts["c=24"]
+    failure = verdicts["c=32"]
     assert failure is not None and failure.get("type") == "OutputDrift"
 
 
