@@ -357,3 +357,31 @@ def test_recompile_counters(docs: Any, labels: Any) -> None:
     assert f.state == "Found" and f.values["compiles"] == 4
     zero = docs.prom_delta({name: ("counter", {(): 4.0})}, {name: ("counter", {(): 4.0})})
     assert finding(12, docs.document([docs.level(server_metrics={"m": zero})])).state == "NotFound"
+
+
+def test_preemptions_below_full_usage_with_usage_matching_the_tokens_held_are_not_fragmentation(
+    docs: Any, labels: Any
+) -> None:
+    """vLLM on a busy host: usage sampled seconds apart misses the full cache at the preemption
+    (40 % seen), while the usage matches what the running requests hold (1.07x). Under preemption
+    that ratio runs high, so a low one is sound evidence against fragmentation: NotFound, where the
+    sampled usage alone said Found."""
+    k = labels(model_name="m")
+    info = {labels(model_name="m", block_size="16", num_gpu_blocks="100"): 1.0}
+
+    def point(p: float, u: float, running: float) -> dict[str, Any]:
+        return {
+            "vllm:num_preemptions_total": ("counter", {k: p}),
+            "vllm:kv_cache_usage_perc": ("gauge", {k: u}),
+            "vllm:num_requests_running": ("gauge", {k: running}),
+            "vllm:cache_config_info": ("gauge", info),
+        }
+
+    points = [point(0, 0.0, 0), point(0, 0.4, 4), point(3, 0.4, 4), point(3, 0.0, 0)]
+    delta = docs.prom_delta(points[0], points[-1], samples=points[1:-1])
+    hist = {"count": 10.0, "sum": 1000.0, "mean": 100.0, "status": "ok"}
+    for name in ("vllm:request_prompt_tokens", "vllm:request_generation_tokens"):
+        delta["metrics"][name] = {"type": "histogram", "status": "ok", "series": [{"labels": {}, **hist}]}
+    a = assess_vllm(delta)
+    assert a is not None and a["usage_at_preemption"] == pytest.approx(0.4)
+    assert a["usage_over_held"] == pytest.approx(0.4 / 0.375) and a["state"] == "NotFound", a

@@ -99,7 +99,10 @@ def assess_vllm(delta: dict[str, Any], thresholds: Mapping[str, float] = THRESHO
     elif at:
         # With preemptions the usage at the moment decides: the held-token estimate counts only the
         # running requests, which under preemption are the longest ones, so its ratio runs high.
-        out["state"] = "Found" if max(at) < thresholds["usage_below"] else "NotFound"
+        # For that same reason a ratio under the bound is sound evidence against fragmentation: the
+        # usage samples then missed the peak (on a busy host they are seconds apart), not a block.
+        below = max(at) < thresholds["usage_below"]
+        out["state"] = "Found" if below and (ratio is None or over) else "NotFound"
     else:
         out["state"] = "NoData"
     return out
