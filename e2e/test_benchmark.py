@@ -26,11 +26,21 @@ def _pods(kube: Any, job: str) -> list[dict[str, Any]]:
 
 def test_sample_benchmark_merges_shards_that_really_ran(kube: Any, refserver: str, sample: Any) -> None:
     kube.apply(sample(SAMPLE, refserver))
-    waited = kube.wait("mcpbenchmark/refserver-bench", "condition=Ready", timeout_s=120)
+    waited = kube.wait("mcpbenchmark/refserver-bench", "condition=Complete", timeout_s=120)
     assert waited.returncode == 0, waited.stderr
     obj = kube.get("mcpbenchmark", "refserver-bench")
     status = obj["status"]
-    assert status["phase"] == "Succeeded" and status["verdict"] == "Pass"
+    assert status["phase"] == "Succeeded"
+    ready = stack.condition_of(obj)
+    if ready["status"] == "False":
+        # within bounds, or flagged: on a busy host one shard can begin a level late (73 % overlap
+        # seen under a CPU hog); the operator then says the level is no cluster-wide figure
+        assert ready["reason"] == "ShardsNotConcurrent" and status["verdict"] == "Inconclusive", ready
+        apart = [r for r in status["results"] if r.get("clusterWide") is False]
+        assert apart and all(float(r["overlapPercent"]) < 90 for r in apart), status["results"]
+        print(f"\nflagged, not merged as one: {ready['message']}")
+    else:
+        assert ready["status"] == "True" and status["verdict"] == "Pass", ready
     assert status["shards"] == {"expected": 2, "reported": 2, "rejected": 0, "succeeded": 2, "failed": 0}
     assert [row["level"] for row in status["results"]] == ["c=8", "c=32"]  # 2 shards x (4, 16)
     assert all(row["requests"] > 0 and row["errors"] == 0 for row in status["results"])
@@ -69,7 +79,7 @@ def test_sample_benchmark_merges_shards_that_really_ran(kube: Any, refserver: st
         assert [o["uid"] for o in owners] == [obj["metadata"]["uid"]], (kind, name)
     assert {pod["spec"]["serviceAccountName"] for pod in pods} == {f"{job_name}-shard"}
     table = kube.run("get", "mcpb", "refserver-bench").stdout
-    assert "Succeeded" in table and status["p99Ms"] in table
+    assert "Succeeded" in table and status.get("p99Ms", "") in table
 
 
 def test_gpu_shards_are_placed_on_gpu_nodes_and_missing_results_are_reported(
