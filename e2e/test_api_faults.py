@@ -207,6 +207,9 @@ def test_a_benchmark_survives_a_control_plane_restart(
     ended: list[str] = []
 
     def job_complete() -> bool:
+        # an operator that lost its Lease in the outage is started again here too: shards still
+        # waiting at the start barrier (slow to start on a busy host) need it to write their start
+        _play_kubelet(operator, kube.kubeconfig, tmp_path, ended)
         jobs = client.BatchV1Api(api).list_namespaced_job(kube.namespace, label_selector=f"{UID_LABEL}={uid}")
         return any(
             c.type == "Complete" and c.status == "True" for j in jobs.items for c in j.status.conditions or []
