@@ -451,7 +451,9 @@ DRILL_POINTS = [
     DrillPoint("applied", lambda v: True),
     DrillPoint("claimed", lambda v: v.status.get("phase") == "Running"),
     DrillPoint("fault-planned", lambda v: bool(v.faults), watched=True),
-    DrillPoint("fault-injected", lambda v: v.fault_in("Injected") and v.replicas == 1),
+    # watched: a 20 ms poll of the object and the Deployment once missed the whole Injected window
+    # (the journal says Injected only after the scale-down, so the replicas need no second read)
+    DrillPoint("fault-injected", lambda v: v.fault_in("Injected"), watched=True),
     DrillPoint("fault-held-mid-stage", lambda v: v.fault_in("Injected"), 1.5),
     DrillPoint("fault-reverted-next-stage", lambda v: v.fault_in("Reverted")),
     DrillPoint("verdict-written", lambda v: _ready(v.obj).get("status") in ("True", "False")),
