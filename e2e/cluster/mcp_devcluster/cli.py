@@ -59,7 +59,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def _cmd_stress(args: argparse.Namespace) -> int:
     from .stress import run_stressed
 
-    pytest_args = [a for a in args.pytest_args if a != "--"]
+    pytest_args = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
     return run_stressed(pytest_args, args.runs, hog=not args.no_hog, cluster=not args.no_cluster)
 
 
