@@ -14,7 +14,15 @@ from envoy.admin.v3 import config_dump_shared_pb2 as shared
 from envoy.service.status.v3 import csds_pb2, csds_pb2_grpc
 
 from mcp_checks.verdict import Verdict
-from mcp_checks.xds import SyncState, XdsSource, XdsSyncSpec, judge, parse_client_status, run_xds_sync
+from mcp_checks.xds import (
+    SyncState,
+    XdsMemory,
+    XdsSource,
+    XdsSyncSpec,
+    judge,
+    parse_client_status,
+    run_xds_sync,
+)
 from mcp_checks.xds.model import TYPE_URLS
 
 URL = {short: url for url, short in TYPE_URLS.items()}
@@ -232,8 +240,8 @@ def test_a_zero_timestamp_is_an_unknown_age_counted_from_first_seen() -> None:
     first = judge(spec, [answer], NOW)
     assert first.outcome == Verdict.INCONCLUSIVE, first.message
     assert "stale 0.0s (since unknown" in first.message, first.message
-    seen = {f"a/{t}": NOW - 40 for t in ("LDS", "RDS", "CDS", "EDS")}  # first seen 40 s ago
-    later = judge(spec, [answer], NOW, seen)
+    seen = XdsMemory(stale_since={f"a/{t}": NOW - 40 for t in ("LDS", "RDS", "CDS", "EDS")})
+    later = judge(spec, [answer], NOW, seen)  # first seen 40 s ago
     assert later.outcome == Verdict.FAIL and "stale 40.0s" in later.message, later.message
 
 
@@ -252,19 +260,37 @@ def test_a_nack_comes_before_the_staleness_it_leaves_behind() -> None:
 
 
 def test_first_seen_is_forgotten_once_synced_and_remembered_per_set_of_sources() -> None:
-    from mcp_checks.xds.runner import remembered_first_seen
+    from mcp_checks.xds.runner import remembered
 
     items = all_types(config=csds_pb2.UNKNOWN, client=shared.REQUESTED)
     spec = XdsSyncSpec(sources=(), expected_proxies=("a",), grace_s=30)
-    seen: dict[str, float] = {}
+    seen = XdsMemory()
     judge(spec, [parse_client_status(response(("a", items)), "csds:x")], NOW, seen)
-    assert set(seen) == {"a/LDS", "a/RDS", "a/CDS", "a/EDS"}
+    assert set(seen.stale_since) == {"a/LDS", "a/RDS", "a/CDS", "a/EDS"}
     judge(spec, [parse_client_status(response(("a", all_types())), "csds:x")], NOW + 1, seen)
-    assert seen == {}  # synced again: a later staleness starts its own count
+    assert seen.stale_since == {}  # synced again: a later staleness starts its own count
     one = XdsSyncSpec(sources=(XdsSource("csds", "127.0.0.1:1"),))
     other = XdsSyncSpec(sources=(XdsSource("csds", "127.0.0.1:2"),))
-    assert remembered_first_seen(one) is remembered_first_seen(one)
-    assert remembered_first_seen(one) is not remembered_first_seen(other)
+    assert remembered(one) is remembered(one)
+    assert remembered(one) is not remembered(other)
+
+
+def test_a_proxy_that_disappears_fails_the_check_until_it_is_back() -> None:
+    """Three clients known to the control plane, one killed: the control plane's CSDS lists two.
+    With no proxies named, the dead one must not silently leave the expected set."""
+    spec = XdsSyncSpec(sources=(), grace_s=30)
+    memory = XdsMemory()
+    three = parse_client_status(response(*[(n, all_types()) for n in ("a", "b", "c")]), "csds:cp")
+    two = parse_client_status(response(*[(n, all_types()) for n in ("a", "c")]), "csds:cp")
+    assert judge(spec, [three], NOW, memory).outcome == Verdict.PASS
+    gone = judge(spec, [two], NOW + 5, memory)
+    assert (gone.outcome, gone.reason) == (Verdict.FAIL, "ProxyDisappeared"), gone.message
+    assert gone.findings[0].subject == "b" and "reported 5.0s ago" in gone.findings[0].observed
+    assert judge(spec, [two], NOW + 60, memory).outcome == Verdict.FAIL  # not forgiven by time
+    assert judge(spec, [three], NOW + 61, memory).outcome == Verdict.PASS  # back: fine again
+    named = XdsSyncSpec(sources=(), expected_proxies=("a", "c"), grace_s=30)
+    assert judge(named, [two], NOW + 62, memory).outcome == Verdict.PASS  # a selector let it go
+    assert judge(spec, [two], NOW).outcome == Verdict.PASS  # a first poll cannot know
 
 
 def _cli(*argv: str) -> tuple[int, dict[str, Any]]:

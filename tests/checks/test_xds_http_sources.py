@@ -20,6 +20,7 @@ from mcp_checks.verdict import Verdict
 from mcp_checks.xds import (
     SourceAnswer,
     SyncState,
+    XdsMemory,
     XdsSource,
     XdsSyncSpec,
     judge,
@@ -89,7 +90,7 @@ def test_syncz_nonce_rule() -> None:
 def test_syncz_stale_without_a_time_counts_from_first_seen_or_the_change() -> None:
     answer = parse_syncz([sync_status("b.default", cluster_acked="old")], "syncz:x")
     spec = XdsSyncSpec(sources=(), expected_proxies=("b.default",), grace_s=30)
-    first_seen: dict[str, float] = {}
+    first_seen = XdsMemory()
     assert judge(spec, [answer], NOW, first_seen).outcome == Verdict.INCONCLUSIVE  # first seen now
     assert judge(spec, [answer], NOW + 31, first_seen).outcome == Verdict.FAIL  # still, past the grace
     old_change = XdsSyncSpec(sources=(), expected_proxies=("b.default",), grace_s=30, changed_at=NOW - 60)

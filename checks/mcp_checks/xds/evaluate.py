@@ -8,7 +8,7 @@ when a source answers with something malformed. Never Pass on missing data.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mcp_checks.verdict import SEVERITY, CheckOutcome, Finding, Verdict, worst
 from mcp_checks.xds.model import STATE_RANK, SourceAnswer, SyncState, TypeStatus, XdsSyncSpec
@@ -18,9 +18,31 @@ MAX_LISTED = 50  # per-proxy rows kept in ``observed``; counts cover the rest
 REASON_RANK = {
     reason: rank
     for rank, reason in enumerate(
-        ("MalformedAnswer", "ProxyNacked", "ResourceDoesNotExist", "ProxyUnknownToControlPlane", "ProxyStale")
+        (
+            "MalformedAnswer",
+            "ProxyNacked",
+            "ResourceDoesNotExist",
+            "ProxyDisappeared",
+            "ProxyUnknownToControlPlane",
+            "ProxyStale",
+        )
     )
 }
+MAX_PROXIES_REMEMBERED = 10_000
+
+
+@dataclass
+class XdsMemory:
+    """What one caller's earlier polls saw, so a later poll can judge what a single answer cannot.
+
+    ``stale_since``: proxy/type -> when it was first seen stale, for sources that give no time.
+    ``proxies_seen``: proxy -> the last time a source reported it; a proxy seen before and
+    reported by no answering source now has disappeared (a dead client leaves the control
+    plane's list: without this it would silently leave the expected set too).
+    """
+
+    stale_since: dict[str, float] = field(default_factory=dict)
+    proxies_seen: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -50,7 +72,7 @@ def _stale_since(spec: XdsSyncSpec, status: TypeStatus) -> float | None:
 
 
 def _judge_type(
-    spec: XdsSyncSpec, proxy: str, seen: _Seen, now: float, first_seen: dict[str, float]
+    spec: XdsSyncSpec, proxy: str, seen: _Seen, now: float, stale_since: dict[str, float]
 ) -> Finding | None:
     status, subject = seen.status, f"{proxy}/{seen.status.xds_type}"
     version = status.version or "?"
@@ -70,7 +92,7 @@ def _judge_type(
         # stale: neither failed at once nor excused for ever
         counted = "" if since is not None else " (since unknown: counted from first seen)"
         if since is None:
-            since = first_seen.setdefault(subject, now)
+            since = stale_since.setdefault(subject, now)
         age = max(0.0, now - since)
         converging = age < spec.grace_s
         outcome = Verdict.INCONCLUSIVE if converging else Verdict.FAIL
@@ -166,13 +188,37 @@ def _outcome(
     )
 
 
+def _disappeared(
+    spec: XdsSyncSpec, merged: dict[str, dict[str, _Seen]], memory: XdsMemory, now: float, sources: str
+) -> list[Finding]:
+    """Proxies an earlier poll saw and no source reports now, when the caller named none (a
+    named set already fails a missing proxy as unknown; a selector lets pods go legitimately)."""
+    findings = []
+    for proxy, last in sorted(memory.proxies_seen.items()):
+        if proxy not in merged and spec.expected_proxies is None:
+            findings.append(
+                Finding(
+                    proxy,
+                    Verdict.FAIL,
+                    "ProxyDisappeared",
+                    f"reported {now - last:.1f}s ago and by no source now",
+                    "still reported",
+                    sources,
+                )
+            )
+    memory.proxies_seen.update(dict.fromkeys(merged, now))
+    while len(memory.proxies_seen) > MAX_PROXIES_REMEMBERED:  # oldest sighting dropped first
+        del memory.proxies_seen[min(memory.proxies_seen, key=memory.proxies_seen.__getitem__)]
+    return findings
+
+
 def judge(
-    spec: XdsSyncSpec, answers: list[SourceAnswer], now: float, first_seen: dict[str, float] | None = None
+    spec: XdsSyncSpec, answers: list[SourceAnswer], now: float, memory: XdsMemory | None = None
 ) -> CheckOutcome:
-    """The sources' answers -> the check's outcome (``now`` is epoch seconds). ``first_seen``
-    remembers, across the polls of one caller, when each proxy/type whose source gives no
-    time was first seen stale (updated in place); without it, that time is ``now``."""
-    first_seen = {} if first_seen is None else first_seen
+    """The sources' answers -> the check's outcome (``now`` is epoch seconds). ``memory`` holds
+    what earlier polls of the same caller saw (updated in place); without it, this poll is the
+    first: a stale proxy with no time is first seen ``now`` and no proxy can have disappeared."""
+    memory = XdsMemory() if memory is None else memory
     sources = ", ".join(a.source for a in answers)
     if not answers:
         return CheckOutcome(spec.name, Verdict.INCONCLUSIVE, "NoSources", "no xDS source is configured")
@@ -191,6 +237,8 @@ def judge(
             )
         )
     merged = _merge(spec, [a for a in answers if a.answered])
+    if all(a.answered for a in answers):  # a silent source explains a missing proxy already
+        findings.extend(_disappeared(spec, merged, memory, now, sources))
     expected = set(merged) if spec.expected_proxies is None else set(spec.expected_proxies)
     for proxy in sorted(expected - set(merged)):
         findings.append(
@@ -225,14 +273,14 @@ def judge(
                 seen = _Seen(TypeStatus(xds_type, SyncState.UNKNOWN, detail="not reported"), sources)
             counts[seen.status.state] += 1
             row.append(f"{xds_type}={seen.status.state.value}")
-            finding = _judge_type(spec, proxy, seen, now, first_seen)
+            finding = _judge_type(spec, proxy, seen, now, memory.stale_since)
             if finding is not None:
                 findings.append(finding)
         if len(rows) < MAX_LISTED:
             rows[f"proxy/{proxy}"] = " ".join(row)
     stale_now = {f.subject for f in findings if f.reason == "ProxyStale"}
-    for subject in [s for s in first_seen if s not in stale_now]:  # synced again: a later
-        del first_seen[subject]  # staleness starts its own count
+    for subject in [s for s in memory.stale_since if s not in stale_now]:  # synced again: a
+        del memory.stale_since[subject]  # later staleness starts its own count
     observed = {
         "sourcesAnswered": str(sum(a.answered for a in answers)),
         "proxiesExpected": str(len(expected)),

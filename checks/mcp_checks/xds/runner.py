@@ -13,7 +13,7 @@ import aiohttp
 from mcp_checks.verdict import CheckOutcome, Verdict
 from mcp_checks.xds.csds import fetch_csds
 from mcp_checks.xds.envoy_admin import fetch_envoy_admin
-from mcp_checks.xds.evaluate import judge
+from mcp_checks.xds.evaluate import XdsMemory, judge
 from mcp_checks.xds.model import SourceAnswer, XdsSource, XdsSyncSpec
 from mcp_checks.xds.syncz import fetch_syncz
 
@@ -39,26 +39,25 @@ async def collect(spec: XdsSyncSpec) -> list[SourceAnswer]:
         return list(await asyncio.gather(*(fetch_source(s, session, spec.timeout_s) for s in spec.sources)))
 
 
-# when each proxy/type whose source gives no time was first seen stale, per set of sources, kept
-# for this process's later rounds (a standing gate evaluated again); bounded, oldest dropped
-_FIRST_SEEN: OrderedDict[tuple[object, ...], dict[str, float]] = OrderedDict()
+# what earlier rounds saw (see ``XdsMemory``), per set of sources, kept for this process's later
+# rounds (a standing gate evaluated again); bounded, the least recently used dropped
+_MEMORY: OrderedDict[tuple[object, ...], XdsMemory] = OrderedDict()
 MAX_REMEMBERED = 256
 
 
-def remembered_first_seen(spec: XdsSyncSpec) -> dict[str, float]:
-    key = (spec.sources, spec.types, spec.expected_version)
-    memory = _FIRST_SEEN.pop(key, None)
-    _FIRST_SEEN[key] = memory = {} if memory is None else memory
-    while len(_FIRST_SEEN) > MAX_REMEMBERED:
-        _FIRST_SEEN.popitem(last=False)
+def remembered(spec: XdsSyncSpec) -> XdsMemory:
+    key = (spec.sources, spec.types, spec.expected_version, spec.expected_proxies is None)
+    memory = _MEMORY.pop(key, None)
+    _MEMORY[key] = memory = XdsMemory() if memory is None else memory
+    while len(_MEMORY) > MAX_REMEMBERED:
+        _MEMORY.popitem(last=False)
     return memory
 
 
-async def run_xds_sync(spec: XdsSyncSpec, first_seen: dict[str, float] | None = None) -> CheckOutcome:
-    """The xDS sync check: read every source in ``spec`` and return its outcome. ``first_seen``
+async def run_xds_sync(spec: XdsSyncSpec, memory: XdsMemory | None = None) -> CheckOutcome:
+    """The xDS sync check: read every source in ``spec`` and return its outcome. ``memory``
     (see ``judge``) defaults to what this process remembers for the same sources."""
-    memory = remembered_first_seen(spec) if first_seen is None else first_seen
-    return judge(spec, await collect(spec), time.time(), memory)
+    return judge(spec, await collect(spec), time.time(), remembered(spec) if memory is None else memory)
 
 
 @dataclass(frozen=True)
@@ -80,9 +79,9 @@ async def measure_convergence(
     """
     begin = time.monotonic() if started is None else started
     polls = 0
-    first_seen: dict[str, float] = {}
+    memory = XdsMemory()
     while True:
-        outcome = await run_xds_sync(spec, first_seen)
+        outcome = await run_xds_sync(spec, memory)
         polls += 1
         elapsed = time.monotonic() - begin
         if outcome.outcome == Verdict.PASS:
