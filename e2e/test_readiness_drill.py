@@ -68,7 +68,15 @@ def test_a_profile_drill_passes_its_kpi_board_and_reverts_its_fault(kube: Any, r
     assert kpis["healthSuccessRatio"]["mark"] == "✅", kpis
     assert kpis["recoverySeconds"]["verdict"] == "Pass"  # the target never saw an outage
     assert stack.condition_of(obj, "FaultsReverted")["status"] == "True"
-    assert stack.condition_of(obj)["status"] == "True", status["checks"]
+    ready = stack.condition_of(obj)
+    # Ready, or not judged because the drill's own client was the limit (a busy host): flagged,
+    # never a failure blamed on the service
+    saturated = (
+        kpis["loadGenerator"]["verdict"] == "Inconclusive" and ready["reason"] == "LoadGeneratorSaturated"
+    )
+    assert ready["status"] == "True" or saturated, status["checks"]
+    if saturated:
+        print(f"drill client bound on this host: {kpis['loadGenerator']['measured']}")
     table = kube.run("get", "mcpr", "mcp2026").stdout
     assert "3/3" in table
 

@@ -94,7 +94,7 @@ def table(doc: ResultDocument) -> Table:
 
 
 def client_cell(level: LevelResult) -> str:
-    """The client's own load in a run of several worker processes: its busiest worker's CPU share,
+    """The client's own load: its busiest worker process's CPU share (one process is worker 0),
     and BOUND when a worker passed the plan's bound (the level measured the client too)."""
     if not level.workers:
         return "-"
@@ -111,7 +111,10 @@ def print_report(doc: ResultDocument, console: Console | None = None) -> None:
         if errs:
             console.print(f"  {level.level_label}: errors {errs}")
         for reason in level.client_bound or []:
-            console.print(f"  {level.level_label}: client-bound ({reason}): the client may be the bottleneck")
+            console.print(
+                f"  {level.level_label}: client-bound ({reason}): the client may be the bottleneck; "
+                "spread the load over more processes (--workers)"
+            )
         c = level.consistency
         if c and c.get("state") != "NotFound":
             console.print(

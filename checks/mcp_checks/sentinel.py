@@ -2,9 +2,11 @@
 each answer kept with its time, so that what clients saw while faults were in place can be
 judged afterwards (success share, and how long recovery took after each fault).
 
-Recovery is measured, not assumed: from the fault to the first moment after which every probe
-for ``window_s`` succeeded. A fault after which the service never recovered within the record
-has no recovery time, and that is reported as such, never as zero.
+Recovery is measured, not assumed: from the first failure the fault caused (not from the
+injection: clients may keep succeeding for seconds before a fault bites) to the start of a clean
+window, every probe for ``window_s`` successful, that begins after the last failure of that
+outage. A fault after which the service never recovered within the record has no recovery time,
+and that is reported as such, never as zero.
 """
 
 from __future__ import annotations
@@ -49,6 +51,15 @@ class SentinelRecord:
             if beyond and all(s.ok for s in window):
                 return max(0.0, first.at - since)
         return None
+
+    def outage_recovery(self, since: float, until: float, window_s: float) -> tuple[bool, float | None]:
+        """(whether a probe failed in ``[since, until)``, the seconds from that first failure to
+        the start of the first clean window after it). A fault's outage may begin late and
+        flap: failures closer together than ``window_s`` are one outage, timed whole."""
+        first = self.first_failure(since, until)
+        if first is None:
+            return False, 0.0
+        return True, self.recovery_seconds(first, window_s)
 
     def first_failure(self, since: float, until: float) -> float | None:
         """When the first failed probe after ``since`` was sent (None: none failed)."""

@@ -63,7 +63,8 @@ def test_two_workers_send_what_one_sends_and_report_their_cpu(refserver: Running
     two = run_plan_sync(_plan(refserver.url + "/delay?ms=5", 2, **kw))
     (a,), (b,) = one.levels, two.levels
     assert a.completed == b.completed == 60 and b.failed == 0
-    assert a.workers is None and a.client_bound is None  # one process: as before
+    assert a.workers is not None and [w.worker for w in a.workers] == [0]  # one process: worker 0
+    assert a.workers[0].sent == 60 and 0 < a.workers[0].cpu_share < 0.9 and a.client_bound is None
     assert b.concurrency == 4 and b.shards == 1 and two.shards == 1
     assert b.workers is not None and [w.worker for w in b.workers] == [0, 1]
     assert sum(w.sent for w in b.workers) == 60
@@ -106,9 +107,10 @@ def test_an_impossible_bound_flags_the_level_in_the_result_and_the_table(
         "stage: {duration_s: 0.5}\nclient_bound: {cpu_share: 0.000001, lag_p99_ms: 0.000001}\n"
     )
     out = tmp_path / "r.json"
-    assert main(["run", "--plan", str(plan), "--workers", "2", "-o", str(out)]) == 0
-    (level,) = loads_document(out.read_text()).levels
-    assert level.client_bound is not None
-    assert any("CPU" in r for r in level.client_bound) and any("lag" in r for r in level.client_bound)
-    text = capsys.readouterr().out
-    assert "BOUND" in text and "client-bound" in text
+    for workers in ("2", "1"):  # one process is flagged as several are
+        assert main(["run", "--plan", str(plan), "--workers", workers, "-o", str(out)]) == 0
+        (level,) = loads_document(out.read_text()).levels
+        assert level.client_bound is not None, workers
+        assert any("CPU" in r for r in level.client_bound) and any("lag" in r for r in level.client_bound)
+        text = capsys.readouterr().out
+        assert "BOUND" in text and "client-bound" in text and "--workers" in text

@@ -35,6 +35,22 @@ def test_no_outage_recovers_at_once() -> None:
     assert _record("++++++++").recovery_seconds(since=100.2, window_s=0.3) == pytest.approx(0.0)
 
 
+def test_an_outage_that_begins_late_is_timed_from_its_first_failure() -> None:
+    """Injected at t=100.0, clients fail from 102.5 to 105.4: the recovery is that outage (3 s),
+    not the 0 s of the clean window right after the injection."""
+    record = _record("+" * 25 + "-" * 30 + "+" * 20)
+    outage, recovery = record.outage_recovery(since=100.0, until=200.0, window_s=1.0)
+    assert outage and recovery == pytest.approx(3.0)
+
+
+def test_a_flapping_outage_is_one_outage_up_to_its_last_failure() -> None:
+    """Failures 0.3 s apart with successes between are one outage when the window is 0.5 s."""
+    record = _record("++--+--+--" + "+" * 10)
+    assert record.outage_recovery(100.0, 200.0, window_s=0.5) == (True, pytest.approx(0.8))
+    assert record.outage_recovery(100.0, 100.2, window_s=0.5) == (False, 0.0)  # none in the span
+    assert _record("++--" + "-" * 5).outage_recovery(100.0, 200.0, 0.3) == (True, None)
+
+
 def test_success_ratio_over_a_span_and_no_data() -> None:
     record = _record("++-+")
     assert record.success_ratio() == 0.75

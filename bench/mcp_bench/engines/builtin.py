@@ -165,9 +165,9 @@ class BuiltinEngine:
             acc.add_connections(control_conns.take_connect_times())
         result = acc.to_result(meta, stop_reason=reason)
         result.stability, result.breaker = control.report()
-        if worker is not None:
-            cpu_s, wall_s = time.process_time() - cpu0, (perf_counter_ns() - wall0) / 1e9
-            client_load(plan, result, worker.index, cpu_s, wall_s)
+        # every process, one or several: a single client near a full core measures itself too
+        cpu_s, wall_s = time.process_time() - cpu0, (perf_counter_ns() - wall0) / 1e9
+        client_load(plan, result, 0 if worker is None else worker.index, cpu_s, wall_s)
         return result
 
 

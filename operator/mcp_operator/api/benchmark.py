@@ -543,6 +543,12 @@ class LevelRow(ApiModel):
         description="False when the shards' windows overlapped less than startBarrier.minOverlap: the "
         "figures are then no cluster-wide figure (condition ShardsOverlapped False).",
     )
+    client_bound: str | None = Field(
+        default=None,
+        description="Why the load generator itself was the limit (a client process near a full core, or "
+        "its schedule lagging): the figures then measure the client as much as the server.",
+        max_length=1024,
+    )
 
 
 class ShardSummary(ApiModel):

@@ -220,9 +220,19 @@ class StageSummary(ApiModel):
     achieved_rps: str = Field(default="", description="Completed requests per second.")
     p50_ms: str = Field(default="", description="Median latency over the stage.")
     p99_ms: str = Field(default="", description="P99 latency over the stage.")
-    errors: int = Field(default=0, ge=0, description="Requests that failed or were dropped.")
+    errors: int = Field(default=0, ge=0, description="Requests sent that failed.")
+    dropped: int = Field(
+        default=0, ge=0, description="Arrivals the load generator never sent (no evidence about the service)."
+    )
+    client_bound: str | None = Field(
+        default=None,
+        description="Why the load generator was the limit in this stage (then Inconclusive "
+        "LoadGeneratorSaturated).",
+        max_length=1024,
+    )
     p99_jump_at_seconds: float | None = Field(
-        default=None, description="When within the stage P99 first rose past the jump factor, if it did."
+        default=None,
+        description="When within the stage P99 first rose past the jump factor, or its failures passed 1 %.",
     )
 
 
@@ -234,3 +244,6 @@ class KpiRow(ApiModel):
     threshold: str = Field(description="The limit.")
     warn: str = Field(default="", description="The warn band, if any.")
     evidence: str = Field(default="", description="Which stage and fault it comes from.")
+    fault: str | None = Field(
+        default=None, description="The fault a per-fault row judges (recoverySeconds: one row per fault)."
+    )

@@ -481,7 +481,9 @@ class MCPReadinessStatus(ApiModel):
         description="The fault journal: every fault, written before it is applied, and its revert.",
         max_length=64,
     )
-    kpis: list[KpiRow] = Field(default_factory=list, description="The KPI board.", max_length=16)
+    kpis: list[KpiRow] = Field(
+        default_factory=list, description="The KPI board (one recoverySeconds row per fault).", max_length=96
+    )
     evaluation: EvaluationMarker | None = Field(
         default=None, description="The round claimed last (in progress while phase is Running)."
     )

@@ -88,6 +88,9 @@ def level_row(summary: LevelSummary, bounds: Bounds = TIERS[0], level: LevelResu
         output_consistency=None if summary.consistency is None else clip(summary.consistency, bounds.field),
         overlap_percent="n/a" if overlap is None else f"{overlap * 100:.1f}",
         cluster_wide=level is None or level.not_concurrent is None,
+        client_bound=None
+        if level is None or not level.client_bound
+        else clip("; ".join(level.client_bound), min(1024, bounds.text)),
     )
 
 
@@ -278,6 +281,9 @@ def merged_status(
         verdict, ready, phase = "Pass", True, "Succeeded"
     if problem is None and merged is not None and merged.search is not None:
         message = search_message(merged.search)  # the search's answer, not its probes' misses
+    bound = [] if merged is None else [lv.level_label for lv in merged.levels if lv.client_bound]
+    if bound:  # said where everyone reads: the figures there measured the client as well
+        message += f"; client-bound at {', '.join(bound)} (results[].clientBound)"
 
     def build(bounds: Bounds) -> dict[str, Any]:
         fields: dict[str, Any] = {

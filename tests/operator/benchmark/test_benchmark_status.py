@@ -129,6 +129,24 @@ async def test_two_good_shards_merge(refserver: RunningServer) -> None:
     assert complete is not None and complete["status"] == "True"
 
 
+async def test_a_client_bound_level_is_said_in_its_row_and_the_message(
+    refserver: RunningServer,
+) -> None:
+    """A shard whose client process ran near a full core flags its level; the merged row and the
+    Ready message say so (the figures there measure the client as much as the server)."""
+    plan = plan_from_spec(_spec(), refserver.url, "bench")
+    flagged = plan.model_copy(
+        update={"client_bound": plan.client_bound.model_copy(update={"cpu_share": 1e-6})}
+    )
+    docs = await asyncio.gather(run_plan(flagged), run_plan(plan))
+    texts = [_publish(doc, index) for index, doc in enumerate(docs)]
+    collected = _collect([(S0, texts[0]), (S1, texts[1])])
+    ready = _ready(collected)
+    (row,) = collected.status["results"]
+    assert "worker 0: CPU" in row["clientBound"]
+    assert "client-bound at c=4" in ready["message"]
+
+
 async def test_no_slo_declared_is_measured_not_met(refserver: RunningServer) -> None:
     texts = await _shard_texts(refserver, _spec(), shards=1)
     collected = _collect([(S0, texts[0])], expected=1)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mcp_checks.verdict import CheckOutcome, Finding, Verdict
 
@@ -31,10 +31,12 @@ class KpiResult:
     threshold: str
     warn: str = ""
     evidence: str = ""
+    fault: str = ""  # the fault a per-fault row (recoverySeconds) judges
 
     def to_wire(self) -> dict[str, str]:
         return {
             "name": self.name,
+            **({"fault": self.fault} if self.fault else {}),
             "verdict": self.verdict.value,
             "mark": MARKS[self.verdict],
             "measured": self.measured,
@@ -45,7 +47,7 @@ class KpiResult:
 
     def outcome(self) -> CheckOutcome:
         return CheckOutcome(
-            f"kpi:{self.name}",
+            f"kpi:{self.name}" + (f":{self.fault}" if self.fault else ""),
             self.verdict,
             self.reason,
             f"{self.measured} against {self.threshold}" + (f" ({self.evidence})" if self.evidence else ""),
@@ -111,11 +113,17 @@ def seconds_kpi(
     return KpiResult(name, Verdict.PASS, "WithinThreshold", measured, threshold, warn_text, evidence)
 
 
-def recovery_kpi(timings: Sequence[FaultTiming], t: KpiThresholds) -> KpiResult | None:
-    values = [(f"{f.kind} {f.fault_id} in {f.stage}", f.recovery_s) for f in timings]
-    return seconds_kpi(
-        "recoverySeconds", values, t.recovery_seconds, t.recovery_seconds_warn, "NeverRecovered"
-    )
+def recovery_kpis(timings: Sequence[FaultTiming], t: KpiThresholds) -> list[KpiResult]:
+    """One row per fault: a pod kill and a zone outage each get their own figure and verdict."""
+    rows = []
+    for f in timings:
+        values = [(f"{f.kind} {f.fault_id} in {f.stage}", f.recovery_s)]
+        row = seconds_kpi(
+            "recoverySeconds", values, t.recovery_seconds, t.recovery_seconds_warn, "NeverRecovered"
+        )
+        assert row is not None  # one value given, one row back
+        rows.append(replace(row, fault=f.fault_id))
+    return rows
 
 
 def hot_update_kpi(updates: Sequence[tuple[str, float | None]], t: KpiThresholds) -> KpiResult | None:
@@ -124,39 +132,99 @@ def hot_update_kpi(updates: Sequence[tuple[str, float | None]], t: KpiThresholds
     )
 
 
-def jump_point(
-    stages: Sequence[tuple[str, StageFigures]], factor: float
-) -> tuple[str, float, float, float] | None:
-    """The first (stage, offset, window P99, previous stage P99) where a window's P99 rose past
-    ``factor`` times the previous stage's P99."""
-    previous: float | None = None
-    for name, figures in stages:
-        if previous is not None and previous > 0:
-            for window in figures.windows:
-                if window.p99_ms is not None and window.p99_ms > factor * previous:
-                    return name, window.offset_s, window.p99_ms, previous
-        if figures.p99_ms is not None:
-            previous = figures.p99_ms
+FAILING_SHARE = 0.01  # above this share of failed requests, a window's P99 request is a failure
+
+
+@dataclass(frozen=True)
+class Jump:
+    """A stage's first window whose P99 rose past the factor, or whose P99 request failed."""
+
+    stage: str
+    offset_s: float
+    p99_ms: float | None  # None: over 1 % of the window's requests failed (however fast)
+    baseline_ms: float
+    errors: int
+    requests: int
+
+    def describe(self) -> str:
+        where = f"{self.stage} at {self.offset_s:.1f} s"
+        if self.p99_ms is None:
+            return (
+                f"{where}: {self.errors} of {self.requests} requests failed, so P99 is a failure "
+                f"(vs {self.baseline_ms:.2f} ms)"
+            )
+        errors = f", {self.errors} failed" if self.errors else ""
+        ratio = self.p99_ms / self.baseline_ms
+        return f"{where}: P99 {self.p99_ms:.2f} ms vs {self.baseline_ms:.2f} ms ({ratio:.1f}x){errors}"
+
+
+def _jump_in(name: str, figures: StageFigures, baseline: float, factor: float) -> Jump | None:
+    for window in figures.windows:
+        requests = window.completed + window.errors
+        failing = requests > 0 and window.errors / requests > FAILING_SHARE
+        if failing or (window.p99_ms is not None and window.p99_ms > factor * baseline):
+            p99 = None if failing else window.p99_ms
+            return Jump(name, window.offset_s, p99, baseline, window.errors, requests)
     return None
 
 
+def jump_points(stages: Sequence[tuple[str, StageFigures]], factor: float) -> list[Jump]:
+    """Every stage's jump, judged against the last calm stage's P99 (a stage that jumped is no
+    baseline for the next: a spike after a jumped mixed stage is still judged). Failures count:
+    an outage whose failures come back fast is a jump, not "no jump"."""
+    baseline: float | None = None
+    jumps = []
+    for name, figures in stages:
+        jump = None if baseline is None or baseline <= 0 else _jump_in(name, figures, baseline, factor)
+        if jump is not None:
+            jumps.append(jump)
+        elif figures.p99_ms is not None:
+            baseline = figures.p99_ms
+    return jumps
+
+
 def jump_kpi(stages: Sequence[tuple[str, StageFigures]], t: KpiThresholds) -> KpiResult | None:
-    """Where P99 jumps is a finding to look at (⚠️), not a failure by itself."""
-    loaded = [(n, f) for n, f in stages if f.completed]
+    """Where P99 jumps is a finding to look at (⚠️), not a failure by itself; every stage's jump
+    is listed, the first one first."""
+    loaded = [(n, f) for n, f in stages if f.completed or f.errors]
     if len(loaded) < 2:
         return None
-    threshold = f"P99 <= {t.p99_jump_factor:g}x the previous stage's"
-    jump = jump_point(loaded, t.p99_jump_factor)
-    if jump is None:
+    threshold = f"P99 <= {t.p99_jump_factor:g}x the last calm stage's, failures <= {FAILING_SHARE:.0%}"
+    jumps = jump_points(loaded, t.p99_jump_factor)
+    if not jumps:
         return KpiResult("p99JumpPoint", Verdict.PASS, "NoJump", "no jump", threshold)
-    stage, offset, p99, before = jump
     return KpiResult(
         "p99JumpPoint",
         Verdict.WARN,
         "P99Jumped",
-        f"{stage} at {offset:.1f} s: P99 {p99:.2f} ms vs {before:.2f} ms ({p99 / before:.1f}x)",
+        "; ".join(j.describe() for j in jumps),
         threshold,
-        evidence=f"stage {stage}",
+        evidence="stages " + ", ".join(j.stage for j in jumps),
+    )
+
+
+def load_generator_kpi(stages: Sequence[tuple[str, StageFigures]]) -> KpiResult | None:
+    """Whether the load generator kept up: a stage whose client was the limit measured the client
+    as much as the service, so the drill cannot be judged on it (Inconclusive, never blamed on
+    the service). Dropped arrivals never reached the service: counted here, not as failures."""
+    if not stages:
+        return None
+    threshold = "no client process bound (CPU share, schedule lag)"
+    dropped = sum(f.dropped for _, f in stages)
+    drops = f"; {dropped} arrivals dropped by the client's in-flight cap" if dropped else ""
+    bound = [(n, f.client_bound) for n, f in stages if f.client_bound]
+    if bound:
+        measured = "; ".join(f"{n}: {', '.join(reasons[:2])}" for n, reasons in bound)
+        return KpiResult(
+            "loadGenerator",
+            Verdict.INCONCLUSIVE,
+            "LoadGeneratorSaturated",
+            measured + drops,
+            threshold,
+            evidence="stages " + ", ".join(n for n, _ in bound),
+        )
+    return KpiResult(
+        "loadGenerator", Verdict.PASS, "ClientKeptUp", f"{len(stages)} stages kept up{drops}", threshold
     )
 
 
@@ -172,11 +240,11 @@ def board(
 ) -> list[KpiResult]:
     """Every KPI with data, in a fixed order; ``extra`` are the rows measured by other modules
     (retry amplification, autoscaler lag, write outage)."""
-    rows = [success_kpi(ok, total, thresholds)]
+    rows = [success_kpi(ok, total, thresholds), *recovery_kpis(recoveries, thresholds)]
     for row in (
-        recovery_kpi(recoveries, thresholds),
         hot_update_kpi(hot_updates, thresholds),
         jump_kpi(stages, thresholds),
+        load_generator_kpi(stages),
     ):
         if row is not None:
             rows.append(row)

@@ -25,11 +25,16 @@ class WindowFigures:
     offset_s: float  # from the stage's start
     p99_ms: float | None
     completed: int
-    errors: int
+    errors: int  # requests sent that failed
+    dropped: int = 0  # arrivals the client never sent (its in-flight cap was reached)
 
 
 @dataclass(frozen=True)
 class StageFigures:
+    """``errors`` are requests that failed; ``dropped`` arrivals never reached the service and are
+    no evidence about it either way; ``client_bound`` says why the load generator itself was the
+    limit (its process near a full core, or its schedule lagging)."""
+
     requested: str
     achieved_rps: float | None
     p50_ms: float | None
@@ -38,6 +43,8 @@ class StageFigures:
     errors: int
     windows: tuple[WindowFigures, ...]
     sent: int = 0  # requests the clients sent (completed or failed; dropped ones never left)
+    dropped: int = 0
+    client_bound: tuple[str, ...] = ()
 
 
 def load_plan(load: StageLoad, base_url: str) -> dict[str, Any]:
@@ -73,21 +80,20 @@ def figures(doc: ResultDocument, load: StageLoad) -> StageFigures:
     windows = []
     offset = 0.0
     window_s = load.duration_seconds / max(1, len(doc.levels))
-    completed = errors = sent = 0
+    completed = errors = sent = dropped = 0
+    bound: list[str] = []
     for level in doc.levels:
         metric = "e2e_from_schedule" if level.mode == "open" else "e2e"
         hist = level.histogram(metric) or level.histogram("e2e")
         if hist is not None:
             total.merge(hist)
-        errs = level.failed + level.dropped
-        windows.append(
-            WindowFigures(
-                offset, hist.percentile_ms(99) if hist and hist.count else None, level.completed, errs
-            )
-        )
+        p99 = hist.percentile_ms(99) if hist and hist.count else None
+        windows.append(WindowFigures(offset, p99, level.completed, level.failed, level.dropped))
         completed += level.completed
-        errors += errs
+        errors += level.failed
+        dropped += level.dropped
         sent += level.completed + level.failed
+        bound += [f"at {offset:.0f} s: {reason}" for reason in level.client_bound or []]
         offset += window_s
     achieved = completed / load.duration_seconds if load.duration_seconds else None
     requested = f"{load.rate:g} req/s" if load.rate is not None else f"concurrency {load.concurrency}"
@@ -100,6 +106,8 @@ def figures(doc: ResultDocument, load: StageLoad) -> StageFigures:
         errors=errors,
         windows=tuple(windows),
         sent=sent,
+        dropped=dropped,
+        client_bound=tuple(bound),
     )
 
 

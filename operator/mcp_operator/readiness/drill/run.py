@@ -9,7 +9,6 @@ open, also when the drill is cancelled (abort, deletion) or a step raises.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -26,7 +25,7 @@ from ... import metrics
 from ...api.drill import DrillSpec, FaultSpec, Stage
 from ..faults import FaultRefused, PlannedFault, inject_fault, plan_fault, revert_fault
 from . import journal as jr
-from .kpi import FaultTiming, board, refused_outcome
+from .kpi import FaultTiming, board, jump_points, refused_outcome
 from .load import LoadRunner, StageFigures
 from .measures import Measures
 from .profile import expand
@@ -65,12 +64,11 @@ class _State:
     timings: list[FaultTiming] = field(default_factory=list)
     hot_updates: list[tuple[str, float | None]] = field(default_factory=list)
     injected_at: dict[str, float] = field(default_factory=dict)
+    reverted_at: dict[str, float] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
-def _summary(
-    stage: Stage, phase: str, figures: StageFigures | None = None, jump: float | None = None
-) -> dict[str, Any]:
+def _summary(stage: Stage, phase: str, figures: StageFigures | None = None) -> dict[str, Any]:
     row: dict[str, Any] = {"name": stage.name, "phase": phase}
     if stage.load is not None:
         row["requested"] = (
@@ -84,9 +82,10 @@ def _summary(
             p50Ms="" if figures.p50_ms is None else f"{figures.p50_ms:.2f}",
             p99Ms="" if figures.p99_ms is None else f"{figures.p99_ms:.2f}",
             errors=figures.errors,
+            dropped=figures.dropped,
         )
-    if jump is not None:
-        row["p99JumpAtSeconds"] = round(jump, 2)
+        if figures.client_bound:
+            row["clientBound"] = "; ".join(figures.client_bound)[:1024]
     return row
 
 
@@ -139,9 +138,10 @@ class Drill:
             thresholds=self.spec.kpis,
             extra=self.measures.rows(),
         )
-        for row in rows:
-            if row.name == "p99JumpPoint" and row.verdict == Verdict.WARN:
-                self._mark_jump(row.measured)
+        jumped = {j.stage: j.offset_s for j in jump_points(figures, self.spec.kpis.p99_jump_factor)}
+        for row in self.state.stages:
+            if row["name"] in jumped:
+                row["p99JumpAtSeconds"] = round(jumped[row["name"]], 2)
         return DrillOutcome(
             outcomes=[r.outcome() for r in rows] + self.state.refused,
             kpis=[r.to_wire() for r in rows],
@@ -150,22 +150,16 @@ class Drill:
             reverted=jr.all_reverted(self.state.journal),
         )
 
-    def _mark_jump(self, measured: str) -> None:
-        stage, _, rest = measured.partition(" at ")
-        offset = rest.split(" s", 1)[0]
-        for row in self.state.stages:
-            if row["name"] == stage:
-                with contextlib.suppress(ValueError):
-                    row["p99JumpAtSeconds"] = float(offset)
-
     def _recoveries(self) -> None:
+        """One timing per fault: the outage it caused is the first failure from its injection
+        until a recovery window after its revert (a failure later than that is not its doing)."""
         window = self.spec.kpis.recovery_window_seconds
         for entry in self.state.journal:
             if entry["kind"] not in RECOVERY_KINDS or entry["id"] not in self.state.injected_at:
                 continue
             since = self.state.injected_at[entry["id"]]
-            outage = self.sentinel.first_failure(since, float("inf")) is not None
-            recovery = self.sentinel.recovery_seconds(since, window) if outage else 0.0
+            until = self.state.reverted_at.get(entry["id"], float("inf")) + window
+            outage, recovery = self.sentinel.outage_recovery(since, until, window)
             self.state.timings.append(
                 FaultTiming(entry["id"], entry["stage"], entry["kind"], recovery, outage)
             )
@@ -302,6 +296,7 @@ class Drill:
             metrics.FAULT_REVERT_FAILURES.labels(entry["kind"]).inc()
             fields = {"phase": "RevertFailed", "message": f"{type(exc).__name__}: {exc}"}
         else:
+            self.state.reverted_at[fault_id] = time.time()
             fields = {
                 "phase": "Reverted",
                 "revertedAt": utc_now(),

@@ -7,14 +7,23 @@ import pytest
 from mcp_checks.verdict import Verdict
 from mcp_operator.api.drill import DrillSpec, KpiThresholds
 from mcp_operator.readiness.drill import journal as jr
-from mcp_operator.readiness.drill.kpi import FaultTiming, board, jump_point, success_kpi
+from mcp_operator.readiness.drill.kpi import FaultTiming, Jump, board, jump_points, success_kpi
 from mcp_operator.readiness.drill.load import StageFigures, WindowFigures, load_plan
 from mcp_operator.readiness.drill.profile import expand
 
 T0 = "2026-01-01T00:00:00Z"
 
 
-def _figures(p99: float, windows: list[float | None], completed: int = 100, errors: int = 0) -> StageFigures:
+def _figures(
+    p99: float,
+    windows: list[float | None],
+    completed: int = 100,
+    errors: int = 0,
+    window_errors: list[int] | None = None,
+    client_bound: tuple[str, ...] = (),
+    dropped: int = 0,
+) -> StageFigures:
+    failed = window_errors or [0] * len(windows)
     return StageFigures(
         requested="10 req/s",
         achieved_rps=10.0,
@@ -22,7 +31,11 @@ def _figures(p99: float, windows: list[float | None], completed: int = 100, erro
         p99_ms=p99,
         completed=completed,
         errors=errors,
-        windows=tuple(WindowFigures(i * 5.0, w, 10, 0) for i, w in enumerate(windows)),
+        windows=tuple(
+            WindowFigures(i * 5.0, w, 100, e) for i, (w, e) in enumerate(zip(windows, failed, strict=True))
+        ),
+        dropped=dropped,
+        client_bound=client_bound,
     )
 
 
@@ -122,25 +135,27 @@ def test_success_kpi_never_passes_on_too_few_samples() -> None:
     assert warned.verdict == Verdict.WARN and warned.to_wire()["mark"] == "⚠️"
 
 
-def test_recovery_and_hot_update_rows() -> None:
+def test_recovery_rows_one_per_fault_and_hot_update_rows() -> None:
+    """A pod kill and a zone outage each get their own recoverySeconds row and verdict."""
     t = KpiThresholds(recovery_seconds=17, recovery_seconds_warn=10, hot_update_seconds=2.5)
-    rows = {
-        r.name: r
-        for r in board(
-            ok=20_000,
-            total=20_000,
-            stages=[],
-            recoveries=[
-                FaultTiming("a", "s1", "podKill", 3.0, True),
-                FaultTiming("b", "s2", "zoneOutage", 12.5, True),
-            ],
-            hot_updates=[("configHotUpdate c in s1", 1.2)],
-            thresholds=t,
-        )
-    }
-    assert rows["recoverySeconds"].verdict == Verdict.WARN and rows["recoverySeconds"].measured == "12.50 s"
-    assert "zoneOutage b" in rows["recoverySeconds"].evidence
-    assert rows["hotUpdateSeconds"].verdict == Verdict.PASS
+    rows = board(
+        ok=20_000,
+        total=20_000,
+        stages=[],
+        recoveries=[
+            FaultTiming("a", "s1", "podKill", 3.0, True),
+            FaultTiming("b", "s2", "zoneOutage", 12.5, True),
+        ],
+        hot_updates=[("configHotUpdate c in s1", 1.2)],
+        thresholds=t,
+    )
+    recovery = {r.fault: r for r in rows if r.name == "recoverySeconds"}
+    assert set(recovery) == {"a", "b"}
+    assert (recovery["a"].verdict, recovery["a"].measured) == (Verdict.PASS, "3.00 s")
+    assert (recovery["b"].verdict, recovery["b"].measured) == (Verdict.WARN, "12.50 s")
+    assert "zoneOutage b" in recovery["b"].evidence and recovery["b"].to_wire()["fault"] == "b"
+    assert {o.name for o in (r.outcome() for r in rows)} >= {"kpi:recoverySeconds:a", "kpi:recoverySeconds:b"}
+    assert {r.name: r for r in rows}["hotUpdateSeconds"].verdict == Verdict.PASS
     never = board(
         ok=1,
         total=1,
@@ -164,8 +179,8 @@ def test_recovery_and_hot_update_rows() -> None:
 
 def test_the_jump_point_is_the_first_window_past_the_factor() -> None:
     stages = [("baseline", _figures(10.0, [9.0, 10.0])), ("spike", _figures(80.0, [12.0, 45.0, 80.0]))]
-    assert jump_point(stages, 3.0) == ("spike", 5.0, 45.0, 10.0)
-    assert jump_point(stages, 10.0) is None
+    assert jump_points(stages, 3.0) == [Jump("spike", 5.0, 45.0, 10.0, 0, 100)]
+    assert jump_points(stages, 10.0) == []
     rows = {
         r.name: r
         for r in board(
@@ -178,3 +193,71 @@ def test_the_jump_point_is_the_first_window_past_the_factor() -> None:
         )
     }
     assert rows["p99JumpPoint"].verdict == Verdict.WARN and "spike at 5.0 s" in rows["p99JumpPoint"].measured
+
+
+def test_every_stage_is_judged_and_a_jumped_stage_is_no_baseline() -> None:
+    """mixed jumps (P99 40 ms against baseline 10 ms); spike at P99 424 ms with 23 errors is
+    judged against baseline's 10 ms too, not against the jumped mixed stage, and listed."""
+    stages = [
+        ("baseline", _figures(10.0, [9.0, 10.0])),
+        ("mixed", _figures(200.0, [40.0, 200.0])),
+        ("spike", _figures(424.0, [424.0, 300.0], errors=23, window_errors=[23, 0])),
+    ]
+    jumps = jump_points(stages, 3.0)
+    assert [(j.stage, j.offset_s) for j in jumps] == [("mixed", 0.0), ("spike", 0.0)]
+    assert jumps[1].p99_ms is None and jumps[1].errors == 23  # 23 of 123 failed: P99 is a failure
+    row = {
+        r.name: r
+        for r in board(
+            ok=1,
+            total=1,
+            stages=stages,
+            recoveries=[],
+            hot_updates=[],
+            thresholds=KpiThresholds(p99_jump_factor=3.0),
+        )
+    }["p99JumpPoint"]
+    assert "mixed at 0.0 s" in row.measured and "spike at 0.0 s: 23 of 123 requests failed" in row.measured
+
+
+def test_a_full_outage_whose_failures_are_fast_is_a_jump() -> None:
+    """Every request of the outage window failed in 1 ms: the window's P99 of what completed is
+    fast or absent, but the P99 request failed."""
+    stages = [
+        ("baseline", _figures(10.0, [9.0, 10.0])),
+        ("outage", _figures(9.0, [9.0, None], errors=100, window_errors=[0, 100])),
+    ]
+    (jump,) = jump_points(stages, 3.0)
+    assert (jump.stage, jump.offset_s, jump.p99_ms) == ("outage", 5.0, None)
+    one_in_a_thousand = [
+        ("baseline", _figures(10.0, [10.0])),
+        ("s", _figures(10.0, [10.0], window_errors=[1])),
+    ]
+    assert jump_points(one_in_a_thousand, 3.0) == []  # 1 of 101 is within the 1 % a P99 allows
+
+
+def test_a_stage_whose_client_was_bound_is_inconclusive_and_drops_are_not_failures() -> None:
+    bound = _figures(10.0, [10.0], client_bound=("at 0 s: worker 0: CPU 98% of a core > 90%",), dropped=40)
+    rows = {
+        r.name: r
+        for r in board(
+            ok=100,
+            total=100,
+            stages=[("baseline", _figures(10.0, [10.0])), ("spike", bound)],
+            recoveries=[],
+            hot_updates=[],
+            thresholds=KpiThresholds(),
+        )
+    }
+    load = rows["loadGenerator"]
+    assert (load.verdict, load.reason) == (Verdict.INCONCLUSIVE, "LoadGeneratorSaturated")
+    assert "spike: at 0 s: worker 0: CPU 98%" in load.measured and "40 arrivals dropped" in load.measured
+    kept = board(
+        ok=1,
+        total=1,
+        stages=[("s", _figures(10.0, [10.0], dropped=3))],
+        recoveries=[],
+        hot_updates=[],
+        thresholds=KpiThresholds(),
+    )
+    assert {r.name: r.verdict for r in kept}["loadGenerator"] == Verdict.PASS

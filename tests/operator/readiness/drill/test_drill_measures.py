@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import pytest
 
+from mcp_bench.engines import run_plan
+from mcp_bench.plan import RunPlan
 from mcp_checks.verdict import Verdict
 from mcp_operator.api.drill import KpiThresholds, StageLoad
 from mcp_operator.api.drillmeasures import ServerRequests
 from mcp_operator.readiness.drill.autoscaling import LoadRise, ScaleSample, hpa_kpis, lags, load_rises
-from mcp_operator.readiness.drill.load import load_plan
+from mcp_operator.readiness.drill.load import figures, load_plan
 from mcp_operator.readiness.drill.retries import Reading, amplification_kpi, counter_total, stage_requests
 from mcp_operator.readiness.drill.writeprobe import FaultWrites, Write, longest_outage, write_outage_kpi
 from mcp_operator.readiness.faults.base import FaultRefused
 from mcp_operator.readiness.faults.chaos import pinned_spec, taken
+from mcp_refserver import RunningServer
 
 T = KpiThresholds(retry_amplification=1.5, retry_amplification_warn=1.2)
 TEXT = """# TYPE http_requests counter
@@ -192,3 +195,17 @@ nv_inference_request_failure{model="m",version="1"} 12
         urls=["http://t/metrics"], counters=["nv_inference_request_success", "nv_inference_request_failure"]
     )
     assert counter_total(triton, both) == 102
+
+
+async def test_stage_figures_keep_drops_apart_from_failures(refserver: RunningServer) -> None:
+    """A real open-loop run whose in-flight cap (1) drops most arrivals against a 50 ms server:
+    the stage's failures are the requests sent that failed (none), the drops are counted apart."""
+    load = StageLoad(rate=100, duration_seconds=1.0, window_seconds=0.5, path="/delay?ms=50")
+    plan = load_plan(load, refserver.url)
+    plan["levels"]["max_concurrency"] = 1
+    doc = await run_plan(RunPlan.model_validate(plan))
+    stage = figures(doc, load)
+    assert stage.errors == 0 and stage.completed > 0
+    assert stage.dropped == sum(level.dropped for level in doc.levels) > 0
+    assert sum(w.dropped for w in stage.windows) == stage.dropped
+    assert all(w.errors == 0 for w in stage.windows)
