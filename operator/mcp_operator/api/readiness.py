@@ -11,7 +11,7 @@ from .drill import DrillSpec, FaultRecord, KpiRow, Stage, StageSummary
 
 KIND = "MCPReadiness"
 PLURAL = "mcpreadinesses"
-MAX_CHECK_HISTORY = 20
+MAX_CHECK_HISTORY = 128  # checks, KPI rows (one recovery row per fault) and refused faults
 MAX_HISTORY = 10
 MAX_FINDINGS = 20
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from mcp_checks.verdict import SEVERITY, CheckOutcome, RunVerdict, decide
 
-from ..api.readiness import MAX_FINDINGS, MAX_HISTORY, MCPReadinessStatus
+from ..api.readiness import MAX_CHECK_HISTORY, MAX_FINDINGS, MAX_HISTORY, MCPReadinessStatus
 from ..bounded import MAX_URL, TIERS, Bounds, clip, clip_map, clip_strings, fit, json_size
 from ..conditions import condition, set_condition
 from ..rejection import rejected_fields
@@ -20,6 +20,15 @@ from ..targets import SpecProblem
 
 STATUS_TOO_LARGE = "StatusTooLarge"
 MAX_RELEASE_FIELD = 512  # spec.release is at most 256 characters: never cut
+
+
+def worst_kept(outcomes: list[CheckOutcome], limit: int) -> list[CheckOutcome]:
+    """All rows in their order when they fit; else the ``limit`` worst, still in their order (the
+    verdict is decided over all of them before this)."""
+    if len(outcomes) <= limit:
+        return outcomes
+    keep = sorted(range(len(outcomes)), key=lambda i: -SEVERITY[outcomes[i].outcome])[:limit]
+    return [outcomes[i] for i in sorted(keep)]
 
 
 def check_row(outcome: CheckOutcome, bounds: Bounds = TIERS[0]) -> dict[str, Any]:
@@ -130,7 +139,7 @@ def _verdict_fields(
         "targetUrl": clip(base_url, MAX_URL),
         "startedAt": started_at,
         "completedAt": completed,
-        "checks": [check_row(o, bounds) for o in outcomes],
+        "checks": [check_row(o, bounds) for o in worst_kept(outcomes, MAX_CHECK_HISTORY)],
         "evaluations": int(previous.get("evaluations") or 0) + 1,
         "history": [clip_strings(h, bounds.field) for h in history],
         "conditions": conds,

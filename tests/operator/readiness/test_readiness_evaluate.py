@@ -9,6 +9,7 @@ import pytest
 from mcp_checks.health import HealthProbeSpec, required_samples
 from mcp_checks.verdict import CheckOutcome, Verdict
 from mcp_operator.api import MCPReadinessSpec, MCPReadinessStatus
+from mcp_operator.api.readiness import MAX_CHECK_HISTORY
 from mcp_operator.conditions import condition
 from mcp_operator.readiness.evaluate import resolve_target, run_checks, semantic_problems
 from mcp_operator.readiness.status import rejected_status, running_status, verdict_status
@@ -138,6 +139,19 @@ def _outcome(kind: Verdict, reason: str) -> CheckOutcome:
     return CheckOutcome(
         "health-probe", kind, reason, f"{reason} seen", {"p99": "1.00ms"}, {"maxP99": "500.00ms"}
     )
+
+
+def test_more_rows_than_status_holds_keep_the_worst_and_the_verdict_over_all() -> None:
+    """A drill with many faults gives a recovery row per fault: past the CRD's row limit the
+    status keeps the worst rows in order (never a write the API server rejects)."""
+    many = [
+        CheckOutcome(f"kpi:recoverySeconds:f{i}", Verdict.PASS, "WithinThreshold", "ok") for i in range(140)
+    ]
+    many[70] = CheckOutcome("kpi:recoverySeconds:f70", Verdict.FAIL, "AboveThreshold", "slow")
+    status, verdict = verdict_status({}, 1, "http://svc", T0, many, T0)
+    MCPReadinessStatus.model_validate(status)
+    assert verdict.outcome == Verdict.FAIL and len(status["checks"]) == MAX_CHECK_HISTORY
+    assert "kpi:recoverySeconds:f70" in [row["name"] for row in status["checks"]]
 
 
 @pytest.mark.parametrize(
