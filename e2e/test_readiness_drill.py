@@ -114,9 +114,20 @@ def test_abort_reverts_at_once(kube: Any, refserver: str) -> None:
         "Aborted",
     )
     print(f"abort to revert: {time.monotonic() - started:.2f}s")
+    # the run is over: kubectl wait --for=condition=Complete returns, and Ready says how it ended
+    assert kube.wait("mcpreadiness/abort-me", "condition=Complete", timeout_s=30).returncode == 0
     obj = kube.get("mcpreadiness", "abort-me")
     assert stack.condition_of(obj)["reason"] == "DrillAborted" and obj["status"]["verdict"] == "Inconclusive"
+    assert stack.condition_of(obj, "Complete")["reason"] == "DrillAborted"
     assert [f["phase"] for f in obj["status"]["faults"]] == ["Reverted"]
+    assert [s["phase"] for s in obj["status"]["stages"]] == ["Stopped"]  # never Running for ever
+    stack.until(
+        lambda: (
+            {"FaultInjected", "FaultReverted", "DrillAborted"}
+            <= {e["reason"] for e in kube.events("abort-me")}
+        ),
+        "events for the fault, its revert and the abort",
+    )
 
 
 def test_deleting_a_drill_reverts_before_the_object_goes(kube: Any, refserver: str) -> None:
@@ -159,5 +170,7 @@ def test_an_operator_killed_mid_drill_reverts_on_restart(
     )
     obj = kube.get("mcpreadiness", "crash")
     assert stack.condition_of(obj)["reason"] == "DrillInterrupted"
+    assert stack.condition_of(obj, "Complete")["status"] == "True"
+    stack.until(lambda: "DrillInterrupted" in {e["reason"] for e in kube.events("crash")}, "an event")
     assert [f["phase"] for f in obj["status"]["faults"]] == ["Reverted"]
     assert "replayed" in obj["status"]["faults"][0]["message"]

@@ -7,12 +7,18 @@ own per-handler chatter stays out of ``kubectl describe``; our events go through
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any, cast
+
 import kopf
 
+# a handler's Body, or the object as read from the API (kopf reads only its kind and metadata)
+Subject = kopf.Body | Mapping[str, Any]
 
-def normal(body: kopf.Body, reason: str, message: str) -> None:
-    kopf.event(body, type="Normal", reason=reason, message=message[:1024])
+
+def normal(body: Subject, reason: str, message: str) -> None:
+    kopf.event(cast(kopf.Body, body), type="Normal", reason=reason, message=message[:1024])
 
 
-def warning(body: kopf.Body, reason: str, message: str) -> None:
-    kopf.event(body, type="Warning", reason=reason, message=message[:1024])
+def warning(body: Subject, reason: str, message: str) -> None:
+    kopf.event(cast(kopf.Body, body), type="Warning", reason=reason, message=message[:1024])

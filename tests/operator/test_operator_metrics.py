@@ -57,13 +57,72 @@ async def test_the_drills_own_revert_counts_a_failure(monkeypatch: pytest.Monkey
         writes.append(fields)
 
     monkeypatch.setattr(drill_run, "revert_fault", broken)
-    drill = drill_run.Drill.__new__(drill_run.Drill)
+    monkeypatch.setattr(drill_run, "REVERT_BACKOFF_S", (0.0, 0.0))  # three tries, no wait
+    drill = _drill(write_status)
     drill.state = drill_run._State(stages=[], journal=_journal("nodeDrain"))
-    drill.ctx = drill_run.DrillContext("ns", "http://svc", "/health", api=None, write_status=write_status)  # type: ignore[arg-type]
     before = _failures("nodeDrain")
     await drill._revert("f1")
     assert drill.state.journal[0]["phase"] == "RevertFailed" and writes
-    assert _failures("nodeDrain") == before + 1
+    assert _failures("nodeDrain") == before + 3  # every failed try counted
+    assert [(w, r) for w, r, _ in drill.announced] == [(True, "RevertFailed")]
+
+
+def _drill(write_status: Any) -> Any:
+    drill = drill_run.Drill.__new__(drill_run.Drill)
+    drill.announced = []
+    drill.ctx = drill_run.DrillContext(
+        "ns",
+        "http://svc",
+        "/health",
+        api=None,  # type: ignore[arg-type]
+        write_status=write_status,
+        announce=lambda warning, reason, message: drill.announced.append((warning, reason, message)),
+    )
+    return drill
+
+
+async def test_a_transient_revert_failure_is_retried_with_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The API server refuses twice (an outage), then answers: the fault ends Reverted."""
+    tries: list[str] = []
+
+    async def flaky(kind: str, undo: Any, api: Any) -> str:
+        tries.append(kind)
+        if len(tries) < 3:
+            raise RuntimeError("connection refused")
+        return "scaled back"
+
+    async def write_status(fields: dict[str, Any]) -> None:
+        pass
+
+    monkeypatch.setattr(drill_run, "revert_fault", flaky)
+    monkeypatch.setattr(drill_run, "REVERT_BACKOFF_S", (0.0, 0.01, 0.01))
+    drill = _drill(write_status)
+    drill.state = drill_run._State(stages=[], journal=_journal("scaleDown"))
+    await drill._revert("f1")
+    assert drill.state.journal[0]["phase"] == "Reverted" and len(tries) == 3
+    assert [(w, r) for w, r, _ in drill.announced] == [(False, "FaultReverted")]
+
+
+async def test_a_failed_revert_stays_open_and_a_replay_reverts_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """RevertFailed is not an end: the next replay (restart, retry timer, deletion) tries again,
+    counts the rounds that failed, and a replay that works ends it Reverted."""
+    answers = iter([RuntimeError("gone"), RuntimeError("gone"), "scaled back"])
+
+    async def revert(kind: str, undo: Any, api: Any) -> str:
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(drill_run, "revert_fault", revert)
+    journal = await drill_run.replay_journal(_journal("scaleDown"), api=None)  # type: ignore[arg-type]
+    assert journal[0]["phase"] == "RevertFailed" and jr.open_entries(journal)
+    journal = await drill_run.replay_journal(journal, api=None)  # type: ignore[arg-type]
+    assert (journal[0]["phase"], journal[0]["revertTries"]) == ("RevertFailed", 2)
+    journal = await drill_run.replay_journal(journal, api=None)  # type: ignore[arg-type]
+    assert journal[0]["phase"] == "Reverted" and not jr.open_entries(journal)
 
 
 def test_counters_the_alerts_watch_exist_at_zero() -> None:

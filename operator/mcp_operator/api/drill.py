@@ -208,6 +208,11 @@ class FaultRecord(ApiModel):
     planned_at: str = Field(description="When it was journaled (RFC 3339).")
     injected_at: str | None = Field(default=None, description="When it was applied.")
     reverted_at: str | None = Field(default=None, description="When it was undone.")
+    revert_tries: int | None = Field(
+        default=None,
+        ge=0,
+        description="Later rounds that tried to revert it and failed (RevertFailed is retried).",
+    )
     message: str = Field(
         default="", description="What happened, or why it was skipped or could not be undone."
     )
@@ -215,7 +220,9 @@ class FaultRecord(ApiModel):
 
 class StageSummary(ApiModel):
     name: str = Field(description="Stage name.")
-    phase: Literal["Pending", "Running", "Done", "Skipped"] = Field(description="Where the stage is.")
+    phase: Literal["Pending", "Running", "Done", "Skipped", "Stopped"] = Field(
+        description="Where the stage is (Stopped: running when the drill was aborted or interrupted)."
+    )
     requested: str = Field(default="", description="Requested load (rate or concurrency).")
     achieved_rps: str = Field(default="", description="Completed requests per second.")
     p50_ms: str = Field(default="", description="Median latency over the stage.")

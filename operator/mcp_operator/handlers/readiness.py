@@ -32,7 +32,7 @@ from ..readiness.claim import Claims, Marker, new_marker, skip_reason
 from ..readiness.drill import journal
 from ..readiness.drill.load import LoadRunner
 from ..readiness.drill.registry import Drills
-from ..readiness.drill.run import Drill, DrillContext, DrillOutcome, replay_journal
+from ..readiness.drill.run import Drill, DrillContext, DrillOutcome, ended_stages, replay_journal
 from ..readiness.evaluate import recheck_due, resolve_target, run_checks, semantic_problems
 from ..readiness.prober import Prober
 from ..readiness.release import (
@@ -63,6 +63,7 @@ CLAIMS = Claims()
 DRILLS = Drills()
 LOADS = LoadRunner()
 WATCH_INTERVAL_S = 2.0
+REVERT_RETRY_INTERVAL_S = 15.0  # a fault whose revert failed is tried again this often
 ARGO_APPLICATIONS = ("argoproj.io", "v1alpha1", "applications")  # group, version, plural
 _PROBER: Prober | None = None
 _SERIALIZER: client.ApiClient | None = None
@@ -100,27 +101,63 @@ async def _settle_drills(uid: str, generation: int, obj: Mapping[str, Any]) -> d
         refreshed = await _fresh(meta["namespace"], meta["name"])
         status = dict((refreshed or {}).get("status") or {})
     if DRILLS.get(uid) is None and journal.open_entries(list(status.get("faults") or [])):
+        before = {e["id"] for e in journal.open_entries(list(status["faults"]))}
         faults = await replay_journal(list(status["faults"]), kube.api_client())
         conds = journal.revert_condition(
             list(status.get("conditions") or []), faults, int(meta["generation"]), utc_now()
         )
         await _write_status(meta["namespace"], meta["name"], {"faults": faults, "conditions": conds})
         status.update(faults=faults, conditions=conds)
+        for entry in faults:
+            if entry["id"] in before and entry.get("phase") == "Reverted":
+                events.normal(
+                    obj, "FaultReverted", f"{entry['kind']} {entry['id']}: {entry.get('message', '')}"
+                )
     return status
+
+
+@kopf.timer(
+    GROUP,
+    VERSION,
+    PLURAL,
+    interval=REVERT_RETRY_INTERVAL_S,
+    initial_delay=REVERT_RETRY_INTERVAL_S,
+    when=lambda status, **_: any(f.get("phase") == "RevertFailed" for f in status.get("faults") or []),
+)
+@metrics.counted_errors("retry_reverts")
+async def retry_failed_reverts(meta: kopf.Meta, **_: Any) -> None:
+    """A fault whose revert failed is tried again until it is reverted, also when nothing else
+    happens to the object (a drill that ended with one, a replay that failed)."""
+    async with CLAIMS.lock(str(meta["uid"])):
+        obj = await _fresh(meta["namespace"], meta["name"])
+        if obj is not None:
+            await _settle_drills(str(meta["uid"]), int(obj["metadata"]["generation"]), obj)
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL, when=lambda spec, **_: bool(spec.get("drill")))
 @metrics.counted_errors("revert_on_delete")
-async def revert_on_delete(meta: kopf.Meta, status: kopf.Status, **_: Any) -> None:
+async def revert_on_delete(meta: kopf.Meta, status: kopf.Status, body: kopf.Body, **_: Any) -> None:
     """A deleted drill stops at once and every fault it injected is reverted before the
-    finalizer lets the object go."""
+    finalizer lets the object go; a fault that cannot be reverted keeps it (retried) until it is,
+    or until a person sets the release annotation, which is announced with what is left."""
     await DRILLS.stop(str(meta["uid"]))
     fresh = await _fresh(meta["namespace"], meta["name"])
     faults = list(((fresh or {}).get("status") or status or {}).get("faults") or [])
     if journal.open_entries(faults):
         faults = await replay_journal(faults, kube.api_client())
-        if not journal.all_reverted(faults):
-            raise kopf.TemporaryError("a fault could not be reverted yet; retrying", delay=10)
+        await _write_status(meta["namespace"], meta["name"], {"faults": faults})
+        left = journal.not_reverted(faults)
+        if not left:
+            return
+        named = ", ".join(f"{e.get('kind')} {e.get('target') or e.get('id')}" for e in left[:8])
+        annotations = (fresh or {}).get("metadata", {}).get("annotations") or meta.get("annotations") or {}
+        if str(annotations.get(journal.RELEASE_ANNOTATION, "")).lower() == "true":
+            events.warning(
+                body, "FaultsAbandoned", f"released by {journal.RELEASE_ANNOTATION}; not reverted: {named}"
+            )
+            return
+        events.warning(body, "RevertFailed", f"not reverted yet, retrying: {named}")
+        raise kopf.TemporaryError(f"not reverted yet: {named}; retrying", delay=10)
 
 
 async def _fresh(namespace: str, name: str) -> dict[str, Any] | None:
@@ -247,8 +284,14 @@ async def evaluate_readiness(
             return
         if parsed.drill is not None and (parsed.drill.abort or _interrupted(status, generation)):
             release = release_record(parsed, None, "Spec", generation, precise_now())
-            _end_drill(patch, status, generation, release, aborted=parsed.drill.abort)
+            _end_drill(body, patch, status, generation, release, aborted=parsed.drill.abort)
             return
+        left = journal.not_reverted(list(status.get("faults") or []))
+        if parsed.drill is not None and left:  # no new fault while an old one is in place, and no
+            await _hold_drill(body, status, generation, left)  # new journal over an open entry
+            raise kopf.TemporaryError(
+                "an earlier drill's fault is not reverted yet", delay=REVERT_RETRY_INTERVAL_S
+            )
         target = await resolve_target(parsed, namespace, kube.service_exists)
         problems = semantic_problems(parsed)
         if isinstance(target, SpecProblem):
@@ -272,15 +315,34 @@ async def evaluate_readiness(
             await evaluation
             return
         CLAIMS.running.add(marker.id)  # until the task's own bookkeeping takes over
-        task = asyncio.create_task(_drill_task(evaluation, namespace, name, generation, marker))
+        task = asyncio.create_task(_drill_task(evaluation, body, generation, marker))
         DRILLS.start(str(meta["uid"]), generation, task)
 
 
+async def _hold_drill(
+    body: kopf.Body, status: Mapping[str, Any], generation: int, left: list[dict[str, Any]]
+) -> None:
+    named = ", ".join(f"{e.get('kind')} {e.get('target') or e.get('id')}" for e in left[:8])
+    message = f"not started: an earlier drill's faults are not reverted yet ({named}); retrying"
+    conds = set_condition(
+        list(status.get("conditions") or []),
+        "Ready",
+        False,
+        "FaultsNotReverted",
+        message,
+        generation,
+        utc_now(),
+    )
+    await _write_status(str(body.metadata.namespace), str(body.metadata.name), {"conditions": conds})
+    events.warning(body, "FaultsNotReverted", message)
+
+
 async def _drill_task(
-    evaluation: Coroutine[Any, Any, None], namespace: str, name: str, generation: int, marker: Marker
+    evaluation: Coroutine[Any, Any, None], body: kopf.Body, generation: int, marker: Marker
 ) -> None:
     """A drill's evaluation as a task: a failure is logged, counted and written as the verdict
     (the drill has already reverted its faults), never lost with the task."""
+    namespace, name = str(body.metadata.namespace), str(body.metadata.name)
     try:
         await evaluation
     except asyncio.CancelledError:
@@ -294,8 +356,11 @@ async def _drill_task(
         conds = set_condition(
             list(fresh.get("conditions") or []), "Ready", False, "DrillFailed", message, generation, now
         )
+        conds = set_condition(conds, "Complete", True, "DrillFailed", message, generation, now)
         conds = journal.revert_condition(conds, list(fresh.get("faults") or []), generation, now)
+        events.warning(body, "DrillFailed", message)
         fields: dict[str, Any] = {
+            "stages": ended_stages(list(fresh.get("stages") or [])),
             "phase": "Failed",
             "verdict": "Error",
             "observedGeneration": generation,
@@ -314,6 +379,7 @@ def _interrupted(status: Mapping[str, Any], generation: int) -> bool:
 
 
 def _end_drill(
+    body: kopf.Body,
     patch: kopf.Patch,
     status: Mapping[str, Any],
     generation: int,
@@ -335,7 +401,8 @@ def _end_drill(
     conds = set_condition(
         list(status.get("conditions") or []), "Ready", False, reason, message, generation, now
     )
-    conds = set_condition(conds, "Complete", False, reason, message, generation, now)
+    # Complete: the run is over (kubectl wait --for=condition=Complete returns); Ready says how
+    conds = set_condition(conds, "Complete", True, reason, message, generation, now)
     conds = journal.revert_condition(conds, list(status.get("faults") or []), generation, now)
     patch.status.update(
         {
@@ -344,9 +411,11 @@ def _end_drill(
             "verdict": "Inconclusive",
             "completedAt": now,
             "conditions": conds,
+            "stages": ended_stages(list(status.get("stages") or [])),
             "release": {**release, "completedAt": now},
         }
     )
+    events.warning(body, reason, message)
 
 
 @kopf.timer(
@@ -534,6 +603,9 @@ async def _run_drill(parsed: MCPReadinessSpec, target: str, body: kopf.Body) -> 
         health_path=probe.path if probe is not None else "/health",
         api=kube.api_client(),
         write_status=lambda fields: _write_status(namespace, name, fields),
+        announce=lambda warning, reason, message: (events.warning if warning else events.normal)(
+            body, reason, message
+        ),
     )
     return await Drill(parsed.drill, context, LOADS).run()
 

@@ -2,8 +2,9 @@
 orchestrator, the delete handler and the start-up replay read and write it the same way.
 
 An entry is written ``Planned`` with its undo data before anything is touched; only then is the
-fault applied (``Injected``), and every path ends it ``Reverted``, ``RevertFailed`` or, when it
-was never applied, ``Skipped``.
+fault applied (``Injected``), and every path ends it ``Reverted`` or, when it was never applied,
+``Skipped``. ``RevertFailed`` is no end: it stays open and is retried until it is reverted, or
+until a person releases it explicitly (``RELEASE_ANNOTATION``, on deletion, with an event).
 """
 
 from __future__ import annotations
@@ -14,8 +15,13 @@ from typing import Any
 
 from ...conditions import set_condition
 
-OPEN_PHASES = ("Planned", "Injected")
+# entries that may still be breaking something: a failed revert is open too, and is retried on
+# every path (the drill's own end, a restart's replay, the periodic retry, deletion)
+OPEN_PHASES = ("Planned", "Injected", "RevertFailed")
 Journal = list[dict[str, Any]]
+# set to "true" on an MCPReadiness being deleted: let it go although a fault could not be
+# reverted (the person takes the cluster's repair over; a Warning event names what is left)
+RELEASE_ANNOTATION = "mcp2026.io/release-unreverted-faults"
 
 
 def planned(

@@ -32,6 +32,7 @@ from .profile import expand
 
 log = logging.getLogger(__name__)
 WriteStatus = Callable[[dict[str, Any]], Awaitable[None]]
+Announce = Callable[[bool, str, str], None]  # (warning, reason, message): an event on the object
 RECOVERY_KINDS = ("podKill", "zoneOutage", "nodeDrain", "scaleDown", "rolloutRestart")
 HOT_UPDATE_TIMEOUT_S = 60.0
 
@@ -43,6 +44,7 @@ class DrillContext:
     health_path: str
     api: client.ApiClient
     write_status: WriteStatus
+    announce: Announce = lambda warning, reason, message: None
 
 
 @dataclass
@@ -87,6 +89,13 @@ def _summary(stage: Stage, phase: str, figures: StageFigures | None = None) -> d
         if figures.client_bound:
             row["clientBound"] = "; ".join(figures.client_bound)[:1024]
     return row
+
+
+def ended_stages(stages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A drill that ended early (aborted, or its operator lost): no stage stays Running or
+    Pending for ever; the one running is Stopped, those not reached are Skipped."""
+    after = {"Running": "Stopped", "Pending": "Skipped"}
+    return [{**row, "phase": after.get(str(row.get("phase")), row.get("phase"))} for row in stages]
 
 
 class Drill:
@@ -259,6 +268,7 @@ class Drill:
         self.state.journal = jr.updated(
             self.state.journal, fault_id, phase="Injected", injectedAt=utc_now(), message=message
         )
+        self.ctx.announce(False, "FaultInjected", f"{fault.kind} {fault_id} in {stage.name}: {message}")
         await self._write()
         if fault.kind == "configHotUpdate":
             self.state.hot_updates.append(
@@ -290,11 +300,10 @@ class Drill:
         if entry["phase"] not in jr.OPEN_PHASES:
             return
         try:
-            message = await revert_fault(entry["kind"], jr.undo_of(entry), self.ctx.api)
+            message = await revert_with_backoff(entry, self.ctx.api, REVERT_BACKOFF_S)
         except Exception as exc:  # recorded in the journal and the FaultsReverted condition
-            log.exception("reverting %s failed", fault_id)
-            metrics.FAULT_REVERT_FAILURES.labels(entry["kind"]).inc()
             fields = {"phase": "RevertFailed", "message": f"{type(exc).__name__}: {exc}"}
+            self.ctx.announce(True, "RevertFailed", f"{entry['kind']} {fault_id}: {fields['message']}")
         else:
             self.state.reverted_at[fault_id] = time.time()
             fields = {
@@ -302,6 +311,7 @@ class Drill:
                 "revertedAt": utc_now(),
                 "message": "; ".join(x for x in (why, message) if x),
             }
+            self.ctx.announce(False, "FaultReverted", f"{entry['kind']} {fault_id}: {fields['message']}")
         self.state.journal = jr.updated(self.state.journal, fault_id, **fields)
         await self._write()
 
@@ -311,16 +321,42 @@ class Drill:
             await asyncio.shield(self._revert(entry["id"]))
 
 
-async def replay_journal(journal: jr.Journal, api: client.ApiClient) -> jr.Journal:
-    """Revert what a journal left open (an operator that died mid-drill, a deleted resource)."""
+REVERT_BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0)  # a drill's own revert: about 15 s of retries
+
+
+async def revert_with_backoff(
+    entry: dict[str, Any], api: client.ApiClient, backoff_s: tuple[float, ...]
+) -> str:
+    """Revert one journal entry, retrying with backoff (a transient API error must not leave a
+    fault in place); the last failure is raised. Every failed try is counted."""
+    for attempt, delay in enumerate((*backoff_s, None)):
+        try:
+            return await revert_fault(entry["kind"], jr.undo_of(entry), api)
+        except Exception:
+            metrics.FAULT_REVERT_FAILURES.labels(entry["kind"]).inc()
+            log.warning("reverting %s failed (try %d)", entry["id"], attempt + 1, exc_info=True)
+            if delay is None:
+                raise
+            await asyncio.sleep(delay)
+    raise AssertionError("unreachable")
+
+
+async def replay_journal(
+    journal: jr.Journal, api: client.ApiClient, backoff_s: tuple[float, ...] = ()
+) -> jr.Journal:
+    """Revert what a journal left open: an operator that died mid-drill, a deleted resource, a
+    revert that failed before (retried each time this runs)."""
     for entry in jr.open_entries(journal):
         try:
-            message = await revert_fault(entry["kind"], jr.undo_of(entry), api)
+            message = await revert_with_backoff(entry, api, backoff_s)
         except Exception as exc:
-            log.exception("replaying the journal: reverting %s failed", entry["id"])
-            metrics.FAULT_REVERT_FAILURES.labels(entry["kind"]).inc()
+            tries = int(entry.get("revertTries") or 0) + 1
             journal = jr.updated(
-                journal, entry["id"], phase="RevertFailed", message=f"{type(exc).__name__}: {exc}"
+                journal,
+                entry["id"],
+                phase="RevertFailed",
+                revertTries=tries,
+                message=f"{type(exc).__name__}: {exc}",
             )
         else:
             journal = jr.updated(

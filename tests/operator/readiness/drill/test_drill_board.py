@@ -261,3 +261,15 @@ def test_a_stage_whose_client_was_bound_is_inconclusive_and_drops_are_not_failur
         thresholds=KpiThresholds(),
     )
     assert {r.name: r.verdict for r in kept}["loadGenerator"] == Verdict.PASS
+
+
+def test_a_drill_that_ended_early_leaves_no_stage_running_or_pending() -> None:
+    from mcp_operator.readiness.drill.run import ended_stages
+
+    stages = [
+        {"name": "a", "phase": "Done"},
+        {"name": "b", "phase": "Running"},
+        {"name": "c", "phase": "Pending"},
+    ]
+    assert [s["phase"] for s in ended_stages(stages)] == ["Done", "Stopped", "Skipped"]
+    assert stages[1]["phase"] == "Running"  # pure: the input is left as it was
