@@ -28,6 +28,7 @@ from . import journal as jr
 from .kpi import FaultTiming, board, jump_points, refused_outcome
 from .load import LoadRunner, StageFigures
 from .measures import Measures
+from .preflight import preflight
 from .profile import expand
 
 log = logging.getLogger(__name__)
@@ -115,8 +116,13 @@ class Drill:
             )
 
     async def run(self) -> DrillOutcome:
-        stop = asyncio.Event()
         url = self.ctx.base_url.rstrip("/") + self.ctx.health_path
+        refused = await preflight(url)
+        if refused is not None:  # nothing injected, no stage run: the drill could prove nothing
+            self.state.stages = ended_stages(self.state.stages)
+            await self._write(stage=f"0/{len(self.stages)}")
+            return DrillOutcome([refused], [], self.state.stages, self.state.journal, reverted=True)
+        stop = asyncio.Event()
         sentinel = asyncio.create_task(run_sentinel(url, self.sentinel, stop))
         self.measures.start()
         figures: list[tuple[str, StageFigures]] = []
