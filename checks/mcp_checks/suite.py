@@ -10,8 +10,10 @@ a check that times out or raises becomes an Inconclusive or Error row, never a m
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +49,9 @@ class CheckContext:
     base_url: str | None = None
     api_client: client.ApiClient | None = None
     health_probe: HealthProbeRunner = run_health_probe
+    # waits for capacity to probe a URL (the operator's bounded prober); the wait is queue time,
+    # kept out of the check's timeout and duration
+    probe_slot: Callable[[str], AbstractAsyncContextManager[None]] = lambda url: contextlib.nullcontext()
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,7 @@ class PlannedCheck:
     name: str
     timeout_s: float
     run: Callable[[CheckContext], Awaitable[CheckOutcome]]
+    admit: Callable[[CheckContext], AbstractAsyncContextManager[None]] | None = None
 
 
 def _join(base: str | None, path: str) -> str:
@@ -89,7 +95,11 @@ def health_probe(entry: Mapping[str, Any]) -> PlannedCheck:
     requests = int(entry.get("requests", defaults.requests))
     concurrency = int(entry.get("concurrency", defaults.concurrency))
     bound = (requests / concurrency + 1) * timeout_ms / 1000.0
-    return PlannedCheck(CHECK_KEYS["healthProbe"], bound + SLACK_S, run)
+
+    def admit(ctx: CheckContext) -> AbstractAsyncContextManager[None]:
+        return ctx.probe_slot(spec_for(ctx).url)
+
+    return PlannedCheck(CHECK_KEYS["healthProbe"], bound + SLACK_S, run, admit)
 
 
 def _opt_float(value: Any) -> float | None:
@@ -225,10 +235,16 @@ def plan_checks(checks: Mapping[str, Any], only: set[str] | None = None) -> list
 
 
 async def _guarded(check: PlannedCheck, ctx: CheckContext) -> CheckOutcome:
-    """The check's row, with how long it took."""
-    started = time.monotonic()
-    outcome = await _outcome_of(check, ctx)
-    outcome.duration_s = time.monotonic() - started
+    """The check's row, with how long it took once admitted (waiting for capacity is queue time:
+    neither its duration nor against its timeout)."""
+    try:
+        admission = check.admit(ctx) if check.admit is not None else contextlib.nullcontext()
+    except SpecError as exc:
+        return CheckOutcome(check.name, Verdict.ERROR, "CheckMisconfigured", str(exc))
+    async with admission:
+        started = time.monotonic()
+        outcome = await _outcome_of(check, ctx)
+        outcome.duration_s = time.monotonic() - started
     return outcome
 
 

@@ -4,11 +4,14 @@ checks that overrun or raise become rows, and usage errors before anything runs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from mcp_checks.health import HealthProbeSpec
 from mcp_checks.suite import CheckContext, PlannedCheck, SpecError, _pods_to_proxies, plan_checks, run_checks
 from mcp_checks.verdict import CheckOutcome, Verdict
 
@@ -75,3 +78,38 @@ def test_usage_errors_before_anything_runs() -> None:
     with pytest.raises(SpecError, match="metricDrift"):
         plan_checks({"metricDrift": {"rules": []}})
     assert [c.name for c in plan_checks({"healthProbe": {"enabled": False}})] == []
+
+
+async def test_waiting_for_capacity_is_queue_time_not_the_checks_timeout() -> None:
+    """One probe slot, held past the health probe's whole timeout by another gate's round:
+    the queued probe runs once the slot frees, within its own timeout, and reports its own
+    duration, never CheckTimedOut for the operator's queue."""
+    slot = asyncio.Semaphore(1)
+    urls: list[str] = []
+
+    @contextlib.asynccontextmanager
+    async def probe_slot(url: str) -> AsyncIterator[None]:
+        urls.append(url)
+        async with slot:
+            yield
+
+    async def health_probe(spec: HealthProbeSpec) -> CheckOutcome:
+        await asyncio.sleep(0.01)
+        return CheckOutcome("health-probe", Verdict.PASS, "HealthProbePassed", spec.url)
+
+    (check,) = plan_checks({"healthProbe": {"requests": 1, "timeoutMs": 20}})
+    assert check.timeout_s < 5.1  # 2 x 20 ms plus the suite's slack
+    ctx = CheckContext("ns", "http://svc:8000", health_probe=health_probe, probe_slot=probe_slot)
+    await slot.acquire()  # another gate's round
+    queued = asyncio.create_task(run_checks([check], ctx))
+    await asyncio.sleep(check.timeout_s * 1.2)
+    assert not queued.done()
+    slot.release()
+    (row,) = await queued
+    assert (row.outcome, row.reason, row.message) == (
+        Verdict.PASS,
+        "HealthProbePassed",
+        "http://svc:8000/health",
+    )
+    assert row.duration_s is not None and row.duration_s < check.timeout_s
+    assert urls == ["http://svc:8000/health"]

@@ -671,7 +671,8 @@ async def _evaluate_round(
                 parsed,
                 target,
                 namespace,
-                health_probe=prober().health_probe,
+                health_probe=prober().run_round,
+                probe_slot=prober().slot,
                 api_client=kube.api_client(),
             )
             for outcome in outcomes:

@@ -8,7 +8,9 @@ through a small callable (``ServiceExists``) rather than a client object.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
+from dataclasses import replace
 from typing import Any
 
 from mcp_checks.health import required_samples, run_health_probe
@@ -61,12 +63,15 @@ async def run_checks(
     namespace: str,
     *,
     health_probe: HealthProbeRunner = run_health_probe,
+    probe_slot: Callable[[str], AbstractAsyncContextManager[None]] | None = None,
     api_client: Any = None,
 ) -> list[CheckOutcome]:
     """Every enabled check at once, each within its own timeout (``mcp_checks.suite``, the same
     path ``mcp-check -f`` takes); ``health_probe`` runs a round (the operator passes its bounded,
-    out-of-process prober)."""
+    out-of-process prober) once ``probe_slot`` admits it (the wait is queue time, not the check's)."""
     context = CheckContext(namespace, base_url, api_client, health_probe)
+    if probe_slot is not None:
+        context = replace(context, probe_slot=probe_slot)
     return await run_suite(plan_checks(checks_wire(spec)), context)
 
 

@@ -10,8 +10,10 @@ turns itself Inconclusive when the prober ran late (``mcp_checks.health``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing
 from collections import defaultdict
+from collections.abc import AsyncIterator
 from concurrent.futures import ProcessPoolExecutor
 from urllib.parse import urlsplit
 
@@ -43,11 +45,23 @@ class Prober:
             self._pool = ProcessPoolExecutor(max_workers=self.max_concurrent, mp_context=context)
         return self._pool
 
+    @contextlib.asynccontextmanager
+    async def slot(self, url: str) -> AsyncIterator[None]:
+        """Wait for capacity (a worker, and room at the target's host): queue time, which the
+        suite keeps out of the check's own timeout (a gate queued behind 999 others has not
+        timed out)."""
+        async with self._targets[target_key(url)], self._slots:
+            yield
+
+    async def run_round(self, spec: HealthProbeSpec) -> CheckOutcome:
+        """One round in a worker process; the caller holds a ``slot``."""
+        self.rounds += 1
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor(), run_health_probe_blocking, spec)
+
     async def health_probe(self, spec: HealthProbeSpec) -> CheckOutcome:
-        async with self._targets[target_key(spec.url)], self._slots:
-            self.rounds += 1
-            loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self._executor(), run_health_probe_blocking, spec)
+        async with self.slot(spec.url):
+            return await self.run_round(spec)
 
     def close(self) -> None:
         if self._pool is not None:
