@@ -87,7 +87,10 @@ def test_trap5_exposed_collectives(docs: Any) -> None:
     f = state(5, trace=trace("tp_exposed_allreduce"))
     assert f.state == "Found" and f.values["collective_kernels"] == 6
     assert f.values["comm_share"] == pytest.approx(80 / 182, abs=0.01)
+    assert f.values["exposed_comm_share"] == pytest.approx(80 / 182, abs=0.01)
+    # the twin with the same all-reduce, overlapped by compute: as much traffic, no wait
     overlapped = state(5, trace=trace("tp_overlapped_allreduce"))
+    assert overlapped.values["comm_share"] == pytest.approx(80 / 100, abs=0.01)
     assert overlapped.state == "NotFound" and overlapped.values["exposed_comm_share"] == 0.0
     assert state(5, trace=trace("fused_decode")).state == "NotFound"  # no collective at all
     assert state(5).state == "NoData"

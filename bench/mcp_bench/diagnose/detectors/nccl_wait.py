@@ -51,7 +51,7 @@ def trace_figures(trace: Trace) -> dict[str, float] | None:
     "the NVLink topology and NCCL_ALGO/NCCL_PROTO, or lower the tensor-parallel degree.",
     needs="a multi-GPU profiler trace with the collective kernels (--trace), or telemetry of several "
     "GPUs with NVLink counters (--gpu-telemetry on a multi-GPU host)",
-    thresholds={"comm_share": 0.2, "nvlink_active_gbs": 1.0, "sm_idle_share": 0.3},
+    thresholds={"exposed_comm_share": 0.2, "nvlink_active_gbs": 1.0, "sm_idle_share": 0.3},
 )
 def check(d: Detector, inputs: DiagnoseInputs, t: Mapping[str, float]) -> Finding:
     trace = inputs.trace
@@ -67,7 +67,9 @@ def check(d: Detector, inputs: DiagnoseInputs, t: Mapping[str, float]) -> Findin
                 f"collectives take {fig['comm_share']:.0%} of the step, {fig['exposed_comm_share']:.0%} "
                 "with no compute beside them"
             )
-            hit = fig["comm_share"] >= t["comm_share"]
+            # the trap is the wait, not the traffic: communication that compute overlaps costs
+            # no step time, however large its share
+            hit = fig["exposed_comm_share"] >= t["exposed_comm_share"]
             return (d.found if hit else d.not_found)(summary, t, values=fig, source=src)
     doc = inputs.document
     best = None
