@@ -247,6 +247,15 @@ def _execute(plan: RunPlan, observers: list[RunObserver], k6_binary: str | None)
     return asyncio.run(K6Engine(binary=k6_binary).run(plan, observers))
 
 
+def _workers_arg(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a process count or 'auto', not {text!r}") from None
+
+
 def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     plan = plan_from_args(args)
     if getattr(args, "search", False):
@@ -254,8 +263,11 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
             plan = with_search(plan, args)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-    if args.workers is not None:
-        plan = RunPlan.from_dict({**plan.model_dump(), "workers": args.workers}, source="--workers")
+    # quick runs choose their client processes by default (one process at 512 streams measured
+    # itself); a plan file keeps what it says unless --workers is given
+    workers = args.workers if args.workers is not None else ("auto" if args.plan is None else None)
+    if workers is not None:
+        plan = RunPlan.from_dict({**plan.model_dump(), "workers": workers}, source="--workers")
     if args.server_metrics_interval is not None:
         plan = with_timeline_interval(plan, args.server_metrics_interval)
     observers = build_observers(
@@ -454,8 +466,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     flags.add_argument(
         "--workers",
-        type=int,
-        help="client processes sharing each level (builtin engine; default 1; also with --plan)",
+        type=_workers_arg,
+        help="client processes sharing each level (builtin engine), or 'auto': one per 128 streams "
+        "or 1,500 req/s, at most half the cores (default: auto; with --plan, the plan's)",
     )
     flags.add_argument("--duration", help="measured time per level (default 10s)")
     flags.add_argument("--warmup", help="unmeasured warm-up per level")

@@ -11,7 +11,7 @@ from mcp_bench.cli import main
 from mcp_bench.engines import run_plan_sync
 from mcp_bench.engines.runloop import level_metas, level_schedule
 from mcp_bench.engines.workers import merge_level, run_level_processes, split_level
-from mcp_bench.plan import PlanError, RunPlan
+from mcp_bench.plan import PlanError, RunPlan, choose_workers
 from mcp_bench.results.document import loads_document
 from mcp_bench.results.histogram import LatencyHistogram
 from mcp_refserver import RunningServer
@@ -50,6 +50,29 @@ def test_open_loop_split_deals_the_one_process_schedule() -> None:
     assert sum(s.warmup_count for s in slices if s is not None) == whole.warmup_count
     assert sum(s.measured_count for s in slices if s is not None) == whole.measured_count
     assert [p.plan.levels.max_concurrency for p in parts] == [4, 4, 4]
+
+
+def test_auto_workers_follow_the_largest_level_and_the_cores() -> None:
+    """512 streams on 16 cores: 4 processes (the setting that measured TTFT within 0.5 ms);
+    never more than half the cores, one for small levels and for engines with their own."""
+    assert choose_workers({"concurrency": [1, 512]}, cores=16) == 4
+    assert choose_workers({"concurrency": [512]}, cores=2) == 1
+    assert choose_workers({"concurrency": [64]}, cores=16) == 1
+    assert choose_workers({"rate": [100.0, 6000.0]}, cores=16) == 4
+    assert choose_workers({"concurrency": [4096]}, cores=8) == 4  # half the cores at most
+    assert choose_workers({"concurrency": [512]}, engine="locust", cores=16) == 1
+    plan = _plan("http://h/x", "auto", levels={"concurrency": [4]}, stage={"requests": 4})  # type: ignore[arg-type]
+    assert plan.workers == 1  # resolved where the plan is read
+
+
+def test_quick_runs_choose_workers_and_plans_keep_theirs(refserver: RunningServer, tmp_path: Any) -> None:
+    out = tmp_path / "r.json"
+    args = ["run", "--url", refserver.url + "/delay?ms=1", "--concurrency", "2", "--requests", "20"]
+    assert main([*args, "-o", str(out)]) == 0
+    doc = loads_document(out.read_text())
+    assert doc.plan.workers == choose_workers({"concurrency": [2]})
+    with pytest.raises(SystemExit):
+        main([*args, "--workers", "many"])
 
 
 def test_workers_need_the_builtin_engine() -> None:
