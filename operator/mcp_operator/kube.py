@@ -104,19 +104,35 @@ async def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
             await asyncio.sleep(delay)
 
 
-def call_within(fn: Callable[..., T], *args: Any, within_s: float, **kwargs: Any) -> T:
+STARTUP_AUTH_S = 60.0  # a restarted API server refuses service accounts until RBAC has synced
+
+
+def starting_refusal(exc: BaseException) -> bool:
+    """A 401 or 403: final from a running API server, but also what one that has just restarted
+    answers a service account until its authenticator and RBAC caches have synced."""
+    return isinstance(exc, ApiException) and exc.status in (401, 403)
+
+
+def call_within(
+    fn: Callable[..., T], *args: Any, within_s: float, auth_retry_s: float = STARTUP_AUTH_S, **kwargs: Any
+) -> T:
     """``fn`` retried with a growing backoff (0.2 s doubling to 5 s) on any transient failure until
     ``within_s`` has passed: for a shard pod, whose measured result must outlive an API server that
-    is restarting (seconds to a minute), where the handlers' few quick retries would give up. Errors
-    that are not transient (a 403, a 404, a write too large) are raised at once."""
+    is restarting (seconds to a minute), where the handlers' few quick retries would give up. A 401
+    or 403 is retried for ``auth_retry_s`` (a restarting API server's RBAC not synced yet); other
+    errors that are not transient (a 404, a write too large) are raised at once."""
     kwargs.setdefault("_request_timeout", min(REQUEST_TIMEOUT_S, max(1.0, within_s)))
-    deadline = time.monotonic() + within_s
+    started = time.monotonic()
+    deadline = started + within_s
     delay = RETRY_DELAYS_S[0]
     while True:
         try:
             return fn(*args, **kwargs)
         except Exception as exc:
-            if retry_delay(exc, 0) is None or time.monotonic() + delay > deadline:
+            retried = retry_delay(exc, 0) is not None or (
+                starting_refusal(exc) and time.monotonic() - started < auth_retry_s
+            )
+            if not retried or time.monotonic() + delay > deadline:
                 raise
             log.warning(
                 "API call %s failed (%s); retrying in %.1fs",

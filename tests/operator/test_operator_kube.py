@@ -69,12 +69,24 @@ def test_a_shard_write_outlives_an_api_server_outage() -> None:
     assert calls[-1] - calls[0] >= 0.2 + 0.4 + 0.8  # it backs off (a sleep is never shorter)
 
 
-@pytest.mark.parametrize("status", [403, 404, 413, 422])
+@pytest.mark.parametrize("status", [404, 413, 422])
 def test_a_shard_write_refused_for_a_reason_is_not_retried(status: int) -> None:
     fn, calls = _flaky([ApiException(status=status)])
     with pytest.raises(ApiException):
         kube.call_within(fn, within_s=60)
     assert len(calls) == 1
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_a_refusal_from_an_api_server_that_just_restarted_is_retried_a_while(status: int) -> None:
+    """A restarted API server answers a service account 401/403 until its caches have synced: the
+    shard's result write tries again for a while, and a refusal that lasts is raised."""
+    fn, calls = _flaky([ApiException(status=status), ApiException(status=status)])
+    assert kube.call_within(fn, within_s=60) == "ok" and len(calls) == 3
+    lasting, tries = _flaky([ApiException(status=status) for _ in range(100)])
+    with pytest.raises(ApiException):
+        kube.call_within(lasting, within_s=60, auth_retry_s=0.5)
+    assert 2 <= len(tries) < 100
 
 
 def test_a_shard_write_gives_up_at_its_deadline() -> None:

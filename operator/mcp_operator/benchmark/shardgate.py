@@ -5,7 +5,9 @@ run's start object (see ``barrier`` for the operator's side).
 Reports are small, signed with the run's key, and written from a thread of their own (never on
 the load loop), at most once per interval except when the state changes (waiting at a barrier,
 running, finished), which is written at once so the barrier opens without delay. A write that
-fails is retried with the next report; progress is for people and never part of the result.
+fails is tried again (a newer report replaces it), whatever the failure: a restarted API server
+refuses a service account until its RBAC has synced, and a shard waiting at the barrier whose
+"waiting" was lost would wait for ever. Progress is never part of the result.
 """
 
 from __future__ import annotations
@@ -20,10 +22,10 @@ from mcp_bench.plan import RunPlan
 from mcp_bench.results.aggregate import LevelMeta
 from mcp_bench.results.document import LevelResult, ResultDocument
 
-from ..kube import retry_delay
 from .barrier import FINISHED, POLL_S, RUNNING, WAITING, sign
 
-RETRY_S = 1.0  # a failed write is tried again after this long
+RETRY_S = 1.0  # a failed write is tried again after this long, doubling while failures last
+MAX_RETRY_S = 10.0
 
 
 class ProgressWriter:
@@ -40,6 +42,7 @@ class ProgressWriter:
         self._last = 0.0
         self.written = 0
         self.failures = 0
+        self._failing = 0  # failures since the last write that landed
         self._thread = threading.Thread(target=self._run, name="progress-writer", daemon=True)
         self._thread.start()
 
@@ -72,14 +75,18 @@ class ProgressWriter:
                 self._write(text)
                 self.written += 1
                 self._last = time.monotonic()
-            except Exception as exc:  # the API server may be away: the same report is tried again soon
+                self._failing = 0
+            except Exception:  # the API server may be away or not ready: the same report again
                 self.failures += 1
+                self._failing += 1
                 with self._cond:
-                    if self._latest is None and retry_delay(exc, 0) is not None:  # unless a newer
-                        self._latest = text  # report replaced it, or the refusal was final (a 403)
-                # the next attempt comes after RETRY_S, not a whole interval (a shard waiting at
-                # the barrier offers nothing new, and the operator must still learn that it waits)
-                self._last = time.monotonic() - self.interval_s + min(self.interval_s, RETRY_S)
+                    if self._latest is None:  # unless a newer report replaced it
+                        self._latest = text
+                # the next attempt comes after RETRY_S (doubling while it fails), not a whole
+                # interval: a shard waiting at the barrier offers nothing new, and the operator
+                # must still learn that it waits
+                wait = min(RETRY_S * 2 ** (self._failing - 1), MAX_RETRY_S)
+                self._last = time.monotonic() - self.interval_s + wait
 
 
 def eta_s(plan: RunPlan, level: int, levels: int, fraction: float, elapsed_s: float) -> float | None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 from tests.operator.fakekube import FakeKube
 
 from mcp_bench.engines import run_plan
@@ -199,6 +200,25 @@ def test_a_failed_progress_write_is_tried_again_without_a_newer_report() -> None
     _until(lambda: written == ["waiting"])
     writer.close()
     assert attempts == ["waiting"] * 3 and writer.failures == 2 and writer.written == 1
+
+
+def test_a_progress_write_refused_by_a_restarted_api_server_is_tried_again() -> None:
+    """A restarted API server answers the shard's service account 403 until RBAC has synced: the
+    "waiting" report must still arrive (dropped, the run stalled at the barrier for 600 s)."""
+    written: list[str] = []
+    attempts: list[str] = []
+
+    def refused_then_fine(text: str) -> None:
+        attempts.append(text)
+        if len(attempts) == 1:
+            raise ApiException(status=403, reason="Forbidden")
+        written.append(text)
+
+    writer = ProgressWriter(refused_then_fine, interval_s=2.0)
+    writer.offer("waiting", urgent=True)
+    _until(lambda: written == ["waiting"])
+    writer.close()
+    assert attempts == ["waiting"] * 2 and writer.failures == 1
 
 
 def test_every_shard_gets_the_barrier_and_progress_env_and_one_shard_no_barrier() -> None:
