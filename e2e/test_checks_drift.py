@@ -1,6 +1,7 @@
 """Recording-rule drift against a real Prometheus (Debian's package) started on loopback,
 scraping a real prometheus_client exporter in this process whose values the test moves while
-the check runs."""
+the check runs; the reference tests read PrometheusRule objects and a ConfigMap from the real
+local control plane."""
 
 from __future__ import annotations
 
@@ -12,14 +13,20 @@ import threading
 import time
 import urllib.parse
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
+from kubernetes import client
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
 from mcp_checks.drift import MetricDriftSpec, RecordingRule, run_metric_drift
-from mcp_checks.verdict import Verdict
+from mcp_checks.suite import CheckContext, plan_checks, run_checks
+from mcp_checks.verdict import CheckOutcome, Verdict
+from mcp_devcluster import stack
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 pytestmark = pytest.mark.skipif(not Path(PROMETHEUS).exists(), reason="no prometheus binary")
@@ -35,6 +42,40 @@ groups:
         expr: sum by (model) (queue_depth)
       - record: job:requests:skewed
         expr: sum by (job, route) (requests_total) * 1.01
+      - record: route:bed_requests:sum
+        expr: sum by (route) (requests_total)
+      - record: route:bed_requests_drifted:sum
+        expr: sum by (route) (requests_total) * 1.005
+"""
+BED = "route:bed_requests:sum"  # faithful to its PrometheusRule
+BED_DRIFTED = "route:bed_requests_drifted:sum"  # 0.5 % more than its PrometheusRule says
+REVIEWED = "sum by (route) (requests_total)"  # what the PrometheusRule says the drifted rule records
+# prometheus-operator's PrometheusRule CRD cannot be fetched here: this stands in for it, with the
+# same group, version, names and scope, and a structural schema that keeps spec as written
+PROMETHEUS_RULE_CRD = """\
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: prometheusrules.monitoring.coreos.com
+spec:
+  group: monitoring.coreos.com
+  scope: Namespaced
+  names:
+    kind: PrometheusRule
+    listKind: PrometheusRuleList
+    plural: prometheusrules
+    singular: prometheusrule
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec:
+              type: object
+              x-kubernetes-preserve-unknown-fields: true
 """
 
 
@@ -109,7 +150,12 @@ def prometheus(exporter: int, tmp_path_factory: pytest.TempPathFactory) -> Itera
             try:
                 if all(
                     _query(url, r)
-                    for r in ("job:requests:rate_sum", "job:requests:skewed", "model:queue_depth:sum")
+                    for r in (
+                        "job:requests:rate_sum",
+                        "job:requests:skewed",
+                        "model:queue_depth:sum",
+                        BED_DRIFTED,
+                    )
                 ):
                     break
             except OSError:
@@ -128,10 +174,13 @@ def prometheus(exporter: int, tmp_path_factory: pytest.TempPathFactory) -> Itera
         log.close()
 
 
-async def test_correct_rules_pass_with_expressions_read_from_the_rules_api(prometheus: str) -> None:
+async def test_correct_rules_pass_against_their_expressions(prometheus: str) -> None:
     spec = MetricDriftSpec(
         prometheus,
-        (RecordingRule("job:requests:rate_sum"), RecordingRule("model:queue_depth:sum")),
+        (
+            RecordingRule("job:requests:rate_sum", expr="sum(requests_total) by (job, route)"),
+            RecordingRule("model:queue_depth:sum", expr="sum by (model) (queue_depth)"),
+        ),
         window_s=4,
         points=3,
     )
@@ -141,6 +190,16 @@ async def test_correct_rules_pass_with_expressions_read_from_the_rules_api(prome
     assert out.observed["model:queue_depth:sum.series"] == "2"  # the zero-valued model compares too
     assert out.observed["job:requests:rate_sum.maxDrift"] == "0.0000%"
     assert out.source == prometheus and out.thresholds["maxRelativeDrift"] == "< 0.3000%"
+
+
+async def test_rules_read_only_from_the_rules_api_are_never_a_pass(prometheus: str) -> None:
+    """Issue 18 item 5: the skewed rule read back from /api/v1/rules was compared with itself and
+    passed at 0.0000 %. With nothing independent, every rule is Inconclusive instead."""
+    spec = MetricDriftSpec(prometheus, (RecordingRule("job:requests:skewed"), RecordingRule(BED_DRIFTED)))
+    out = await run_metric_drift(spec)
+    assert (out.outcome, out.reason) == (Verdict.INCONCLUSIVE, "NoIndependentReference"), out
+    assert "job:requests:skewed" in out.message and BED_DRIFTED in out.message
+    assert not any(key.endswith(".maxDrift") for key in out.observed)  # no self-comparison figure
 
 
 async def test_rule_whose_expression_differs_from_the_raw_query_fails_with_the_figure(
@@ -170,3 +229,110 @@ async def test_warn_band_and_unknown_rule_against_real_prometheus(prometheus: st
     missing = await run_metric_drift(MetricDriftSpec(prometheus, (RecordingRule("job:nope"),)))
     assert (missing.outcome, missing.reason) == (Verdict.INCONCLUSIVE, "RecordingRuleNotFound")
     assert "job:nope" in missing.message
+
+
+# -- an independent reference in the cluster ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def prometheusrule_crd(kubeconfig: Path) -> None:
+    stack.kubectl(kubeconfig, "apply", "--server-side", "-f", "-", input_text=PROMETHEUS_RULE_CRD)
+    stack.kubectl(
+        kubeconfig,
+        "wait",
+        "--for=condition=Established",
+        "crd/prometheusrules.monitoring.coreos.com",
+        "--timeout=60s",
+    )
+
+
+@pytest.fixture
+def namespace(kubeconfig: Path) -> Iterator[str]:
+    name = f"e2e-drift-{uuid.uuid4().hex[:8]}"
+    stack.kubectl(kubeconfig, "create", "namespace", name)
+    try:
+        yield name
+    finally:
+        stack.kubectl(kubeconfig, "delete", "namespace", name, "--wait=false", check=False)
+
+
+def _apply(kubeconfig: Path, namespace: str, obj: dict[str, Any]) -> None:
+    stack.kubectl(kubeconfig, "-n", namespace, "apply", "-f", "-", input_text=yaml.safe_dump(obj))
+
+
+# the reviewed rules, as their authors wrote them (Prometheus re-prints the faithful one when it
+# loads it: the check must compare by meaning, not text)
+REVIEWED_GROUPS = {
+    "groups": [
+        {
+            "name": "bed",
+            "interval": "1s",
+            "rules": [
+                {"record": BED, "expr": "sum(requests_total) by (route)"},
+                {"record": BED_DRIFTED, "expr": REVIEWED},
+            ],
+        }
+    ]
+}
+
+
+async def _drift_row(
+    prometheus: str, api: client.ApiClient, namespace: str, record: str, reference: dict[str, Any]
+) -> CheckOutcome:
+    entry = {"prometheusUrl": prometheus, "rules": [{"record": record}], "reference": reference}
+    planned = plan_checks({"healthProbe": {"enabled": False}, "metricDrift": entry})
+    [row] = await run_checks(planned, CheckContext(namespace, api_client=api))
+    return row
+
+
+async def test_a_rule_loaded_other_than_its_prometheusrule_fails_and_a_faithful_one_passes(
+    prometheus: str, prometheusrule_crd: None, kubeconfig: Path, api: client.ApiClient, namespace: str
+) -> None:
+    _apply(
+        kubeconfig,
+        namespace,
+        {
+            "apiVersion": "monitoring.coreos.com/v1",
+            "kind": "PrometheusRule",
+            "metadata": {"name": "bed", "labels": {"team": "inference"}},
+            "spec": REVIEWED_GROUPS,
+        },
+    )
+    by_name = {"prometheusRules": {"name": "bed"}}
+    drifted = await _drift_row(prometheus, api, namespace, BED_DRIFTED, by_name)
+    assert (drifted.outcome, drifted.reason) == (Verdict.FAIL, "RuleExpressionChanged"), drifted
+    loaded = "sum by (route) (requests_total) * 1.005"  # as Prometheus reports it
+    assert BED_DRIFTED in drifted.message
+    assert f"`{loaded}`" in drifted.message and f"`{REVIEWED}`" in drifted.message
+    assert f"PrometheusRule {namespace}/bed" in drifted.message
+    # and the figure, measured against the PrometheusRule's expression (never the loaded one)
+    assert drifted.observed[f"{BED_DRIFTED}.maxDrift"] == "0.5000%", drifted.observed
+    faithful = await _drift_row(
+        prometheus, api, namespace, BED, {"prometheusRules": {"selector": {"team": "inference"}}}
+    )
+    assert (faithful.outcome, faithful.reason) == (Verdict.PASS, "RuleLoadedAsReferenced"), faithful
+    assert faithful.observed[f"{BED}.maxDrift"] == "0.0000%"
+    assert faithful.observed[f"{BED}.reference"] == f"PrometheusRule {namespace}/bed"
+    absent = await _drift_row(prometheus, api, namespace, BED, {"prometheusRules": {"name": "absent"}})
+    assert (absent.outcome, absent.reason) == (Verdict.INCONCLUSIVE, "ReferenceNotFound"), absent
+
+
+async def test_a_rules_file_in_a_configmap_is_a_reference_too(
+    prometheus: str, kubeconfig: Path, api: client.ApiClient, namespace: str
+) -> None:
+    _apply(
+        kubeconfig,
+        namespace,
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "prometheus-rules"},
+            "data": {"bed.rules.yaml": yaml.safe_dump(REVIEWED_GROUPS)},
+        },
+    )
+    ref = {"configMap": {"name": "prometheus-rules", "key": "bed.rules.yaml"}}
+    faithful = await _drift_row(prometheus, api, namespace, BED, ref)
+    assert (faithful.outcome, faithful.reason) == (Verdict.PASS, "RuleLoadedAsReferenced"), faithful
+    drifted = await _drift_row(prometheus, api, namespace, BED_DRIFTED, ref)
+    assert (drifted.outcome, drifted.reason) == (Verdict.FAIL, "RuleExpressionChanged"), drifted
+    assert f"ConfigMap {namespace}/prometheus-rules[bed.rules.yaml]" in drifted.message

@@ -59,7 +59,7 @@ CONFIG = {"workload": {"name": "web"}, "configMaps": ["web-config"], "secrets": 
 SKEWED_RAW = "sum by (job, route) (requests_total)"  # what job:requests:skewed should record
 DRIFT = {
     "rules": [
-        {"record": "job:requests:rate_sum"},  # correct; its expression read from /api/v1/rules
+        {"record": "job:requests:rate_sum", "expr": SKEWED_RAW},  # correct (the same expression)
         {"record": "job:requests:skewed", "expr": SKEWED_RAW},  # records 1% too much
     ],
 }

@@ -141,6 +141,28 @@ def build_parser(prog: str = "mcp-check") -> argparse.ArgumentParser:
     drift.add_argument("--prometheus", help="Prometheus base URL")
     drift.add_argument("--rule", action="append", default=[], help="record name, or record=expr (repeatable)")
     drift.add_argument("--threshold", type=float)
+    reference = drift.add_mutually_exclusive_group()
+    reference.add_argument(
+        "--reference-file",
+        type=Path,
+        help="a Prometheus rules file (or PrometheusRule manifests): what the rules named without "
+        "=expr must be; without a reference such a rule is Inconclusive (NoIndependentReference)",
+    )
+    reference.add_argument(
+        "--reference-prometheusrules",
+        metavar="NAMESPACE[/NAME]",
+        help="the PrometheusRule objects of a namespace (or one by name) as the reference",
+    )
+    reference.add_argument(
+        "--reference-configmap", metavar="NAMESPACE/NAME/KEY", help="a rules file in a ConfigMap key"
+    )
+    drift.add_argument(
+        "--reference-selector",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="with --reference-prometheusrules NAMESPACE: only those with this label (repeatable)",
+    )
     every = sub.add_parser("all", help="every check the manifest enables, concurrently")
     _common(every)
     return parser
@@ -193,7 +215,38 @@ def _flag_entry(args: argparse.Namespace) -> dict[str, Any]:
         rules = [dict(zip(("record", "expr"), r.split("=", 1), strict=False)) for r in args.rule]
         _set(entry, "rules", rules)
         _set(entry, "threshold", args.threshold)
+        _set(entry, "reference", _drift_reference(args))
     return entry
+
+
+def _drift_reference(args: argparse.Namespace) -> dict[str, Any] | None:
+    """``metricDrift.reference`` from the drift flags (a usage error when malformed)."""
+    from .suite import SpecError
+
+    if args.reference_selector and not args.reference_prometheusrules:
+        raise SpecError("--reference-selector goes with --reference-prometheusrules NAMESPACE")
+    if args.reference_file is not None:
+        return {"file": str(args.reference_file)}
+    if args.reference_prometheusrules:
+        namespace, _, name = args.reference_prometheusrules.partition("/")
+        selector = dict(pair.split("=", 1) for pair in args.reference_selector if "=" in pair)
+        if not namespace or len(selector) != len(args.reference_selector) or (name and selector):
+            raise SpecError(
+                "--reference-prometheusrules NAMESPACE[/NAME], or NAMESPACE with --reference-selector K=V"
+            )
+        return {
+            "prometheusRules": {
+                "namespace": namespace,
+                **({"name": name} if name else {}),
+                **({"selector": selector} if selector else {}),
+            }
+        }
+    if args.reference_configmap:
+        parts = args.reference_configmap.split("/")
+        if len(parts) != 3 or not all(parts):
+            raise SpecError("--reference-configmap NAMESPACE/NAME/KEY")
+        return {"configMap": dict(zip(("namespace", "name", "key"), parts, strict=True))}
+    return None
 
 
 def _manifest(path: Path) -> Mapping[str, Any]:

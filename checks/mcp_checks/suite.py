@@ -14,13 +14,22 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from kubernetes import client
 
 from .config import ArgoApplicationRef, ConfigConsistencySpec, WorkloadKind, run_config_consistency
-from .drift import MetricDriftSpec, RecordingRule, run_metric_drift
+from .drift import (
+    ConfigMapRules,
+    MetricDriftSpec,
+    PrometheusRuleObjects,
+    RecordingRule,
+    RuleReference,
+    RulesFile,
+    run_metric_drift,
+)
 from .health import HealthProbeSpec, run_health_probe
 from .verdict import CheckOutcome, Verdict
 from .xds import XdsSource, XdsSyncSpec, measure_convergence, run_xds_sync
@@ -193,6 +202,42 @@ def config_consistency(entry: Mapping[str, Any]) -> PlannedCheck:
     return PlannedCheck(CHECK_KEYS["configConsistency"], timeout_s + SLACK_S, run)
 
 
+ReferenceFor = Callable[[CheckContext], RuleReference]
+
+
+def _drift_reference(ref: Mapping[str, Any]) -> ReferenceFor:
+    """``metricDrift.reference``: exactly one of ``prometheusRules`` (``namespace``, ``name``,
+    ``selector``), ``configMap`` (``namespace``, ``name``, ``key``; namespaces default to the
+    check's) and ``file`` (the CLI's ``--reference-file``; not part of the CRD)."""
+    kinds = [k for k in ("prometheusRules", "configMap", "file") if ref.get(k) is not None]
+    if len(kinds) != 1:
+        raise SpecError("metricDrift.reference: set exactly one of prometheusRules, configMap and file")
+    kind, body = kinds[0], ref[kinds[0]]
+    if kind == "file":
+        path = Path(str(body))
+        return lambda _ctx: RulesFile(path)
+    if not isinstance(body, Mapping):
+        raise SpecError(f"metricDrift.reference.{kind} must be a mapping")
+
+    def api(ctx: CheckContext) -> client.ApiClient:
+        if ctx.api_client is None:
+            raise SpecError(f"metricDrift.reference.{kind} needs a Kubernetes client (a kubeconfig)")
+        return ctx.api_client
+
+    if kind == "configMap":
+        if not body.get("name") or not body.get("key"):
+            raise SpecError("metricDrift.reference.configMap needs name and key")
+        return lambda ctx: ConfigMapRules(
+            api(ctx), str(body.get("namespace") or ctx.namespace), str(body["name"]), str(body["key"])
+        )
+    if body.get("name") and body.get("selector"):
+        raise SpecError("metricDrift.reference.prometheusRules: set at most one of name and selector")
+    selector = {str(k): str(v) for k, v in (body.get("selector") or {}).items()}
+    return lambda ctx: PrometheusRuleObjects(
+        api(ctx), str(body.get("namespace") or ctx.namespace), body.get("name") or None, selector
+    )
+
+
 def metric_drift(entry: Mapping[str, Any]) -> PlannedCheck:
     try:
         spec = MetricDriftSpec(
@@ -206,11 +251,18 @@ def metric_drift(entry: Mapping[str, Any]) -> PlannedCheck:
         )
     except (KeyError, ValueError) as exc:
         raise SpecError(f"metricDrift: {exc}") from exc
+    ref = entry.get("reference")
+    if ref is not None and not isinstance(ref, Mapping):
+        raise SpecError("metricDrift.reference must be a mapping")
+    reference = _drift_reference(ref) if ref else None
 
-    async def run(_ctx: CheckContext) -> CheckOutcome:
-        return await run_metric_drift(spec)
+    async def run(ctx: CheckContext) -> CheckOutcome:
+        if reference is None:
+            return await run_metric_drift(spec)
+        return await run_metric_drift(replace(spec, reference=reference(ctx)))
 
-    return PlannedCheck(CHECK_KEYS["metricDrift"], spec.timeout_s * (spec.points + 2) + SLACK_S, run)
+    # the reference read, the rules and Prometheus's clock, then each instant's queries
+    return PlannedCheck(CHECK_KEYS["metricDrift"], spec.timeout_s * (spec.points + 4) + SLACK_S, run)
 
 
 BUILDERS: dict[str, Callable[[Mapping[str, Any]], PlannedCheck]] = {

@@ -67,6 +67,9 @@ OPERATOR_RULES: list[dict[str, Any]] = [
         "verbs": ["get", "list"],
     },
     {"apiGroups": ["argoproj.io"], "resources": ["applications"], "verbs": ["get"]},
+    # readiness metricDrift reference: prometheus-operator's PrometheusRules, by name or listed by
+    # label (a rules file in a ConfigMap is read with the ConfigMap rule above)
+    {"apiGroups": ["monitoring.coreos.com"], "resources": ["prometheusrules"], "verbs": ["get", "list"]},
     # drill faults (readiness.faults), only in namespaces labelled for them: pods killed through
     # the Eviction API or deleted, nodes cordoned and uncordoned, Deployments scaled (through
     # the scale subresource) and their pod template stamped; budgets read so that an eviction a

@@ -14,12 +14,12 @@ from mcp_checks.drift import (
     assess_rule,
     compare,
     label_key,
+    loaded_rules,
     parse_vector,
     relative_drift,
-    rule_definitions,
     worst_per_series,
 )
-from mcp_checks.drift.prom import RuleNotFound, RuleUnhealthy, drifts_at
+from mcp_checks.drift.prom import drifts_at
 from mcp_checks.verdict import Verdict
 
 
@@ -144,15 +144,18 @@ RULES = {
 }
 
 
-def test_rule_definitions_from_the_rules_api() -> None:
-    [rule] = rule_definitions(RULES, "job:rate")
-    assert rule.expr == "sum(rate(x[1m]))" and rule.labels == (("team", "a"),)
-    with pytest.raises(RuleNotFound):
-        rule_definitions(RULES, "missing")
-    with pytest.raises(RuleUnhealthy, match="bad"):
-        rule_definitions(RULES, "broken")
+def test_loaded_rules_from_the_rules_api() -> None:
+    job, broken = loaded_rules(RULES)  # the alerting rule of the same name is left out
+    assert (job.record, job.query, job.labels, job.health) == (
+        "job:rate",
+        "sum(rate(x[1m]))",
+        (("team", "a"),),
+        "ok",
+    )
+    assert (broken.health, broken.last_error) == ("err", "bad")
+    assert job.last_evaluation is None and job.interval_s is None  # not in this answer: unknown
     with pytest.raises(MalformedAnswer):
-        rule_definitions({"data": {}}, "job:rate")
+        loaded_rules({"data": {}})
 
 
 class FakeProm:

@@ -17,20 +17,12 @@ from prometheus_api_client import PrometheusConnect
 from urllib3.util.retry import Retry
 
 from .compare import Labels, MalformedAnswer, SeriesDrift, compare, parse_vector
-from .spec import RecordingRule
-
-
-class RuleNotFound(LookupError):
-    pass
-
-
-class RuleUnhealthy(RuntimeError):
-    pass
 
 
 @dataclass(frozen=True)
 class RuleDefinition:
-    """One definition of a record name (several groups may record the same name)."""
+    """An expression to evaluate for a record, with the labels its rule adds: from the
+    reference or the user, never the loaded rule's own query."""
 
     expr: str
     labels: tuple[tuple[str, str], ...]
@@ -51,31 +43,6 @@ def connect(
     return prom, session
 
 
-def rule_definitions(payload: Any, record: str) -> list[RuleDefinition]:
-    """The recording rules named ``record`` in an ``/api/v1/rules`` answer."""
-    try:
-        groups = payload["data"]["groups"]
-        rules = [r for g in groups for r in g["rules"]]
-    except (KeyError, TypeError) as exc:
-        raise MalformedAnswer("/api/v1/rules: no data.groups[].rules[]") from exc
-    found = [
-        r
-        for r in rules
-        if isinstance(r, Mapping) and r.get("type") == "recording" and r.get("name") == record
-    ]
-    if not found:
-        raise RuleNotFound(f"no recording rule {record!r} in /api/v1/rules")
-    bad = [r for r in found if r.get("health") == "err"]
-    if bad:
-        raise RuleUnhealthy(f"recording rule {record} fails to evaluate: {bad[0].get('lastError', '')}")
-    out = []
-    for r in found:
-        if not isinstance(r.get("query"), str):
-            raise MalformedAnswer(f"/api/v1/rules: rule {record} has no query")
-        out.append(RuleDefinition(r["query"], tuple(sorted((r.get("labels") or {}).items()))))
-    return out
-
-
 def fetch_rules(session: requests.Session, url: str, timeout_s: float, headers: Mapping[str, str]) -> Any:
     resp = session.get(
         f"{url.rstrip('/')}/api/v1/rules", params={"type": "record"}, timeout=timeout_s, headers=dict(headers)
@@ -85,6 +52,15 @@ def fetch_rules(session: requests.Session, url: str, timeout_s: float, headers: 
         return resp.json()
     except ValueError as exc:
         raise MalformedAnswer("/api/v1/rules: not JSON") from exc
+
+
+def server_time(prom: PrometheusConnect) -> float:
+    """Prometheus's own clock (its rules' evaluation times are on it, not on ours)."""
+    answer = prom.custom_query("time()")
+    try:
+        return float(answer[1])
+    except (IndexError, TypeError, ValueError) as exc:
+        raise MalformedAnswer("time(): not a scalar") from exc
 
 
 def _timestamps(prom: PrometheusConnect, record: str, at: float) -> dict[Labels, float]:
@@ -115,9 +91,3 @@ def drifts_at(
         theirs = {k: v for k, v in raw.items() if stamps.get(k, instants[0]) == instant}
         out.extend(compare(mine, theirs, instant))
     return out
-
-
-def definitions_for(rule: RecordingRule, rules_payload: Any | None) -> list[RuleDefinition]:
-    if rule.expr is not None:
-        return [RuleDefinition(rule.expr, tuple(sorted(rule.labels)))]
-    return rule_definitions(rules_payload, rule.record)

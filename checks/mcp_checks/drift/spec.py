@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .reference import RuleReference
+
 DEFAULT_THRESHOLD = 0.003  # 0.3%, the MCP 2026 reference figure
 
 
 @dataclass(frozen=True)
 class RecordingRule:
     """A recording rule by its record name; ``expr`` (and the ``labels`` the rule adds) when
-    given, else read from Prometheus's ``/api/v1/rules``."""
+    given is the independent reference for this rule, else the check's ``reference`` says what
+    the rule should be. Without either there is nothing independent to compare with: the
+    expression Prometheus reports is the one under test."""
 
     record: str
     expr: str | None = None
@@ -22,7 +26,8 @@ class MetricDriftSpec:
     """``at`` is the evaluation time (Unix seconds, default now); with ``window_s`` and
     ``points`` > 1 the comparison repeats at evenly spaced instants over the window before
     ``at``, and each series keeps its worst drift. Drift >= ``threshold`` fails; drift >=
-    ``warn_threshold`` (below ``threshold``) warns."""
+    ``warn_threshold`` (below ``threshold``) warns. ``reference`` holds the expected rules
+    (PrometheusRule objects, a rules file) for the rules given without ``expr``."""
 
     prometheus_url: str
     rules: tuple[RecordingRule, ...]
@@ -33,6 +38,7 @@ class MetricDriftSpec:
     points: int = 1
     timeout_s: float = 10.0
     headers: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    reference: RuleReference | None = field(default=None, hash=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.rules:

@@ -202,14 +202,71 @@ class RecordingRuleRef(ApiModel):
     record: str = Field(description="The recording rule's record name.", min_length=1, max_length=512)
     expr: str | None = Field(
         default=None,
-        description="Its expression; default: read from Prometheus's /api/v1/rules.",
+        description="What the rule should record: an independent reference for this rule (the recorded "
+        "series are compared with this expression). Unset: the rule's definition in reference. With "
+        "neither, the row is Inconclusive (NoIndependentReference): the expression Prometheus reports is "
+        "the one under test, and comparing a rule with itself finds no drift.",
         max_length=8192,
     )
 
 
+class PrometheusRulesRef(ApiModel):
+    """prometheus-operator PrometheusRule objects (monitoring.coreos.com/v1) holding the rules as
+    they were reviewed and deployed."""
+
+    model_config = with_rules(
+        cel("!has(self.name) || !has(self.selector)", "set at most one of name and selector"),
+    )
+
+    namespace: str | None = Field(
+        default=None, description="Their namespace; default: this resource's.", min_length=1, max_length=63
+    )
+    name: str | None = Field(
+        default=None,
+        description="One PrometheusRule by name; unset: every one the selector picks (all of the namespace "
+        "without a selector).",
+        min_length=1,
+        max_length=253,
+    )
+    selector: dict[str, str] | None = Field(
+        default=None, description="Labels each PrometheusRule read must carry."
+    )
+
+
+class RulesConfigMapRef(ApiModel):
+    """A Prometheus rules file (groups: [{name, interval, rules: [{record, expr, labels}]}]) held in
+    one key of a ConfigMap."""
+
+    namespace: str | None = Field(
+        default=None, description="Its namespace; default: this resource's.", min_length=1, max_length=63
+    )
+    name: str = Field(description="The ConfigMap's name.", min_length=1, max_length=253)
+    key: str = Field(description="The key holding the rules file.", min_length=1, max_length=253)
+
+
+class RuleReference(ApiModel):
+    """Where the expected recording rules come from, independently of the Prometheus checked: the
+    rules named without expr are compared with their definitions here (loaded at all, expression
+    unchanged, healthy, evaluated within two intervals, no other definition of the record), and
+    their recorded series with the expression defined here."""
+
+    model_config = with_rules(
+        cel(
+            "has(self.prometheusRules) != has(self.configMap)",
+            "set exactly one of prometheusRules and configMap",
+        ),
+    )
+
+    prometheus_rules: PrometheusRulesRef | None = Field(
+        default=None, description="PrometheusRule objects (prometheus-operator)."
+    )
+    config_map: RulesConfigMapRef | None = Field(default=None, description="A rules file in a ConfigMap key.")
+
+
 class MetricDriftCheck(ApiModel):
-    """Each recording rule's series against its raw expression, evaluated at the same instant
-    over the same label sets: relative drift below the threshold (0.3% by default)."""
+    """Each recording rule's series against an independent expression (its expr, or its definition
+    in reference), evaluated at the same instant over the same label sets: relative drift below
+    the threshold (0.3% by default)."""
 
     model_config = with_rules(
         cel(
@@ -224,6 +281,11 @@ class MetricDriftCheck(ApiModel):
     )
     rules: list[RecordingRuleRef] = Field(
         description="Recording rules to compare.", min_length=1, max_length=64
+    )
+    reference: RuleReference | None = Field(
+        default=None,
+        description="The expected rules, for the rules given without expr (the operator reads them: "
+        "get/list on prometheusrules.monitoring.coreos.com, get on ConfigMaps).",
     )
     threshold: float = Field(
         default=0.003, gt=0, le=1, description="Relative drift that fails (0.003 = 0.3%)."
