@@ -64,8 +64,8 @@ def check(d: Detector, inputs: DiagnoseInputs, t: Mapping[str, float]) -> Findin
     compiles = compile_counters(doc)
     if len(hits) < 2:
         counted = f"{sum(compiles.values()):.0f} compiles counted by the server, but " if compiles else ""
-        values = {"compiles": sum(compiles.values())} if compiles else {}
-        return d.no_data(f"{counted}no shape sweep (two or more shapes) shows a first hit", t, values=values)
+        counts = {"compiles": sum(compiles.values())} if compiles else {}
+        return d.no_data(f"{counted}no shape sweep (two or more shapes) shows a first hit", t, values=counts)
     slow = {
         s: v
         for s, v in hits.items()
