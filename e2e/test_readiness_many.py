@@ -13,9 +13,12 @@ import time
 from collections import Counter
 from typing import Any
 
+import pytest
 import yaml
 
-GATES = 100
+# the default run, and what the README states for 1,000 (--long); a round of 300 requests takes
+# well under a second, and at most one probe worker per two cores runs at once
+SIZES = [100, pytest.param(1000, marks=pytest.mark.long)]
 
 
 def _gate(name: str, url: str) -> dict[str, Any]:
@@ -51,27 +54,31 @@ def _decided(obj: dict[str, Any]) -> bool:
     )
 
 
-def test_many_gates_at_once_are_each_evaluated_exactly_once(kube: Any, refserver: str) -> None:
-    names = [f"gate-{i:03d}" for i in range(GATES)]
+@pytest.mark.parametrize("gates", SIZES)
+def test_many_gates_at_once_are_each_evaluated_exactly_once(kube: Any, refserver: str, gates: int) -> None:
+    """Queued gates wait for a probe worker without that wait counting against their checks'
+    timeouts: every one is Pass, none CheckTimedOut (26 % were, with 1,000 on a busy host)."""
+    count = gates
+    names = [f"gate-{i:04d}" for i in range(count)]
     manifest = yaml.safe_dump_all([_gate(n, refserver) for n in names])
     started = time.monotonic()
     kube.apply(manifest)
-    deadline = started + 300
+    deadline = started + 300 + 1.5 * count
     while True:
         objs = _all(kube)
-        if len(objs) == GATES and all(_decided(o) for o in objs):
+        if len(objs) == count and all(_decided(o) for o in objs):
             break
-        assert time.monotonic() < deadline, f"{sum(_decided(o) for o in objs)} of {GATES} decided"
+        assert time.monotonic() < deadline, f"{sum(_decided(o) for o in objs)} of {count} decided"
         time.sleep(1)
     elapsed = time.monotonic() - started
     time.sleep(3)  # a replayed older body would start a second round now: give it the chance
-    objs = {o["metadata"]["name"]: o for o in _all(kube)}
-    verdicts = Counter(o["status"]["verdict"] for o in objs.values())
-    print(f"{GATES} gates decided in {elapsed:.1f}s: {dict(verdicts)}")
-    assert verdicts == Counter({"Pass": GATES}), {
-        n: o["status"]["checks"][0]["message"] for n, o in objs.items() if o["status"]["verdict"] != "Pass"
+    by_name = {o["metadata"]["name"]: o for o in _all(kube)}
+    verdicts = Counter(o["status"]["verdict"] for o in by_name.values())
+    print(f"{count} gates decided in {elapsed:.1f}s: {dict(verdicts)}")
+    assert verdicts == Counter({"Pass": count}), {
+        n: o["status"]["checks"][0]["message"] for n, o in by_name.items() if o["status"]["verdict"] != "Pass"
     }
-    for name, obj in objs.items():
+    for name, obj in by_name.items():
         status = obj["status"]
         assert status["evaluations"] == 1, (name, status["evaluations"])
         assert len(status["history"]) == 1, (name, status["history"])
