@@ -614,6 +614,11 @@ class MCPBenchmarkStatus(ApiModel):
     )
     verdict: Verdict | None = Field(default=None, description="SLO verdict over all levels.")
     job_name: str | None = Field(default=None, description="The owned Indexed Job.")
+    spec_digest: str | None = Field(
+        default=None,
+        description="Digest of the spec the Job runs (suspend left out): a spec that differs from it "
+        "starts a new run with fresh children, also when it equals an earlier one.",
+    )
     target_url: str | None = Field(default=None, description="URL the shards load, credentials redacted.")
     report_name: str | None = Field(default=None, description="ConfigMap holding the merged result document.")
     started_at: str | None = Field(default=None, description="When the Job was created.")

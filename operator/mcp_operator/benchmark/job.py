@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from mcp_bench.plan import RunPlan
@@ -57,10 +58,28 @@ def spec_digest(spec: MCPBenchmarkSpec) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:8]
 
 
-def job_name(benchmark: str, spec: MCPBenchmarkSpec) -> str:
+def job_name(benchmark: str, spec: MCPBenchmarkSpec, run: int | None = None) -> str:
     """A DNS label short enough that every shard's hostname (``<job>-<index>``) fits, whatever
-    the benchmark's name (up to 253 characters, dots included)."""
-    return dns_label(benchmark, MAX_JOB_NAME, f"-{spec_digest(spec)}")
+    the benchmark's name (up to 253 characters, dots included). ``run`` is the generation that
+    started the run when it is not the object's first: a spec changed back to an earlier one
+    then gets fresh children (a Job, key, result and start objects of its own), never the
+    earlier run's."""
+    digest = spec_digest(spec)
+    if run is not None:
+        digest = hashlib.sha256(f"{digest}/{run}".encode()).hexdigest()[:8]
+    return dns_label(benchmark, MAX_JOB_NAME, f"-{digest}")
+
+
+def run_job_name(benchmark: str, spec: MCPBenchmarkSpec, generation: int, status: Mapping[str, Any]) -> str:
+    """The Job this generation's spec runs as: the one status records when only ``suspend``
+    changed or the operator restarted (same spec digest), else a new one: the object's first run
+    by the spec alone, a later one by the spec and this generation."""
+    digest = spec_digest(spec)
+    recorded, recorded_digest = status.get("jobName"), status.get("specDigest")
+    legacy = recorded_digest is None and recorded == job_name(benchmark, spec)  # before specDigest
+    if recorded and (recorded_digest == digest or legacy):
+        return str(recorded)  # the same run
+    return job_name(benchmark, spec, None if not recorded else generation)
 
 
 def pod_account(spec: MCPBenchmarkSpec, job: str) -> str:
@@ -97,6 +116,7 @@ def shard_job(
     *,
     spec: MCPBenchmarkSpec,
     name: str,
+    job: str,
     uid: str,
     plan: RunPlan,
     command: tuple[str, ...],
@@ -104,7 +124,6 @@ def shard_job(
 ) -> dict[str, Any]:
     """An Indexed Job with one completion per shard, placed as the runner spec asks."""
     runner = spec.runner
-    job = job_name(name, spec)
     labels = {**benchmark_labels(name, uid), LABEL_JOB: job, LABEL_COMPONENT: COMPONENT_SHARD}
     resources: dict[str, dict[str, str]] = {"requests": {"cpu": runner.cpu, "memory": runner.memory}}
     if runner.gpus:

@@ -170,7 +170,15 @@ def report_rejected_status(
 
 
 def started_status(
-    *, conditions: Conditions, generation: int, job: str, url: str, shards: int, suspend: bool, now: str
+    *,
+    conditions: Conditions,
+    generation: int,
+    job: str,
+    digest: str,
+    url: str,
+    shards: int,
+    suspend: bool,
+    now: str,
 ) -> dict[str, Any]:
     """Status once the Job exists: Accepted, Complete False, Ready Unknown until the merge."""
     conds = set_condition(
@@ -184,6 +192,7 @@ def started_status(
             "phase": "Suspended" if suspend else "Running",
             "observed_generation": generation,
             "job_name": job,
+            "spec_digest": digest,
             "target_url": clip(url, MAX_URL),
             "started_at": now,
             "shards": ShardSummary(expected=shards),

@@ -20,7 +20,7 @@ from ..api.common import GROUP, VERSION
 from ..benchmark import reconcile
 from ..benchmark.barrier import min_overlap, with_run_state_env
 from ..benchmark.gpusampler_kube import delete_samplers, with_gpu_samplers
-from ..benchmark.job import job_name, shard_job
+from ..benchmark.job import run_job_name, shard_job, spec_digest
 from ..benchmark.plan import prepare_plan, runner_problem
 from ..benchmark.preflight import (
     preflight_fields,
@@ -85,7 +85,7 @@ async def start_benchmark(
             SpecProblem("InvalidSpec", f"spec: {format_validation_error(exc)}"),
         )
         return
-    job = job_name(name, parsed)
+    job = run_job_name(name, parsed, generation, status)
     if _already_refused(status, generation):
         return
     if status.get("jobName") == job:
@@ -138,6 +138,7 @@ async def start_benchmark(
         shard_job(
             spec=parsed,
             name=name,
+            job=job,
             uid=uid,
             plan=plan,
             command=settings.runner_command,
@@ -161,6 +162,7 @@ async def start_benchmark(
             conditions=conditions,
             generation=generation,
             job=job,
+            digest=spec_digest(parsed),
             url=redact_url(plan.url),
             shards=parsed.shards,
             suspend=parsed.suspend,

@@ -233,7 +233,16 @@ def test_every_shard_gets_the_barrier_and_progress_env_and_one_shard_no_barrier(
         )
         plan = plan_from_spec(spec, "http://h:1", "b")
         job = with_run_state_env(
-            shard_job(spec=spec, name="b", uid="u", plan=plan, command=("x",), default_image="i"), spec
+            shard_job(
+                spec=spec,
+                name="b",
+                job=job_name("b", spec),
+                uid="u",
+                plan=plan,
+                command=("x",),
+                default_image="i",
+            ),
+            spec,
         )
         return {
             e["name"]: e.get("value", "") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]
@@ -270,7 +279,16 @@ async def test_a_shard_waits_for_the_start_the_operator_writes(
     job = job_name(name, spec)
     plan = plan_from_spec(spec, refserver.url, name)
     manifest = with_run_state_env(
-        shard_job(spec=spec, name=name, uid=uid, plan=plan, command=("shard",), default_image="i"), spec
+        shard_job(
+            spec=spec,
+            name=name,
+            job=job_name(name, spec),
+            uid=uid,
+            plan=plan,
+            command=("shard",),
+            default_image="i",
+        ),
+        spec,
     )
     key = new_run_key()
     assert await reconcile.create_run(

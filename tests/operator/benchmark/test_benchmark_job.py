@@ -46,7 +46,15 @@ def _spec(**overrides: Any) -> MCPBenchmarkSpec:
 
 def _job(spec: MCPBenchmarkSpec, name: str = "bench") -> dict[str, Any]:
     plan = plan_from_spec(spec, "http://triton.ml.svc:8000", name)
-    return shard_job(spec=spec, name=name, uid=UID, plan=plan, command=COMMAND, default_image=DEFAULT_IMAGE)
+    return shard_job(
+        spec=spec,
+        name=name,
+        job=job_name(name, spec),
+        uid=UID,
+        plan=plan,
+        command=COMMAND,
+        default_image=DEFAULT_IMAGE,
+    )
 
 
 def _container(job: dict[str, Any]) -> dict[str, Any]:
@@ -121,7 +129,15 @@ def test_unset_placement_is_left_out() -> None:
 def test_env_carries_a_plan_the_shard_can_validate() -> None:
     spec = _spec(slo={"latencyP99Ms": 250})
     plan = plan_from_spec(spec, "http://triton.ml.svc:8000", "bench")
-    job = shard_job(spec=spec, name="bench", uid=UID, plan=plan, command=COMMAND, default_image=DEFAULT_IMAGE)
+    job = shard_job(
+        spec=spec,
+        name="bench",
+        job=job_name("bench", spec),
+        uid=UID,
+        plan=plan,
+        command=COMMAND,
+        default_image=DEFAULT_IMAGE,
+    )
     env = _env(job)
     carried = RunPlan.from_dict(json.loads(env["MCP_BENCH_PLAN"]), source="MCP_BENCH_PLAN")
     assert carried == plan
@@ -323,6 +339,7 @@ def test_shard_pods_run_non_root_with_nothing_to_escalate_to() -> None:
     job = shard_job(
         spec=spec,
         name="bench",
+        job=job_name("bench", spec),
         uid=UID,
         plan=plan_from_spec(spec, "http://triton.ml.svc:8000", "bench"),
         command=COMMAND,

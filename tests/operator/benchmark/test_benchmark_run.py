@@ -129,6 +129,7 @@ def test_the_key_secret_is_random_immutable_and_referenced_not_copied() -> None:
     manifest = shard_job(
         spec=spec,
         name="bench",
+        job=job_name("bench", spec),
         uid=UID,
         plan=plan_from_spec(spec, "http://x", "bench"),
         command=("c",),
@@ -150,7 +151,15 @@ def test_secret_headers_travel_by_reference_and_literal_ones_in_the_plan() -> No
     )
     plan = plan_from_spec(spec, "http://vllm:8000", "bench")
     assert plan.payload.headers == {"X-Tenant": "team-a"}
-    manifest = shard_job(spec=spec, name="bench", uid=UID, plan=plan, command=("c",), default_image="i")
+    manifest = shard_job(
+        spec=spec,
+        name="bench",
+        job=job_name("bench", spec),
+        uid=UID,
+        plan=plan,
+        command=("c",),
+        default_image="i",
+    )
     env = {e["name"]: e for e in manifest["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["MCP_HEADER_0"] == {
         "name": "MCP_HEADER_0",

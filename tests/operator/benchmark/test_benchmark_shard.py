@@ -95,7 +95,15 @@ async def _shard(
     spec = MCPBenchmarkSpec.model_validate(data)
     job = job_name(NAME, spec)
     plan = plan_from_spec(spec, url, NAME)
-    manifest = shard_job(spec=spec, name=NAME, uid=UID, plan=plan, command=("shard",), default_image="i")
+    manifest = shard_job(
+        spec=spec,
+        name=NAME,
+        job=job_name(NAME, spec),
+        uid=UID,
+        plan=plan,
+        command=("shard",),
+        default_image="i",
+    )
     key = new_run_key()
     children = run_objects(spec=spec, benchmark=NAME, uid=UID, job=job, key=key)
     assert await reconcile.create_run(NS, children, manifest)

@@ -16,7 +16,7 @@ from mcp_bench.plan import PlanError
 from mcp_bench.workload import SyntheticWorkload
 from mcp_operator.api import MCPBenchmarkSpec
 from mcp_operator.api.workload import DistributionSpec, ImagePartsSpec, ImageTensorSpec
-from mcp_operator.benchmark.job import shard_job
+from mcp_operator.benchmark.job import job_name, shard_job
 from mcp_operator.benchmark.plan import plan_from_spec
 from mcp_operator.benchmark.workload import DATASET_DIR
 
@@ -126,7 +126,9 @@ def test_a_configmap_dataset_is_mounted_read_only_where_the_plan_reads_it() -> N
         "path": f"{DATASET_DIR}/dataset.jsonl",
         "default_max_tokens": 12,
     }
-    job = shard_job(spec=spec, name="b", uid="u", plan=plan, command=("x",), default_image="img")
+    job = shard_job(
+        spec=spec, name="b", job=job_name("b", spec), uid="u", plan=plan, command=("x",), default_image="img"
+    )
     pod = job["spec"]["template"]["spec"]
     volume = next(v for v in pod["volumes"] if v["name"] == "dataset")
     assert volume["configMap"] == {
@@ -143,7 +145,9 @@ def test_a_volume_dataset_is_a_read_only_claim() -> None:
     assert (
         plan.payload.workload is not None and plan.payload.workload["path"] == f"{DATASET_DIR}/sets/a.jsonl"
     )
-    job = shard_job(spec=spec, name="b", uid="u", plan=plan, command=("x",), default_image="img")
+    job = shard_job(
+        spec=spec, name="b", job=job_name("b", spec), uid="u", plan=plan, command=("x",), default_image="img"
+    )
     volume = next(v for v in job["spec"]["template"]["spec"]["volumes"] if v["name"] == "dataset")
     assert volume["persistentVolumeClaim"] == {"claimName": "data", "readOnly": True}
 
@@ -151,7 +155,13 @@ def test_a_volume_dataset_is_a_read_only_claim() -> None:
 def test_no_dataset_no_volume() -> None:
     spec = _spec("openai", inputTokens={"kind": "fixed", "value": 3})
     job = shard_job(
-        spec=spec, name="b", uid="u", plan=plan_from_spec(spec, URL, "b"), command=("x",), default_image="i"
+        spec=spec,
+        name="b",
+        job=job_name("b", spec),
+        uid="u",
+        plan=plan_from_spec(spec, URL, "b"),
+        command=("x",),
+        default_image="i",
     )
     assert [v["name"] for v in job["spec"]["template"]["spec"]["volumes"]] == ["tmp"]
 

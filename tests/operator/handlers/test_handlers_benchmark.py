@@ -343,7 +343,7 @@ async def test_changed_spec_replaces_the_older_job_of_the_same_benchmark_only(
     )
     second_spec = _spec(shards=3)
     second = await _start(second_spec, status=merge_patch({}, first), generation=2)
-    new_job = _job_name(second_spec)
+    new_job = job_name(NAME, MCPBenchmarkSpec.model_validate(second_spec), run=2)  # a later run
     assert new_job != old_job
     assert kube_fake.names("Job", NS) == sorted([new_job, foreign])
     deletes = kube_fake.calls_to("delete", "Job")
@@ -356,6 +356,22 @@ async def test_changed_spec_replaces_the_older_job_of_the_same_benchmark_only(
         f"created Job {old_job} with 2 shard(s)",
         f"created Job {new_job} with 3 shard(s)",
     ]
+
+
+async def test_a_spec_changed_back_runs_with_fresh_children(kube_fake: FakeKube) -> None:
+    """spec v1 -> v2 -> v1: the third run must not reuse run 1's Job, key, result and start
+    objects (a stale start skipped the barrier and the run ended ShardsNotConcurrent)."""
+    v1, v2 = _spec(), _spec(shards=3)
+    first = merge_patch({}, await _start(v1))
+    second = merge_patch(first, await _start(v2, status=first, generation=2))
+    third = merge_patch(second, await _start(v1, status=second, generation=3))
+    jobs = [first["jobName"], second["jobName"], third["jobName"]]
+    assert len(set(jobs)) == 3, jobs
+    assert third["specDigest"] == first["specDigest"] != second["specDigest"]
+    secrets = kube_fake.names("Secret", NS)
+    assert [n for n in secrets if n.startswith(jobs[2])], secrets  # its own key
+    again = await _start(v1, status=third, generation=3)  # the operator restarted: the same run
+    assert again == {"observedGeneration": 3} or again.get("jobName", jobs[2]) == jobs[2]
 
 
 async def test_suspend_and_resume_steer_the_same_job(kube_fake: FakeKube, posted_events: EventLog) -> None:
