@@ -63,7 +63,9 @@ class BenchmarkTarget(ApiModel):
         description="Endpoint URL the shards load. It must not carry credentials (user:password@ or a "
         "token-like query parameter such as token, api_key, key, sig): such a URL is refused "
         "(CredentialsInUrl); send credentials as headers with valueFrom.secretKeyRef instead.",
-        pattern=r"^(https?://)?[^\s/]+(/.*)?$",
+        # a host (name, IPv4 or [IPv6]) and port: no other scheme passes (file:///x, gopher://x);
+        # userinfo is matched here so that the rule below refuses it with its own message
+        pattern=r"^(https?://)?([^\s/@]*@)?([^\s/:\[\]@]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?(/.*)?$",
         max_length=2048,
         json_schema_extra={
             "x-kubernetes-validations": [

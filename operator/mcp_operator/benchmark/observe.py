@@ -54,11 +54,12 @@ def observe_urls(spec: MCPBenchmarkSpec) -> list[str]:
         return []
     urls = []
     for entry in [*obs.server_metrics, *obs.triton_stats]:
+        if entry.startswith(("http://", "https://")):  # a bare URL: any '=' is its query's
+            urls.append(entry)
+            continue
         _, sep, url = entry.partition("=")
         if sep:
             urls.append(url)
-        elif "://" in entry:
-            urls.append(entry)
     if obs.prometheus is not None and obs.prometheus.url:
         urls.append(obs.prometheus.url)
     return urls

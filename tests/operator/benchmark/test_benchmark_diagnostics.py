@@ -70,6 +70,8 @@ def test_observe_and_workload_become_the_plan() -> None:
         ({"serverMetrics": ["http://169.254.169.254/metrics"]}, "TargetNotAllowed"),
         ({"tritonStats": ["m=http://metadata.google.internal:8000"]}, "TargetNotAllowed"),
         ({"serverMetrics": ["vllm=http://user:pw@vllm:8000"]}, "CredentialsInUrl"),
+        # a bare URL whose query has '=': the host is 169.254.169.254, not what follows the '='
+        ({"serverMetrics": ["http://169.254.169.254/metrics?name=vllm"]}, "TargetNotAllowed"),
     ],
 )
 async def test_observe_urls_pass_the_target_policy_before_any_job(
@@ -82,6 +84,11 @@ async def test_observe_urls_pass_the_target_policy_before_any_job(
 async def test_observe_sources_are_checked_by_the_schema_and_the_engine() -> None:
     with pytest.raises(ValidationError):
         spec(observe={"serverMetrics": ["file:///etc/passwd"]})
+    for url in ("file:///etc/passwd", "gopher://h:70/_", "ftp://h/x"):  # only http(s) or a bare host
+        with pytest.raises(ValidationError, match=r"target\.url"):
+            spec(target={"url": url})
+    for url in ("h:8000", "https://[::1]:8443/v1", "10.0.0.1/p"):
+        assert spec(target={"url": url}).target.url == url
     with pytest.raises(ValidationError):
         spec(workload={"classes": [{"name": "a b"}]})
     dup = await prepare_plan(spec(observe={"serverMetrics": ["vllm", "vllm"]}), "ml", "b", exists)
