@@ -51,10 +51,16 @@ CHILD_REJECTED = "ChildRejected"
 
 
 def _already_refused(status: kopf.Status, generation: int) -> bool:
-    """This generation's children were refused by the API server: recorded once, not retried
-    (also not when the operator restarts), until the spec changes."""
-    ready = condition(list(status.get("conditions") or []), "Ready") or {}
-    return ready.get("reason") == CHILD_REJECTED and ready.get("observedGeneration") == generation
+    """This generation was refused (its spec, the target policy, a strict preflight) or its
+    children were refused by the API server: a refusal stands for its generation, recorded once
+    and not judged again when the operator restarts (21 restarts gave 21 events, and a restart
+    with a wider policy ran what had been refused) until the spec changes."""
+    conditions = list(status.get("conditions") or [])
+    ready = condition(conditions, "Ready") or {}
+    accepted = condition(conditions, "Accepted") or {}
+    if ready.get("reason") == CHILD_REJECTED and ready.get("observedGeneration") == generation:
+        return True
+    return accepted.get("status") == "False" and accepted.get("observedGeneration") == generation
 
 
 def _reject(
@@ -74,6 +80,8 @@ async def start_benchmark(
 ) -> None:
     generation = int(meta["generation"])
     namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
+    if _already_refused(status, generation):
+        return
     try:
         parsed = MCPBenchmarkSpec.model_validate(spec)
     except ValidationError as exc:
@@ -86,8 +94,6 @@ async def start_benchmark(
         )
         return
     job = run_job_name(name, parsed, generation, status)
-    if _already_refused(status, generation):
-        return
     if status.get("jobName") == job:
         # only suspend changed (or the operator restarted): steer the existing Job
         await reconcile.set_suspended(namespace, job, parsed.suspend)

@@ -288,6 +288,23 @@ async def test_missing_target_service_is_target_not_found(
     ]
 
 
+async def test_a_refusal_stands_for_its_generation_across_restarts(
+    kube_fake: FakeKube, posted_events: EventLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A target the policy refuses: judged once. Restarts (resume) neither post another event nor,
+    with a wider policy meanwhile, run what was refused; a new generation is judged again."""
+    spec = _spec()
+    spec["target"] = {"serviceRef": {"name": "triton", "namespace": "models", "port": 8000}, "path": "/v2"}
+    kube_fake.put("Service", {"metadata": {"name": "triton", "namespace": "models"}, "spec": {}})
+    refused = merge_patch({}, await _start(spec))
+    assert _cond(refused, "Accepted")[0] == "False" and len(posted_events.events) == 1
+    monkeypatch.setenv("MCP_TARGET_ALLOW_NAMESPACES", "models")  # a restart with a wider policy
+    for _ in range(3):
+        assert await _start(spec, status=refused) == {}
+    assert len(posted_events.events) == 1 and kube_fake.names("Job", NS) == []
+    assert (await _start(spec, status=refused, generation=2))["phase"] == "Running"
+
+
 async def test_existing_target_service_in_another_namespace_resolves(
     kube_fake: FakeKube, posted_events: EventLog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
