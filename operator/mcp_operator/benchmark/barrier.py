@@ -7,8 +7,9 @@ rules that results follow: the object named for index ``i``, signed with the run
 by a pod of the run's Job with index ``i``, and no larger than ``PROGRESS_LIMIT_BYTES``.
 
 When every shard still running waits at the same level, the operator writes that level's start
-time (now plus a lead that covers the shards' polling) into ``<job>-start``, which the shards may
-only read; each one sleeps until then and starts its window. A shard whose pod has ended does
+time (now plus a lead that covers the shards' polling) into ``<job>-start``, signed with the run's
+key, which the shards may only read; each one takes a start only with that signature and no
+further ahead than the barrier ever sets one, sleeps until then and starts its window. A shard whose pod has ended does
 not hold the others; a shard that has not started yet does.
 """
 
@@ -184,19 +185,39 @@ def level_to_release(
     return None if level in released else level
 
 
-def parse_starts(text: str | None) -> dict[int, int]:
-    """The start object's levels (index -> Unix ns); anything unreadable is no start at all."""
+def parse_starts(text: str | None, key: bytes | None) -> dict[int, int]:
+    """The start object's levels (index -> Unix ns) when the operator signed them with the run's
+    key; anything unreadable or unsigned is no start at all (a user who may write ConfigMaps set
+    a start an hour ahead and stalled the run: shards take the operator's word only)."""
     try:
         data = json.loads(text or "{}")
     except json.JSONDecodeError:
         return {}
-    if not isinstance(data, dict):
+    if key is None or not isinstance(data, dict) or not isinstance(data.get("hmac"), str):
         return {}
-    return {int(k): v for k, v in data.items() if k.isdigit() and isinstance(v, int) and v > 0}
+    if not hmac.compare_digest(str(data["hmac"]), _mac(data, key)):
+        return {}
+    levels = data.get("levels")
+    if not isinstance(levels, dict):
+        return {}
+    return {int(k): v for k, v in levels.items() if k.isdigit() and isinstance(v, int) and v > 0}
 
 
-def starts_text(starts: Mapping[int, int]) -> str:
-    return json.dumps({str(k): v for k, v in sorted(starts.items())}, sort_keys=True)
+def starts_text(starts: Mapping[int, int], key: bytes) -> str:
+    """The start object's content, signed with the run's key."""
+    return sign({"levels": {str(k): v for k, v in sorted(starts.items())}}, key)
+
+
+MAX_AHEAD_NS = 30_000_000_000  # a signed start further ahead than this is refused all the same
+
+
+def start_problem(start_ns: int, now_ns: int) -> str | None:
+    """Why a shard must not wait for this start: further ahead than the barrier ever sets one
+    (``LEAD_NS``, with room for clocks and a slow API), None when it may."""
+    ahead = start_ns - now_ns
+    if ahead > MAX_AHEAD_NS:
+        return f"a start {ahead / 1e9:.0f} s ahead (the barrier sets {LEAD_NS / 1e9:g} s)"
+    return None
 
 
 def _iso_ms(unix_ns: int) -> str:

@@ -17,10 +17,10 @@ async def run_progress(
     namespace: str, job: str, state: reconcile.JobState, pods: list[Any], spec: MCPBenchmarkSpec
 ) -> dict[str, Any] | None:
     """The status's progress block (camelCase), or None before any shard has reported."""
-    run = await reconcile.read_run_state(namespace, job, spec.shards)
+    key = await reconcile.read_run_key(namespace, job)
+    run = await reconcile.read_run_state(namespace, job, spec.shards, key)
     if not run.progress:
         return None
-    key = await reconcile.read_run_key(namespace, job)
     indices = pod_indices(pods, state.uid)
     reports = {
         index: report
@@ -31,8 +31,8 @@ async def run_progress(
     starts = dict(run.starts)
     if barrier_on(spec):
         level = level_to_release(reports, live, starts)
-        if level is not None:
+        if level is not None and key is not None:  # a start no one signed is no start
             starts[level] = time.time_ns() + LEAD_NS
-            await reconcile.write_starts(namespace, job, starts)
+            await reconcile.write_starts(namespace, job, starts, key)
     block = progress_status(reports, live, starts)
     return None if block is None else block.to_wire()

@@ -222,7 +222,7 @@ class RunState:
     starts: dict[int, int]
 
 
-async def read_run_state(namespace: str, job: str, shards: int) -> RunState:
+async def read_run_state(namespace: str, job: str, shards: int, key: bytes | None) -> RunState:
     maps = await kube.call(
         kube.core().list_namespaced_config_map, namespace, label_selector=f"{LABEL_RUN_STATE}={job}"
     )
@@ -234,10 +234,11 @@ async def read_run_state(namespace: str, job: str, shards: int) -> RunState:
         if text:
             progress[index] = text
     start = by_name.get(start_object_name(job))
-    return RunState(progress, parse_starts((start.data or {}).get(START_KEY)) if start is not None else {})
+    starts = parse_starts((start.data or {}).get(START_KEY), key) if start is not None else {}
+    return RunState(progress, starts)
 
 
-async def write_starts(namespace: str, job: str, starts: dict[int, int]) -> None:
-    """The barrier's start times, into the run's start object (which shards may only read)."""
-    body = {"data": {START_KEY: starts_text(starts)}}
+async def write_starts(namespace: str, job: str, starts: dict[int, int], key: bytes) -> None:
+    """The barrier's start times, signed, into the run's start object (which shards only read)."""
+    body = {"data": {START_KEY: starts_text(starts, key)}}
     await kube.call(kube.core().patch_namespaced_config_map, start_object_name(job), namespace, body)

@@ -119,7 +119,7 @@ def shard_gate(*, job: str, namespace: str, index: int, pod_uid: str, key: str) 
 
     def read_starts() -> dict[int, int]:
         obj = core.read_namespaced_config_map(start_object_name(job), namespace, _request_timeout=10)
-        return parse_starts((obj.data or {}).get(START_KEY))
+        return parse_starts((obj.data or {}).get(START_KEY), key.encode())
 
     interval = float(os.environ.get(ENV_PROGRESS_INTERVAL) or 2.0)
     return ShardGate(

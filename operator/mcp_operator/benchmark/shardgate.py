@@ -22,7 +22,7 @@ from mcp_bench.plan import RunPlan
 from mcp_bench.results.aggregate import LevelMeta
 from mcp_bench.results.document import LevelResult, ResultDocument
 
-from .barrier import FINISHED, POLL_S, RUNNING, WAITING, sign
+from .barrier import FINISHED, POLL_S, RUNNING, WAITING, sign, start_problem
 
 RETRY_S = 1.0  # a failed write is tried again after this long, doubling while failures last
 MAX_RETRY_S = 10.0
@@ -125,6 +125,7 @@ class ShardGate(GateObserver):
         self.eta: float | None = None
         self.waited: dict[int, int] = {}
         self.missed: list[int] = []
+        self.refused: dict[int, str] = {}  # level -> a start refused (too far ahead)
         self.plan: RunPlan | None = None
 
     def _report(self, *, urgent: bool) -> None:
@@ -180,7 +181,11 @@ class ShardGate(GateObserver):
             except Exception:  # an API hiccup: look again
                 starts = {}
             if level in starts:
-                return starts[level]
+                problem = start_problem(starts[level], time.time_ns())
+                if problem is None:
+                    return starts[level]
+                # reported in the result (the first time), and never slept on
+                self.refused.setdefault(level, f"level {level}: refused {problem}; still waiting")
             await asyncio.sleep(POLL_S)
         return None
 
@@ -205,6 +210,7 @@ class ShardGate(GateObserver):
         )
 
     async def run_finished(self, doc: ResultDocument) -> None:
+        doc.notes.extend(self.refused.values())
         for level in self.missed:
             doc.notes.append(
                 f"level {level}: no common start time within {self.timeout_s:g} s; this shard started alone"

@@ -25,9 +25,11 @@ from mcp_operator.benchmark.barrier import (
     ShardProgress,
     level_to_release,
     live_shards,
+    parse_starts,
     progress_status,
     read_progress,
     sign,
+    starts_text,
     with_run_state_env,
 )
 from mcp_operator.benchmark.collect import ShardReadout
@@ -44,7 +46,7 @@ from mcp_operator.benchmark.plan import plan_from_spec
 from mcp_operator.benchmark.progress import run_progress
 from mcp_operator.benchmark.run import new_run_key, run_objects
 from mcp_operator.benchmark.shard import run_shard
-from mcp_operator.benchmark.shardgate import ProgressWriter
+from mcp_operator.benchmark.shardgate import ProgressWriter, ShardGate
 from mcp_operator.benchmark.status import merged_status
 from mcp_operator.conditions import condition
 from mcp_refserver import RunningServer
@@ -263,6 +265,39 @@ def test_an_unset_barrier_keeps_the_job_name_of_specs_written_before_it() -> Non
     assert job_name("b", plain) == job_name("b", MCPBenchmarkSpec.model_validate(dict(base)))
 
 
+def test_shards_take_a_start_only_signed_with_the_runs_key() -> None:
+    """A user with ConfigMap rights wrote ``<job>-start`` an hour ahead and both shards idled:
+    an unsigned start, or one signed with another key, is no start at all."""
+    key, now = b"k" * 32, time.time_ns()
+    signed = starts_text({0: now + 2_000_000_000}, key)
+    assert parse_starts(signed, key) == {0: now + 2_000_000_000}
+    assert parse_starts(json.dumps({"0": now + 3600 * 10**9}), key) == {}  # the old, unsigned form
+    assert parse_starts(starts_text({0: now}, b"x" * 32), key) == {}  # another key
+    forged = json.loads(signed)
+    forged["levels"]["0"] = now + 3600 * 10**9
+    assert parse_starts(json.dumps(forged), key) == {}  # changed after signing
+
+
+async def test_a_signed_start_too_far_ahead_is_refused_and_reported() -> None:
+    """Even signed, a start an hour ahead is further than the barrier ever sets one: the shard
+    does not sleep on it, says so in its result, and gives up waiting at its own timeout."""
+    writer = ProgressWriter(lambda text: None, interval_s=2.0)
+    gate = ShardGate(
+        index=0,
+        pod_uid="p",
+        key=b"k" * 32,
+        barrier=True,
+        timeout_s=1.0,
+        writer=writer,
+        read_starts=lambda: {0: time.time_ns() + 3600 * 10**9},
+    )
+    started = time.monotonic()
+    assert await gate._wait_for_start(0) is None
+    assert time.monotonic() - started < 3.0  # its own timeout, not an hour
+    assert list(gate.refused) == [0] and "3600 s ahead" in gate.refused[0]
+    writer.close()
+
+
 async def test_a_shard_waits_for_the_start_the_operator_writes(
     kube_fake: FakeKube, refserver: RunningServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -314,7 +349,7 @@ async def test_a_shard_waits_for_the_start_the_operator_writes(
     assert await shard == 0
     start_map = kube_fake.get("ConfigMap", ns, start_object_name(job))
     assert start_map is not None
-    starts = {int(k): v for k, v in json.loads(start_map["data"][START_KEY]).items()}
+    starts = parse_starts(start_map["data"][START_KEY], key.encode())  # signed by the operator
     assert list(starts) == [0]
     result = kube_fake.get("ConfigMap", ns, shard_object_name(job, 1))
     assert result is not None
