@@ -412,6 +412,26 @@ CEL_CASES: dict[str, list[tuple[str, Cel]]] = {
             ),
         ),
         (
+            "drift-reference-both-or-neither",
+            _cel(
+                ("checks", "metricDrift"),
+                {"prometheusUrl": "http://p:9090", "rules": [{"record": "r"}], "reference": {}},
+                "spec.checks.metricDrift.reference",
+            ),
+        ),
+        (
+            "drift-reference-name-and-selector",
+            _cel(
+                ("checks", "metricDrift"),
+                {
+                    "prometheusUrl": "http://p:9090",
+                    "rules": [{"record": "r"}],
+                    "reference": {"prometheusRules": {"name": "a", "selector": {"app": "x"}}},
+                },
+                "spec.checks.metricDrift.reference.prometheusRules",
+            ),
+        ),
+        (
             "config-hashes-nothing",
             _cel(
                 ("checks", "configConsistency"), {"workload": {"name": "w"}}, "spec.checks.configConsistency"

@@ -71,7 +71,7 @@ def table(doc: ResultDocument) -> Table:
     keys = [k for k in _HEADERS if open_loop or k != "lag_p99_ms"]
     for k in keys:
         t.add_column(_HEADERS[k], justify="left" if k == "level" else "right")
-    workers = any(level.workers for level in doc.levels)
+    workers = any(level.workers or level.client_bound for level in doc.levels)
     if workers:
         t.add_column("Client", justify="left")
     consistency = any(level.consistency for level in doc.levels)
@@ -94,10 +94,10 @@ def table(doc: ResultDocument) -> Table:
 
 
 def client_cell(level: LevelResult) -> str:
-    """The client's own load: its busiest worker process's CPU share (one process is worker 0),
-    and BOUND when a worker passed the plan's bound (the level measured the client too)."""
+    """The client's own load: its busiest worker process's CPU share (runs of several), and
+    BOUND when a process passed the plan's bound (the level measured the client too)."""
     if not level.workers:
-        return "-"
+        return "BOUND" if level.client_bound else "-"
     busiest = max(w.cpu_share for w in level.workers)
     cell = f"{len(level.workers)}w cpu<={busiest:.0%}"
     return f"BOUND {cell}" if level.client_bound else cell

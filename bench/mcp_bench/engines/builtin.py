@@ -166,8 +166,12 @@ class BuiltinEngine:
         result = acc.to_result(meta, stop_reason=reason)
         result.stability, result.breaker = control.report()
         # every process, one or several: a single client near a full core measures itself too
+        # (its per-worker row only where there are several: a merged run of hundreds of
+        # single-process shards would otherwise carry a row per shard per level)
         cpu_s, wall_s = time.process_time() - cpu0, (perf_counter_ns() - wall0) / 1e9
         client_load(plan, result, 0 if worker is None else worker.index, cpu_s, wall_s)
+        if worker is None:
+            result.workers = None
         return result
 
 

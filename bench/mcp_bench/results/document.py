@@ -177,8 +177,8 @@ class LevelResult(_Model):
     shards: int = 1
     # per tag ("class", "shape") and value: counts, latency tables and histograms; None when untagged
     breakdown: dict[str, dict[str, TagResult]] | None = None
-    # the builtin engine's client processes (one or several): one entry per worker, and why the
-    # level was client-bound (a worker past the plan's client_bound); None from other engines
+    # runs with several client processes: one entry per worker; and why the level was
+    # client-bound (a client process, one or several, past the plan's client_bound)
     workers: list[WorkerLoad] | None = None
     client_bound: list[str] | None = None
     # a start barrier's common start time this level waited for (Unix ns); None without one

@@ -95,10 +95,15 @@ def test_a_concurrency_search_finds_the_slot_count(
     assert search is not None and code == 0
     assert (search.max_goodput_load, search.lowest_failing_load) == (SLOTS, SLOTS + 1), search.probes
     assert search.stop_reason == "converged"
-    # the knee is the first load on the throughput plateau: the slot count, or one more where the
-    # client's own turn-around (longer on a busy host) leaves the slots idle 5 % of the time at 4
-    assert search.knee is not None and search.knee.load in (SLOTS, SLOTS + 1), (search.knee, search.knee_note)
-    assert search.knee.throughput_rps <= 1.1 * CAPACITY_RPS, search.knee
+    # the knee is the first load on the throughput plateau (within 5 % of the best measured): never
+    # below the slot count (3 in flight cannot pass 30/s), at it on an idle host, and a step or two
+    # past it where the client's own turn-around on a busy host leaves the slots idle part of the
+    # time (seen: 6, at 37.1/s against 39.0/s at 8); a plateau is reached by twice the slots
+    knee = search.knee
+    assert knee is not None and SLOTS <= knee.load <= 2 * SLOTS, (knee, search.knee_note)
+    peak = max(p.throughput_rps or 0.0 for p in search.probes)
+    assert 0.95 * peak <= knee.throughput_rps <= 1.1 * CAPACITY_RPS, (knee, peak)
+    print(f"knee at concurrency {knee.load:g} ({knee.throughput_rps:.1f}/s; best {peak:.1f}/s)")
     capsys.readouterr()
     assert main(["show", str(out)]) == 0  # the probes, the answer and the knee, read back
     shown = capsys.readouterr().out
