@@ -7,10 +7,10 @@ rules that results follow: the object named for index ``i``, signed with the run
 by a pod of the run's Job with index ``i``, and no larger than ``PROGRESS_LIMIT_BYTES``.
 
 When every shard still running waits at the same level, the operator writes that level's start
-time (now plus a lead that covers the shards' polling) into ``<job>-start``, signed with the run's
-key, which the shards may only read; each one takes a start only with that signature and no
-further ahead than the barrier ever sets one, sleeps until then and starts its window. A shard whose pod has ended does
-not hold the others; a shard that has not started yet does.
+time (now plus a lead that covers the shards' polling) into ``<job>-start``, signed with the
+run's key, which the shards may only read; each one takes a start only with that signature and
+no further ahead than the barrier ever sets one, sleeps until then and starts its window. A
+shard whose pod has ended does not hold the others; a shard that has not started yet does.
 """
 
 from __future__ import annotations
