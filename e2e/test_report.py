@@ -4,6 +4,7 @@ for the table."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -17,7 +18,7 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from mcp_bench.results.document import loads_document
+from mcp_bench.results.document import dumps_document, loads_document
 
 SAMPLE = "mcpbenchmark-refserver.yaml"
 CHROMIUM = "chromium-headless-shell"  # Debian's package of the name, from the Makefile's APT_PACKAGES
@@ -102,6 +103,19 @@ def test_the_report_of_a_finished_benchmark_agrees_with_its_status_and_renders(
     assert page.crc32c == merged.crc32c
     suite = ET.parse(junit).getroot()
     assert suite.get("tests") == str(len(rows)) and suite.get("failures") == "0"  # one P99 SLO per level
+    assert "report: signed with the run's key" in done.stdout
+    assert cluster["report verified"] == "signed with the run's key"
+
+    # rewritten after the operator signed it (completed changed, the checksum recomputed): refused
+    merged.levels[0].completed *= 10
+    forged = dumps_document(merged)  # a valid CRC-32C, no signature of the run's key
+    kube.run(
+        "patch", "configmap", status["reportName"], "--type=merge",
+        "-p", json.dumps({"data": {"result.json": forged}}),
+    )  # fmt: skip
+    refused = _report(kube, "refserver-bench", "-o", str(tmp_path / "forged.html"))
+    assert refused.returncode == 2 and "does not verify" in refused.stderr, refused.stderr
+    assert not (tmp_path / "forged.html").exists()
 
     binary = shutil.which(CHROMIUM)
     if binary is None:

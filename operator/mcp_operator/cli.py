@@ -72,14 +72,15 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     namespace = args.namespace or default_namespace()
     try:
-        doc, benchmark = read_report(args.name, namespace)
+        doc, benchmark, verified = read_report(args.name, namespace)
         html = args.output or Path(f"{args.name}.html")
-        written = write_report(doc, html, args.junit, status_tables(benchmark))
+        written = write_report(doc, html, args.junit, status_tables(benchmark, verified))
     except (ReportError, MissingExtraError) as exc:
         print(f"mcp-operator report: {exc}", file=sys.stderr)
         return 2
     for path in written:
         print(f"wrote {path}")
+    print(f"report: {verified}")
     return 0
 
 

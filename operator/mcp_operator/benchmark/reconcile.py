@@ -202,11 +202,12 @@ async def read_results(namespace: str, uid: str, job: str, state: JobState) -> t
     return read_shards(run, objects), pod_failure_messages(pods.items)
 
 
-async def write_report(namespace: str, name: str, uid: str, merged: ResultDocument) -> str:
-    """The merged document in its own ConfigMap (never in the CR), shrunk to fit it; returns its
-    name. A child like any other: a refusal (a quota, an admission webhook) is a
+async def write_report(namespace: str, name: str, uid: str, merged: ResultDocument, key: bytes | None) -> str:
+    """The merged document in its own ConfigMap (never in the CR), shrunk to fit it and signed
+    with the run's key (``mcp-operator report`` checks it: a rewritten report is refused); returns
+    its name. A child like any other: a refusal (a quota, an admission webhook) is a
     ``ChildRejectedError``, never an error retried forever."""
-    text = await asyncio.to_thread(dumps_within, merged, RESULT_LIMIT_BYTES)
+    text = await asyncio.to_thread(dumps_within, merged, RESULT_LIMIT_BYTES, key)
     body = report_object(benchmark=name, uid=uid, document_text=text)
     if not await create_child(namespace, body):
         await replace_config_map(namespace, body)

@@ -5,6 +5,7 @@ accepted and rejected, conditions) is added as a section of its own."""
 
 from __future__ import annotations
 
+import base64
 import os
 from typing import Any
 
@@ -17,13 +18,14 @@ from mcp_bench.results.document import (
     ChecksumMismatchError,
     DocumentFormatError,
     ResultDocument,
+    SignatureMismatchError,
     loads_document,
 )
 
 from .. import kube
 from ..api.benchmark import PLURAL
 from ..api.common import GROUP, VERSION
-from .contract import RESULT_KEY, report_name
+from .contract import KEY_SECRET_KEY, RESULT_KEY, report_name, run_key_name
 
 SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
@@ -65,9 +67,27 @@ def default_namespace() -> str:
     return "default"
 
 
-def read_report(benchmark: str, namespace: str) -> tuple[ResultDocument, dict[str, Any]]:
-    """The merged document of ``benchmark`` and the benchmark object; ReportError says why
-    there is none."""
+def _run_key(api: client.ApiClient, namespace: str, job: str) -> tuple[bytes | None, str]:
+    """The run's signing key, or None and why it cannot be read (gone with its Job, or no right
+    to read Secrets): then only the checksum is checked, and the report says so."""
+    if not job:
+        return None, "the benchmark names no run"
+    try:
+        secret = client.CoreV1Api(api).read_namespaced_secret(
+            run_key_name(job), namespace, _request_timeout=kube.REQUEST_TIMEOUT_S
+        )
+    except ApiException as exc:
+        return None, f"the run's key {namespace}/{run_key_name(job)} is not readable ({exc.status})"
+    encoded = (secret.data or {}).get(KEY_SECRET_KEY)
+    if not encoded:
+        return None, f"{namespace}/{run_key_name(job)} holds no key"
+    return base64.b64decode(encoded), ""
+
+
+def read_report(benchmark: str, namespace: str) -> tuple[ResultDocument, dict[str, Any], str]:
+    """The merged document of ``benchmark``, the benchmark object, and how the document was
+    verified; ReportError says why there is none, or that it was rewritten after the operator
+    signed it."""
     api = _client()
     name = report_name(benchmark)
     try:
@@ -89,13 +109,20 @@ def read_report(benchmark: str, namespace: str) -> tuple[ResultDocument, dict[st
     text = (cm.data or {}).get(RESULT_KEY)
     if not text:
         raise ReportError(f"{namespace}/{name} holds no {RESULT_KEY}")
+    key, why = _run_key(api, namespace, str((obj.get("status") or {}).get("jobName") or ""))
     try:
-        return loads_document(text), obj
+        doc = loads_document(text, key)
+    except SignatureMismatchError as exc:
+        raise ReportError(
+            f"{namespace}/{name} does not verify ({exc}): it was changed after the operator wrote it"
+        ) from exc
     except (ChecksumMismatchError, DocumentFormatError) as exc:
         raise ReportError(f"{namespace}/{name}: {exc}") from exc
+    verified = "signed with the run's key" if key is not None else f"checksum only: {why}"
+    return doc, obj, verified
 
 
-def status_tables(obj: dict[str, Any]) -> list[Table]:
+def status_tables(obj: dict[str, Any], verified: str = "") -> list[Table]:
     """The cluster's side of the run, as the report's sections: what the status says of the
     run and its shards (rejected shard results are never in the figures), and the conditions."""
     meta = obj.get("metadata") or {}
@@ -107,6 +134,7 @@ def status_tables(obj: dict[str, Any]) -> list[Table]:
         *([f"shards {k}", str(v)] for k, v in shards.items()),
         ["job", str(status.get("jobName", ""))],
         ["report", str(status.get("reportName", ""))],
+        ["report verified", verified],
         ["observed generation", str(status.get("observedGeneration", ""))],
     ]
     title = f"MCPBenchmark {meta.get('namespace', '')}/{meta.get('name', '')}"

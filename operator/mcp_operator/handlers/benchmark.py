@@ -237,8 +237,9 @@ async def collect_benchmark(
     refused = None
     if collected.merged is not None:
         try:
+            key = await reconcile.read_run_key(namespace, job)
             collected.status["reportName"] = await reconcile.write_report(
-                namespace, name, meta["uid"], collected.merged
+                namespace, name, meta["uid"], collected.merged, key
             )
         except reconcile.ChildRejectedError as exc:  # once: the timer runs only while Running
             refused = str(exc)
