@@ -24,6 +24,23 @@ DENIED_NETWORKS: tuple[IpNetwork, ...] = (
     ipaddress.ip_network("fd00:ec2::254/128"),
 )
 METADATA_HOSTS = frozenset({"metadata", "metadata.google.internal", "metadata.azure.internal"})
+NAT64 = ipaddress.ip_network("64:ff9b::/96")  # the well-known prefix: an IPv4 address in its last 32 bits
+IPV4_COMPATIBLE = ipaddress.ip_network("::/96")  # deprecated ::a.b.c.d
+
+
+def embedded_ipv4(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 one reaches, where it carries one: mapped (``::ffff:a.b.c.d``),
+    NAT64 (``64:ff9b::a.b.c.d``), 6to4 (``2002:aabb:ccdd::``) or IPv4-compatible (``::a.b.c.d``).
+    ``[::ffff:169.254.169.254]`` is the metadata service by another name."""
+    if not isinstance(address, ipaddress.IPv6Address):
+        return None
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if address in NAT64 or (address in IPV4_COMPATIBLE and int(address) > 1):
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return None
 RESOLVE_TIMEOUT_S = 2.0
 
 
@@ -58,13 +75,17 @@ class TargetPolicy:
             return f"{host} is a cloud metadata service"
         for text in addresses:
             address = ipaddress.ip_address(text.split("%", 1)[0])
-            if any(address in net for net in DENIED_NETWORKS):
-                return f"{host} resolves to {address}, a link-local or metadata address"
-            if self.allow_cidrs and not any(address in net for net in self.allow_cidrs):
+            inner = embedded_ipv4(address)
+            if any(a in net for net in DENIED_NETWORKS for a in (address, inner) if a is not None):
+                shown = f"{address} ({inner})" if inner is not None else str(address)
+                return f"{host} resolves to {shown}, a link-local or metadata address"
+            reached = [a for a in (address, inner) if a is not None]
+            if self.allow_cidrs and not any(a in net for net in self.allow_cidrs for a in reached):
                 return f"{host} resolves to {address}, outside MCP_TARGET_ALLOW_CIDRS"
         return None
 
     async def url_problem(self, url: str) -> str | None:
+        """Why the operator or its pods must not dial ``url`` (a URL, or ``host:port``), or None."""
         host = urlsplit(url if "://" in url else f"//{url}").hostname or ""
         try:
             addresses = [str(ipaddress.ip_address(host))]

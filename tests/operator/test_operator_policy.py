@@ -18,6 +18,14 @@ from mcp_operator.policy import TargetPolicy
         ("v6", ["fe80::1%eth0"], False),
         ("aws-v6", ["fd00:ec2::254"], False),
         ("metadata.google.internal", ["203.0.113.5"], False),  # by name, whatever it resolves to
+        # the metadata address in IPv6 clothing: mapped, mapped in hex, NAT64, 6to4, compatible
+        ("::ffff:169.254.169.254", ["::ffff:169.254.169.254"], False),
+        ("::ffff:a9fe:a9fe", ["::ffff:a9fe:a9fe"], False),
+        ("64:ff9b::a9fe:a9fe", ["64:ff9b::a9fe:a9fe"], False),
+        ("2002:a9fe:a9fe::1", ["2002:a9fe:a9fe::1"], False),
+        ("::a9fe:a9fe", ["::a9fe:a9fe"], False),
+        ("::1", ["::1"], True),
+        ("::ffff:10.0.0.1", ["::ffff:10.0.0.1"], True),
     ],
 )
 def test_default_policy(host: str, addresses: list[str], allowed: bool) -> None:
@@ -28,6 +36,7 @@ def test_an_allow_list_confines_every_resolved_address() -> None:
     policy = TargetPolicy(allow_cidrs=(ipaddress.ip_network("10.0.0.0/8"),))
     assert policy.address_problem("svc", ["10.1.2.3"]) is None
     assert "outside MCP_TARGET_ALLOW_CIDRS" in (policy.address_problem("svc", ["10.1.2.3", "8.8.8.8"]) or "")
+    assert policy.address_problem("v6", ["::ffff:10.1.2.3"]) is None  # the IPv4 address it reaches
 
 
 async def test_urls_are_checked_before_any_request(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -29,6 +29,7 @@ from ..api.readiness import KIND, PLURAL, MCPReadinessSpec, PodReadinessGate
 from ..conditions import condition, set_condition, utc_now
 from ..readiness import podgate
 from ..readiness.claim import Claims, Marker, new_marker, skip_reason
+from ..readiness.dialing import dial_problems
 from ..readiness.drill import journal
 from ..readiness.drill.load import LoadRunner
 from ..readiness.drill.registry import Drills
@@ -293,7 +294,7 @@ async def evaluate_readiness(
                 "an earlier drill's fault is not reverted yet", delay=REVERT_RETRY_INTERVAL_S
             )
         target = await resolve_target(parsed, namespace, kube.service_exists)
-        problems = semantic_problems(parsed)
+        problems = semantic_problems(parsed) + await dial_problems(parsed)
         if isinstance(target, SpecProblem):
             problems.insert(0, target)
         if problems:

@@ -1,0 +1,35 @@
+"""Every address an MCPReadiness makes the operator dial, through the one target policy before
+any check runs: the target alone was gated, while metricDrift's Prometheus and the xDS sources
+(syncz, Envoy admin, CSDS ``host:port``) were dialled wherever the spec pointed."""
+
+from __future__ import annotations
+
+from ..api.readiness import MCPReadinessSpec
+from ..policy import TargetPolicy
+from ..targets import SpecProblem
+
+
+def dialed_addresses(spec: MCPReadinessSpec) -> list[tuple[str, str]]:
+    """(field path, URL or ``host:port``) of every check source the spec names; the target is
+    resolved (and gated) on its own path, and a drill's server request URLs on the drill's."""
+    checks = spec.checks
+    out: list[tuple[str, str]] = []
+    if checks.metric_drift is not None:
+        out.append(("spec.checks.metricDrift.prometheusUrl", checks.metric_drift.prometheus_url))
+    if checks.xds_sync is not None:
+        out += [
+            (f"spec.checks.xdsSync.sources[{i}].address", source.address)
+            for i, source in enumerate(checks.xds_sync.sources)
+        ]
+    return out
+
+
+async def dial_problems(spec: MCPReadinessSpec, policy: TargetPolicy | None = None) -> list[SpecProblem]:
+    """``TargetNotAllowed`` for each address the policy forbids, naming its field."""
+    policy = policy or TargetPolicy.from_env()
+    problems = []
+    for where, address in dialed_addresses(spec):
+        problem = await policy.url_problem(address)
+        if problem is not None:
+            problems.append(SpecProblem("TargetNotAllowed", f"{where}: {problem}"))
+    return problems

@@ -1,0 +1,56 @@
+"""The one target policy over every address an MCPReadiness makes the operator dial: with an
+allow-list, a metricDrift Prometheus or an xDS source outside it is refused before any check runs
+(they were dialled: 5 connections to a disallowed address)."""
+
+from __future__ import annotations
+
+import ipaddress
+
+from mcp_operator.api import MCPReadinessSpec
+from mcp_operator.policy import TargetPolicy
+from mcp_operator.readiness.dialing import dial_problems, dialed_addresses
+
+ALLOW_LOOPBACK = TargetPolicy(allow_cidrs=(ipaddress.ip_network("127.0.0.0/8"),))
+
+
+def _spec(drift_url: str, sources: list[tuple[str, str]]) -> MCPReadinessSpec:
+    return MCPReadinessSpec.model_validate(
+        {
+            "target": {"url": "http://127.0.0.1:8000"},
+            "checks": {
+                "metricDrift": {"prometheusUrl": drift_url, "rules": [{"record": "r", "expr": "up"}]},
+                "xdsSync": {"sources": [{"kind": k, "address": a} for k, a in sources]},
+            },
+        }
+    )
+
+
+async def test_every_check_source_passes_the_policy_before_anything_is_dialled() -> None:
+    spec = _spec(
+        "http://10.9.9.9:9090",
+        [
+            ("syncz", "http://10.9.9.9:15014"),
+            ("envoyAdmin", "http://127.0.0.1:15000"),
+            ("csds", "10.9.9.9:18000"),
+        ],
+    )
+    assert [w for w, _ in dialed_addresses(spec)] == [
+        "spec.checks.metricDrift.prometheusUrl",
+        "spec.checks.xdsSync.sources[0].address",
+        "spec.checks.xdsSync.sources[1].address",
+        "spec.checks.xdsSync.sources[2].address",
+    ]
+    problems = await dial_problems(spec, ALLOW_LOOPBACK)
+    assert {p.reason for p in problems} == {"TargetNotAllowed"}
+    assert [p.message.split(":", 1)[0] for p in problems] == [
+        "spec.checks.metricDrift.prometheusUrl",
+        "spec.checks.xdsSync.sources[0].address",
+        "spec.checks.xdsSync.sources[2].address",  # a CSDS host:port too
+    ]
+    fine = _spec("http://127.0.0.1:9090", [("csds", "127.0.0.1:18000")])
+    assert await dial_problems(fine, ALLOW_LOOPBACK) == []
+
+
+async def test_the_metadata_address_is_refused_on_every_source_by_default() -> None:
+    spec = _spec("http://[::ffff:169.254.169.254]/", [("csds", "169.254.169.254:80")])
+    assert len(await dial_problems(spec, TargetPolicy())) == 2
