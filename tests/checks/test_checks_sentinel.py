@@ -7,6 +7,7 @@ import time
 
 import pytest
 from aiohttp import web
+from tests.httpserve import serving
 
 from mcp_checks.sentinel import Sample, SentinelRecord, run_sentinel
 
@@ -66,23 +67,18 @@ async def test_the_sentinel_sees_a_real_outage_and_the_recovery() -> None:
 
     app = web.Application()
     app.router.add_get("/health", health)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     record, stop = SentinelRecord(), asyncio.Event()
-    task = asyncio.create_task(run_sentinel(f"http://127.0.0.1:{port}/health", record, stop, interval_s=0.02))
-    try:
-        await asyncio.sleep(0.2)
-        healthy["up"], fault = False, time.time()
-        await asyncio.sleep(0.3)
-        healthy["up"], restored = True, time.time()
-        await asyncio.sleep(0.4)
-    finally:
-        stop.set()
-        await task
-        await runner.cleanup()
+    async with serving(app) as url:
+        task = asyncio.create_task(run_sentinel(f"{url}/health", record, stop, interval_s=0.02))
+        try:
+            await asyncio.sleep(0.2)
+            healthy["up"], fault = False, time.time()
+            await asyncio.sleep(0.3)
+            healthy["up"], restored = True, time.time()
+            await asyncio.sleep(0.4)
+        finally:
+            stop.set()
+            await task
     # the truth is how long the server really answered 503 (a busy host stretches the sleeps): the
     # sentinel, probing every 20 ms, sees recovery within a few probes of it, never before it
     outage = restored - fault

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from mcp_checks.verdict import Verdict
@@ -37,6 +39,12 @@ def _figures(
         dropped=dropped,
         client_bound=client_bound,
     )
+
+
+def _rows(stages: list[tuple[str, StageFigures]], thresholds: KpiThresholds, ok: int = 1) -> dict[str, Any]:
+    """The board over ``stages`` alone (no faults, no hot updates), by KPI name."""
+    rows = board(ok=ok, total=ok, stages=stages, recoveries=[], hot_updates=[], thresholds=thresholds)
+    return {r.name: r for r in rows}
 
 
 def test_mcp2026_expands_to_the_reference_rates_scaled() -> None:
@@ -181,17 +189,7 @@ def test_the_jump_point_is_the_first_window_past_the_factor() -> None:
     stages = [("baseline", _figures(10.0, [9.0, 10.0])), ("spike", _figures(80.0, [12.0, 45.0, 80.0]))]
     assert jump_points(stages, 3.0) == [Jump("spike", 5.0, 45.0, 10.0, 0, 100)]
     assert jump_points(stages, 10.0) == []
-    rows = {
-        r.name: r
-        for r in board(
-            ok=1,
-            total=1,
-            stages=stages,
-            recoveries=[],
-            hot_updates=[],
-            thresholds=KpiThresholds(p99_jump_factor=3.0),
-        )
-    }
+    rows = _rows(stages, KpiThresholds(p99_jump_factor=3.0))
     assert rows["p99JumpPoint"].verdict == Verdict.WARN and "spike at 5.0 s" in rows["p99JumpPoint"].measured
 
 
@@ -206,17 +204,7 @@ def test_every_stage_is_judged_and_a_jumped_stage_is_no_baseline() -> None:
     jumps = jump_points(stages, 3.0)
     assert [(j.stage, j.offset_s) for j in jumps] == [("mixed", 0.0), ("spike", 0.0)]
     assert jumps[1].p99_ms is None and jumps[1].errors == 23  # 23 of 123 failed: P99 is a failure
-    row = {
-        r.name: r
-        for r in board(
-            ok=1,
-            total=1,
-            stages=stages,
-            recoveries=[],
-            hot_updates=[],
-            thresholds=KpiThresholds(p99_jump_factor=3.0),
-        )
-    }["p99JumpPoint"]
+    row = _rows(stages, KpiThresholds(p99_jump_factor=3.0))["p99JumpPoint"]
     assert "mixed at 0.0 s" in row.measured and "spike at 0.0 s: 23 of 123 requests failed" in row.measured
 
 
@@ -238,29 +226,13 @@ def test_a_full_outage_whose_failures_are_fast_is_a_jump() -> None:
 
 def test_a_stage_whose_client_was_bound_is_inconclusive_and_drops_are_not_failures() -> None:
     bound = _figures(10.0, [10.0], client_bound=("at 0 s: worker 0: CPU 98% of a core > 90%",), dropped=40)
-    rows = {
-        r.name: r
-        for r in board(
-            ok=100,
-            total=100,
-            stages=[("baseline", _figures(10.0, [10.0])), ("spike", bound)],
-            recoveries=[],
-            hot_updates=[],
-            thresholds=KpiThresholds(),
-        )
-    }
-    load = rows["loadGenerator"]
+    load = _rows([("baseline", _figures(10.0, [10.0])), ("spike", bound)], KpiThresholds(), ok=100)[
+        "loadGenerator"
+    ]
     assert (load.verdict, load.reason) == (Verdict.INCONCLUSIVE, "LoadGeneratorSaturated")
     assert "spike: at 0 s: worker 0: CPU 98%" in load.measured and "40 arrivals dropped" in load.measured
-    kept = board(
-        ok=1,
-        total=1,
-        stages=[("s", _figures(10.0, [10.0], dropped=3))],
-        recoveries=[],
-        hot_updates=[],
-        thresholds=KpiThresholds(),
-    )
-    assert {r.name: r.verdict for r in kept}["loadGenerator"] == Verdict.PASS
+    kept = _rows([("s", _figures(10.0, [10.0], dropped=3))], KpiThresholds())
+    assert kept["loadGenerator"].verdict == Verdict.PASS
 
 
 def test_a_drill_that_ended_early_leaves_no_stage_running_or_pending() -> None:

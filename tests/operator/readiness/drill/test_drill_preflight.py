@@ -7,6 +7,7 @@ import socket
 from typing import Any
 
 from aiohttp import web
+from tests.httpserve import serving
 
 from mcp_checks.verdict import Verdict
 from mcp_operator.api.drill import DrillSpec
@@ -15,18 +16,13 @@ from mcp_operator.readiness.drill.preflight import preflight
 from mcp_operator.readiness.drill.run import Drill, DrillContext
 
 
-async def _server(status: int) -> tuple[web.AppRunner, str]:
+def _health(status: int) -> web.Application:
     async def health(_: web.Request) -> web.Response:
         return web.Response(status=status, text="x")
 
     app = web.Application()
     app.router.add_get("/health", health)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    return runner, f"http://127.0.0.1:{port}"
+    return app
 
 
 def _closed_port() -> int:
@@ -37,16 +33,10 @@ def _closed_port() -> int:
 
 
 async def test_a_healthy_target_passes_and_others_are_named() -> None:
-    runner, url = await _server(200)
-    try:
+    async with serving(_health(200)) as url:
         assert await preflight(url + "/health", tries=1) is None
-    finally:
-        await runner.cleanup()
-    runner, url = await _server(503)
-    try:
+    async with serving(_health(503)) as url:
         sick = await preflight(url + "/health", tries=2)
-    finally:
-        await runner.cleanup()
     assert sick is not None and (sick.outcome, sick.reason) == (Verdict.ERROR, "TargetNotHealthy")
     assert "HTTP 503" in sick.message
     gone = await preflight(f"http://127.0.0.1:{_closed_port()}/health", tries=1)
