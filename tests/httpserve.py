@@ -1,11 +1,25 @@
-"""Serve an aiohttp app for a test: a real server on loopback, port chosen by the kernel."""
+"""Serve an aiohttp app for a test: a real server on loopback, port chosen by the kernel; and
+answer JSON from a standard-library request handler."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncIterator
+from http.server import BaseHTTPRequestHandler
+from typing import Any
 
 from aiohttp import web
+
+
+def send_json(handler: BaseHTTPRequestHandler, code: int, body: Any) -> None:
+    """``body`` as a JSON answer with its length (keep-alive clients read exactly that much)."""
+    data = json.dumps(body).encode()
+    handler.send_response(code)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
 
 
 @contextlib.asynccontextmanager

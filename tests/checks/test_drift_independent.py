@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from tests.httpserve import send_json
 
 from mcp_checks.cli import main
 from mcp_checks.drift import MetricDriftSpec, RecordingRule, RulesFile, run_metric_drift
@@ -46,12 +47,7 @@ class FakePrometheus:
 
         class Handler(BaseHTTPRequestHandler):
             def _answer(self, code: int, body: Any) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, code, body)
 
             def do_GET(self) -> None:
                 url = urlsplit(self.path)

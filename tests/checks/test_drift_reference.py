@@ -4,7 +4,6 @@ are no reference (absent, forbidden, no PrometheusRule kind served)."""
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -13,6 +12,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from kubernetes import client
+from tests.httpserve import send_json
 
 from mcp_checks.drift import (
     ConfigMapRules,
@@ -78,12 +78,7 @@ def api() -> Iterator[client.ApiClient]:
                     code, body = 200, OBJECTS[name]
             elif url.path == "/api/v1/namespaces/mon/configmaps/prom-rules":
                 code, body = 200, CONFIG_MAP
-            data = json.dumps(body).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            send_json(self, code, body)
 
         def log_message(self, *args: object) -> None:
             pass
