@@ -392,6 +392,149 @@ def _watch_with_drill(spec: dict[str, Any]) -> str:
     return "spec.watch"
 
 
+# one credential of each kind the no-credentials rules refuse (mcp_operator.api.credentials)
+USERINFO, TOKEN, ENCODED = "user:hunter2@", "?token=abc", "?%74oken=abc"
+
+
+def _credential_cases(
+    label: str, path: Path_, wrap: Callable[[str], Any], where: str, values: dict[str, str]
+) -> list[tuple[str, Cel]]:
+    """One case per credential rule of a URL field: ``values`` maps userinfo/token/encoded to the
+    field's value carrying it, and ``wrap`` puts that value where the field sits under ``path``."""
+    return [(f"{kind}-in-{label}", _cel(path, wrap(value), where)) for kind, value in values.items()]
+
+
+def _drift(url: str) -> dict[str, Any]:
+    return {"prometheusUrl": url, "rules": [{"record": "r"}]}
+
+
+def _server_requests(url: str) -> dict[str, Any]:
+    return {"stages": [{"name": "s"}], "serverRequests": {"urls": [url], "counters": ["c"]}}
+
+
+def _load_path(path: str) -> dict[str, Any]:
+    return {"stages": [{"name": "s", "load": {"rate": 1, "durationSeconds": 1, "path": path}}]}
+
+
+def _same(value: str) -> str:
+    return value
+
+
+READINESS_CREDENTIAL_CASES = [
+    *_credential_cases(
+        "url",
+        ("target", "url"),
+        _same,
+        "spec.target.url",
+        {
+            "userinfo": f"http://{USERINFO}host:8000/",
+            "token": f"http://host:8000/{TOKEN}",
+            "encoded": f"http://host:8000/{ENCODED}",
+        },
+    ),
+    *_credential_cases(
+        "probe-path",
+        ("checks", "healthProbe", "path"),
+        _same,
+        "spec.checks.healthProbe.path",
+        {"token": f"/health{TOKEN}", "encoded": f"/health{ENCODED}"},
+    ),
+    *_credential_cases(
+        "xds-source",
+        ("checks", "xdsSync"),
+        lambda address: {"sources": [{"kind": "syncz", "address": address}]},
+        "spec.checks.xdsSync.sources[0].address",
+        {
+            "userinfo": f"http://{USERINFO}istiod:15014",
+            "token": f"http://istiod:15014/{TOKEN}",
+            "encoded": f"http://istiod:15014/{ENCODED}",
+        },
+    ),
+    *_credential_cases(
+        "prometheusUrl",
+        ("checks", "metricDrift"),
+        _drift,
+        "spec.checks.metricDrift.prometheusUrl",
+        {
+            "userinfo": f"http://{USERINFO}p:9090",
+            "token": f"http://p:9090/{TOKEN}",
+            "encoded": f"http://p:9090/{ENCODED}",
+        },
+    ),
+    *_credential_cases(
+        "serverRequests-url",
+        ("drill",),
+        _server_requests,
+        "spec.drill.serverRequests.urls[0]",
+        {
+            "userinfo": f"http://{USERINFO}svc:8000/metrics",
+            "token": f"http://svc:8000/metrics{TOKEN}",
+            "encoded": f"http://svc:8000/metrics{ENCODED}",
+        },
+    ),
+    *_credential_cases(
+        "load-path",
+        ("drill",),
+        _load_path,
+        "spec.drill.stages[0].load.path",
+        {"token": f"/x{TOKEN}", "encoded": f"/x{ENCODED}"},
+    ),
+]
+BENCHMARK_CREDENTIAL_CASES = [
+    ("encoded-in-url", _cel(("target", "url"), f"http://host:8000/v1{ENCODED}")),
+    *_credential_cases(
+        "path",
+        ("target", "path"),
+        _same,
+        "spec.target.path",
+        {"token": f"/v1{TOKEN}", "encoded": f"/v1{ENCODED}"},
+    ),
+    *_credential_cases(
+        "serverMetrics",
+        ("observe", "serverMetrics"),
+        lambda entry: [entry],
+        "spec.observe.serverMetrics[0]",
+        {
+            "userinfo": f"vllm=http://{USERINFO}vllm:8000/metrics",
+            "token": f"http://vllm:8000/metrics{TOKEN}",
+            "encoded": f"vllm=http://vllm:8000/metrics{ENCODED}",
+        },
+    ),
+    *_credential_cases(
+        "tritonStats",
+        ("observe", "tritonStats"),
+        lambda entry: [entry],
+        "spec.observe.tritonStats[0]",
+        {
+            "userinfo": f"m=http://{USERINFO}triton:8002",
+            "token": f"m=http://triton:8002/{TOKEN}",
+            "encoded": f"m=http://triton:8002/{ENCODED}",
+        },
+    ),
+    *_credential_cases(
+        "prometheus-url",
+        ("observe", "prometheus"),
+        lambda url: {"url": url, "queries": [{"name": "a", "query": "up"}]},
+        "spec.observe.prometheus.url",
+        {
+            "userinfo": f"http://{USERINFO}prom:9090",
+            "token": f"http://prom:9090/{TOKEN}",
+            "encoded": f"http://prom:9090/{ENCODED}",
+        },
+    ),
+    *_credential_cases(
+        "urlBase",
+        ("workload", "images"),
+        lambda base: {"encoding": "url", "urlBase": base},
+        "spec.workload.images.urlBase",
+        {
+            "userinfo": f"http://{USERINFO}img:80/",
+            "token": f"http://img:80/{TOKEN}",
+            "encoded": f"http://img:80/{ENCODED}",
+        },
+    ),
+]
+
 CEL_CASES: dict[str, list[tuple[str, Cel]]] = {
     "MCPReadiness": [
         ("url-and-serviceRef", _both_url_and_ref),
@@ -457,6 +600,7 @@ CEL_CASES: dict[str, list[tuple[str, Cel]]] = {
         ("watch-with-drill", _watch_with_drill),
         # a JSON integer below a fractional minimum: only the CEL rule crdgen adds refuses it
         ("integer-ratio-below-minimum", _cel(("checks", "healthProbe", "minSuccessRatio"), 0)),
+        *READINESS_CREDENTIAL_CASES,
     ],
     "MCPBenchmark": [
         ("url-and-serviceRef", _both_url_and_ref),
@@ -470,6 +614,7 @@ CEL_CASES: dict[str, list[tuple[str, Cel]]] = {
         ("userinfo-in-url", _cel(("target", "url"), "http://user:hunter2@host:8000/")),
         ("token-in-url", _cel(("target", "url"), "http://host:8000/v1?api_key=abc")),
         ("signature-in-url", _cel(("target", "url"), "https://host/x?X-Amz-Signature=abc")),
+        *BENCHMARK_CREDENTIAL_CASES,
         (
             "header-value-and-valueFrom",
             _cel(

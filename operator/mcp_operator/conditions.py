@@ -1,5 +1,6 @@
 """Kubernetes-convention conditions, built as pure functions over status dictionaries; a
-message or reason is clipped to its bound (``bounded``), whatever it quotes."""
+message or reason is clipped to its bound (``bounded``), whatever it quotes, and a message is
+redacted (``redact``), whatever URL it quotes."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 from mcp_checks.verdict import utc_now
 
 from .bounded import MAX_MESSAGE, clip
+from .redact import redact_text
 
 MAX_REASON = 128
 
@@ -33,7 +35,7 @@ def set_condition(
         "type": type_,
         "status": wire,
         "reason": clip(reason, MAX_REASON),
-        "message": clip(message, MAX_MESSAGE),
+        "message": clip(redact_text(message), MAX_MESSAGE),
         "lastTransitionTime": stamp,
     }
     if generation is not None:

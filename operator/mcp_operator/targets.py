@@ -6,11 +6,12 @@ stays testable without an API server.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 from .api.common import TargetRef
 from .policy import TargetPolicy
+from .redact import url_has_credentials
 
 ServiceExists = Callable[[str, str], Awaitable[bool]]
 
@@ -21,6 +22,20 @@ class SpecProblem:
 
     reason: str
     message: str
+
+
+def credentials_problem(fields: Iterable[tuple[str, str]], hint: str) -> SpecProblem | None:
+    """``CredentialsInUrl`` naming every field (path, value) whose URL carries credentials, or
+    None: the CRDs refuse these at apply time, and this refuses them where an older CRD did not.
+    The message names fields, never values, so it repeats no credential."""
+    leaking = [field for field, url in fields if url_has_credentials(url)]
+    if not leaking:
+        return None
+    return SpecProblem(
+        "CredentialsInUrl",
+        f"{', '.join(leaking)} must not carry credentials (userinfo, or a token-like or percent-encoded "
+        f"query parameter name); {hint}",
+    )
 
 
 def service_url(ref: TargetRef, namespace: str) -> str:

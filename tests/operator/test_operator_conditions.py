@@ -67,3 +67,13 @@ def test_default_stamp_is_rfc3339_utc() -> None:
     assert abs((dt.datetime.now(dt.UTC) - parsed).total_seconds()) < 5
     (cond,) = set_condition([], "Ready", True, "R", "", 1)
     dt.datetime.strptime(cond["lastTransitionTime"], "%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_a_message_is_redacted_whatever_url_it_quotes() -> None:
+    """Every condition of both resources is built here: a message that quotes a URL with
+    credentials (a refusal, an error) keeps the URL and loses the credential."""
+    canary = "CANARY-c0de"
+    message = f"http://u:{canary}@svc:8000 unreachable; GET /health?token={canary} refused"
+    (ready,) = set_condition([], "Ready", False, "TargetUnreachable", message, 1, now=T0)
+    assert canary not in ready["message"]
+    assert ready["message"] == "http://REDACTED@svc:8000 unreachable; GET /health?token=REDACTED refused"

@@ -66,3 +66,17 @@ def test_logging_filter_redacts_formatted_records(caplog: pytest.LogCaptureFixtu
     with caplog.at_level(logging.DEBUG, logger="test.redact"):
         logger.debug("body: %s", {"url": f"http://x/?token={TOKEN}"})
     assert TOKEN not in caplog.text and "token=REDACTED" in caplog.text
+
+
+def test_logging_filter_redacts_a_query_without_a_scheme(caplog: pytest.LogCaptureFixture) -> None:
+    """urllib3's retry warning names the request by its path and query only."""
+    logger = logging.getLogger("test.redact.urllib3")
+    logger.addFilter(RedactingFilter())
+    with caplog.at_level(logging.WARNING, logger="test.redact.urllib3"):
+        logger.warning(
+            "Retrying (%r) after connection broken by '%s': %s",
+            "Retry(total=2)",
+            "NewConnectionError",
+            f"/api/v1/query?query=up&token={TOKEN}",
+        )
+    assert TOKEN not in caplog.text and "/api/v1/query?query=up&token=REDACTED" in caplog.text

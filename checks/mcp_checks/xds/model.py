@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal
 
+from mcp_checks.redact import redact_text, redact_url
+
 XDS_TYPES = ("LDS", "RDS", "CDS", "EDS")
 
 # type URL (v3) -> short xDS name; what CSDS and istiod's xDS-form syncz report
@@ -77,7 +79,14 @@ class XdsSource:
 
     @property
     def label(self) -> str:
-        return f"{self.kind}:{_redact(self.address)}"
+        """The source as shown: its address without userinfo or a secret query value."""
+        return f"{self.kind}:{redact_url(self.address)}"
+
+    def scrub(self, text: str) -> str:
+        """``text`` (an error a call raised) without the address's credentials: the address is
+        shown redacted wherever the text quotes it, and any other URL or query in it too (a
+        ``host:port`` with userinfo is no URL that ``redact_text`` could find on its own)."""
+        return redact_text(text.replace(self.address, redact_url(self.address)))
 
 
 @dataclass(frozen=True)
@@ -104,13 +113,3 @@ class XdsSyncSpec:
 
 class MalformedAnswer(ValueError):
     """A source answered with something that is not the shape it documents."""
-
-
-def _redact(address: str) -> str:
-    """Drop ``user:password@`` from a URL so a source label never carries credentials."""
-    scheme, sep, rest = address.partition("://")
-    if not sep:
-        return address.rsplit("@", 1)[-1]
-    host = rest.split("/", 1)
-    host[0] = host[0].rsplit("@", 1)[-1]
-    return f"{scheme}://{'/'.join(host)}"

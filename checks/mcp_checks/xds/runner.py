@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import aiohttp
 
@@ -19,6 +19,15 @@ from mcp_checks.xds.syncz import fetch_syncz
 
 
 async def fetch_source(source: XdsSource, session: aiohttp.ClientSession, timeout_s: float) -> SourceAnswer:
+    """One source's answer, its errors scrubbed of the address's credentials (an error quotes
+    the URL it failed on, query and all)."""
+    answer = await _fetch_source(source, session, timeout_s)
+    return replace(
+        answer, unreachable=source.scrub(answer.unreachable), malformed=source.scrub(answer.malformed)
+    )
+
+
+async def _fetch_source(source: XdsSource, session: aiohttp.ClientSession, timeout_s: float) -> SourceAnswer:
     """One source's answer; a time-out is 'unreachable', an unexpected failure 'malformed'."""
     try:
         if source.kind == "csds":

@@ -9,7 +9,6 @@ from pydantic import Field, field_validator, model_validator
 
 from mcp_bench.plan import Arrival, Backend, Connections, Overload
 
-from ..redact import SENSITIVE_PARAMS, SENSITIVE_SUFFIXES
 from .barrier import BenchmarkProgress, StartBarrierSpec
 from .common import (
     DNS_SUBDOMAIN,
@@ -27,6 +26,7 @@ from .common import (
     with_rules,
 )
 from .consistency import ConsistencySpec
+from .credentials import CREDENTIALS_HINT, no_credentials, no_credentials_in_query, rules_extra
 from .observe import GpuSamplerSpec, PrometheusSource
 from .search import SEARCH_RULES, BenchmarkSearch, SearchStatus
 from .workload import DatasetSpec, DistributionSpec, ImagePartsSpec, ImageTensorSpec
@@ -39,18 +39,9 @@ MAX_NODE_SELECTOR = 32
 MAX_PREFLIGHT_FINDINGS = 8
 PreflightMode = Literal["strict", "warn", "off"]
 
-# A URL that carries credentials is refused at apply time, so the credential never reaches etcd,
-# the Job or status: userinfo, or a query parameter redact_url would hide.
-_USERINFO = "^([A-Za-z][-A-Za-z0-9+.]*://)?[^/?#]*@"
-_SECRET_PARAM = (
-    "(?i)[?&]("
-    + "|".join(sorted(SENSITIVE_PARAMS) + [f"[^=&#]*{suffix}" for suffix in SENSITIVE_SUFFIXES])
-    + ")="
-)
-CREDENTIALS_HINT = (
-    "must not carry credentials (CredentialsInUrl): send them as spec.target.headers "
-    "with valueFrom.secretKeyRef"
-)
+# A URL that carries credentials is refused at apply time (``api.credentials``), so the credential
+# never reaches etcd, the Job or status; the target's own messages say where credentials go instead.
+TARGET_HINT = f"{CREDENTIALS_HINT}: send them as spec.target.headers with valueFrom.secretKeyRef"
 
 
 class BenchmarkTarget(ApiModel):
@@ -67,17 +58,19 @@ class BenchmarkTarget(ApiModel):
         # userinfo is matched here so that the rule below refuses it with its own message
         pattern=r"^(https?://)?([^\s/@]*@)?([^\s/:\[\]@]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?(/.*)?$",
         max_length=2048,
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                cel(f"!self.matches('{_USERINFO}')", f"url {CREDENTIALS_HINT}"),
-                cel(f"!self.matches('{_SECRET_PARAM}')", f"url query {CREDENTIALS_HINT}"),
-            ]
-        },
+        json_schema_extra=rules_extra(no_credentials("url", TARGET_HINT)),
     )
     service_ref: TargetRef | None = Field(default=None, description="In-cluster Service to load.")
     backend: Backend = Field(default="http", description="Wire protocol.")
     model: str = Field(default="", description="Model name as the server knows it.", max_length=256)
-    path: str = Field(default="/", description="Request path for the plain HTTP backend.", pattern=r"^/")
+    path: str = Field(
+        default="/",
+        description="Request path for the plain HTTP backend; its query must not carry credentials "
+        "(CredentialsInUrl), as the url's.",
+        pattern=r"^/",
+        max_length=2048,
+        json_schema_extra=rules_extra(no_credentials_in_query("path", TARGET_HINT)),
+    )
     headers: list[TargetHeader] = Field(
         default_factory=list,
         description="HTTP headers sent with every request (backends http, openai and openai-chat). Values "
@@ -283,7 +276,16 @@ class BenchmarkObserve(ApiModel):
     diagnosis (status.diagnostics) has the data it needs. URLs must pass the operator's target
     policy, like spec.target."""
 
-    server_metrics: list[Annotated[str, Field(max_length=2048, pattern=_OBSERVE_SOURCE)]] = Field(
+    server_metrics: list[
+        Annotated[
+            str,
+            Field(
+                max_length=2048,
+                pattern=_OBSERVE_SOURCE,
+                json_schema_extra=rules_extra(no_credentials("serverMetrics entry")),
+            ),
+        ]
+    ] = Field(
         default_factory=list,
         description="Prometheus endpoints to read: 'triton' or 'vllm' (the target's own /metrics), "
         "'triton=URL', 'vllm=URL' (e.g. Triton's :8002), 'dcgm' (the DCGM exporter at the target's host, "
@@ -291,7 +293,16 @@ class BenchmarkObserve(ApiModel):
         "or any Prometheus text URL.",
         max_length=MAX_OBSERVE_SOURCES,
     )
-    triton_stats: list[Annotated[str, Field(max_length=2048, pattern=_STATS_SOURCE)]] = Field(
+    triton_stats: list[
+        Annotated[
+            str,
+            Field(
+                max_length=2048,
+                pattern=_STATS_SOURCE,
+                json_schema_extra=rules_extra(no_credentials("tritonStats entry")),
+            ),
+        ]
+    ] = Field(
         default_factory=list,
         description="Triton's statistics extension of these models: MODEL (at the target) or MODEL=URL.",
         max_length=MAX_OBSERVE_SOURCES,

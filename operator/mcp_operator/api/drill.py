@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import Field
 
 from .common import ApiModel, Verdict, cel, with_rules
+from .credentials import no_credentials_in_query, rules_extra
 from .drillmeasures import Autoscaling, ChaosExperiment, LoadRetry, ServerRequests
 
 FaultKind = Literal[
@@ -101,7 +102,13 @@ class StageLoad(ApiModel):
         default=None, ge=1, le=4096, description="Closed-loop requests in flight."
     )
     duration_seconds: float = Field(gt=0, le=86400, description="How long the stage loads the target.")
-    path: str = Field(default="/health", pattern=r"^/", description="Request path on the target.")
+    path: str = Field(
+        default="/health",
+        pattern=r"^/",
+        max_length=1024,
+        description="Request path on the target; its query must not carry credentials (CredentialsInUrl).",
+        json_schema_extra=rules_extra(no_credentials_in_query("load path")),
+    )
     window_seconds: float = Field(
         default=5,
         gt=0,

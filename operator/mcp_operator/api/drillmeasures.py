@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from .common import ApiModel
+from .credentials import no_credentials, rules_extra
 
 PROMETHEUS_NAME = r"^[a-zA-Z_:][a-zA-Z0-9_:]*$"
 ChaosKind = Literal[
@@ -20,7 +21,16 @@ class ServerRequests(ApiModel):
     """The target's own count of the requests it received, read from Prometheus-format metrics
     before and after each stage's load: the server's side of retry amplification."""
 
-    urls: list[Annotated[str, Field(pattern=r"^https?://", max_length=2048)]] = Field(
+    urls: list[
+        Annotated[
+            str,
+            Field(
+                pattern=r"^https?://",
+                max_length=2048,
+                json_schema_extra=rules_extra(no_credentials("serverRequests url")),
+            ),
+        ]
+    ] = Field(
         min_length=1,
         max_length=8,
         description="Metrics endpoints whose counters are summed (every replica, or one that aggregates).",

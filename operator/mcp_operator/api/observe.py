@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from .common import ApiModel, TargetRef, cel, with_rules
+from .credentials import no_credentials, rules_extra
 
 MAX_PROMQL = 16
 PROMQL_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
@@ -35,7 +36,11 @@ class PrometheusSource(ApiModel):
     )
 
     url: str | None = Field(
-        default=None, description="Prometheus base URL.", pattern=r"^https?://\S+$", max_length=2048
+        default=None,
+        description="Prometheus base URL, without credentials (CredentialsInUrl).",
+        pattern=r"^https?://\S+$",
+        max_length=2048,
+        json_schema_extra=rules_extra(no_credentials("prometheus url")),
     )
     service_ref: TargetRef | None = Field(
         default=None, description="In-cluster Prometheus Service (e.g. port 9090)."

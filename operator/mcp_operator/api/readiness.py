@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from .common import ApiModel, Condition, TargetRef, Verdict, cel, with_rules
+from .credentials import no_credentials, no_credentials_in_query, rules_extra
 from .drill import DrillSpec, FaultRecord, KpiRow, Stage, StageSummary
 
 KIND = "MCPReadiness"
@@ -25,9 +26,12 @@ class ReadinessTarget(ApiModel):
 
     url: str | None = Field(
         default=None,
-        description="Base URL of the inference service, e.g. http://triton.default.svc:8000.",
+        description="Base URL of the inference service, e.g. http://triton.default.svc:8000. It must not "
+        "carry credentials (user:password@, or a token-like or percent-encoded query parameter name): such a "
+        "URL is refused (CredentialsInUrl).",
         pattern=r"^https?://[^\s/]+(/.*)?$",
         max_length=2048,
+        json_schema_extra=rules_extra(no_credentials("url")),
     )
     service_ref: TargetRef | None = Field(default=None, description="In-cluster Service to assess.")
 
@@ -52,7 +56,11 @@ class HealthProbeCheck(ApiModel):
         default=True, description="The probe runs unless this is false (it is on by default for every gate)."
     )
     path: str = Field(
-        default="/health", description="Path probed on the target.", pattern=r"^/", max_length=1024
+        default="/health",
+        description="Path probed on the target; its query must not carry credentials (CredentialsInUrl).",
+        pattern=r"^/",
+        max_length=1024,
+        json_schema_extra=rules_extra(no_credentials_in_query("healthProbe path")),
     )
     requests: int = Field(
         default=10000,
@@ -106,7 +114,10 @@ class XdsSourceRef(ApiModel):
         "istiod's debug endpoint (http://istiod:15014); envoyAdmin: an Envoy admin endpoint (http://pod:15000)."
     )
     address: str = Field(
-        description="host:port for csds, a base URL otherwise.", min_length=1, max_length=2048
+        description="host:port for csds, a base URL otherwise; without credentials (CredentialsInUrl).",
+        min_length=1,
+        max_length=2048,
+        json_schema_extra=rules_extra(no_credentials("xDS source address")),
     )
 
 
@@ -277,7 +288,10 @@ class MetricDriftCheck(ApiModel):
     )
 
     prometheus_url: str = Field(
-        description="Prometheus base URL.", pattern=r"^https?://[^\s/]+(/.*)?$", max_length=2048
+        description="Prometheus base URL, without credentials (CredentialsInUrl).",
+        pattern=r"^https?://[^\s/]+(/.*)?$",
+        max_length=2048,
+        json_schema_extra=rules_extra(no_credentials("prometheusUrl")),
     )
     rules: list[RecordingRuleRef] = Field(
         description="Recording rules to compare.", min_length=1, max_length=64

@@ -15,14 +15,14 @@ from mcp_bench.engines import plan_feature_problem
 from mcp_bench.plan import PlanError, RunPlan
 
 from ..api.benchmark import MCPBenchmarkSpec, RunnerSpec
-from ..redact import url_has_credentials
 from ..settings import OperatorSettings
-from ..targets import ServiceExists, SpecProblem, resolve_url
+from ..targets import ServiceExists, SpecProblem, credentials_problem, resolve_url
 from .observe import observe_plan, observe_problem
 from .search import search_plan, search_problem
 from .workload import workload_payload
 
 HEADER_BACKENDS = ("http", "openai", "openai-chat")
+CREDENTIALS_HINT = "send them as spec.target.headers with valueFrom.secretKeyRef"
 # Suffixes of a Kubernetes quantity as multipliers (a CPU request is usually whole or milli).
 _SUFFIX = {
     "n": Decimal("1e-9"),
@@ -126,17 +126,33 @@ def _allowed(value: str, patterns: tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatchcase(value, pattern) for pattern in patterns)
 
 
+def url_fields(spec: MCPBenchmarkSpec) -> list[tuple[str, str]]:
+    """(field path, value) of the target's URL and path and of every image urlBase: what the Job
+    and the plan ConfigMap copy (spec.observe's URLs are checked with its other rules)."""
+    fields = [("spec.target.path", spec.target.path)]
+    if spec.target.url:
+        fields.insert(0, ("spec.target.url", spec.target.url))
+    workload = spec.workload
+    if workload is None:
+        return fields
+    if workload.images is not None and workload.images.url_base:
+        fields.append(("spec.workload.images.urlBase", workload.images.url_base))
+    fields += [
+        (f"spec.workload.classes[{i}].images.urlBase", c.images.url_base)
+        for i, c in enumerate(workload.classes)
+        if c.images is not None and c.images.url_base
+    ]
+    return fields
+
+
 async def prepare_plan(
     spec: MCPBenchmarkSpec, namespace: str, benchmark: str, exists: ServiceExists
 ) -> RunPlan | SpecProblem:
     """The plan the shards run, or why this spec cannot run (checked before any Job exists)."""
-    if spec.target.url and url_has_credentials(spec.target.url):
-        # the CRD refuses these already; never copy one into a Job if an older CRD let it through
-        return SpecProblem(
-            "CredentialsInUrl",
-            "spec.target.url carries credentials (userinfo or a token-like query parameter); "
-            "send them as spec.target.headers with valueFrom.secretKeyRef",
-        )
+    # the CRD refuses these already; never copy one into a Job if an older CRD let it through
+    leaking = credentials_problem(url_fields(spec), CREDENTIALS_HINT)
+    if leaking is not None:
+        return leaking
     if spec.target.headers and spec.target.backend not in HEADER_BACKENDS:
         return SpecProblem(
             "HeadersUnsupported",

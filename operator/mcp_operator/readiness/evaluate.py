@@ -19,16 +19,56 @@ from mcp_checks.suite import run_checks as run_suite
 from mcp_checks.verdict import CheckOutcome
 
 from ..api.readiness import MCPReadinessSpec
-from ..targets import ServiceExists, SpecProblem, resolve_url
+from ..targets import ServiceExists, SpecProblem, credentials_problem, resolve_url
+
+# MCPReadiness sends no headers: a URL's credentials have nowhere else to go
+CREDENTIALS_HINT = "a URL is copied into status, events and logs; use an endpoint that needs none"
 
 
 async def resolve_target(spec: MCPReadinessSpec, namespace: str, exists: ServiceExists) -> str | SpecProblem:
     return await resolve_url(spec.target.url, spec.target.service_ref, namespace, exists)
 
 
+def url_fields(spec: MCPReadinessSpec) -> list[tuple[str, str]]:
+    """Every URL-like field of the spec that is set, as (field path, value)."""
+    fields: list[tuple[str, str]] = []
+    if spec.target.url:
+        fields.append(("spec.target.url", spec.target.url))
+    checks = spec.checks
+    if checks.health_probe is not None:
+        fields.append(("spec.checks.healthProbe.path", checks.health_probe.path))
+    if checks.xds_sync is not None:
+        fields += [
+            (f"spec.checks.xdsSync.sources[{i}].address", source.address)
+            for i, source in enumerate(checks.xds_sync.sources)
+        ]
+    if checks.metric_drift is not None:
+        fields.append(("spec.checks.metricDrift.prometheusUrl", checks.metric_drift.prometheus_url))
+    if spec.drill is not None:
+        fields += _drill_url_fields(spec)
+    return fields
+
+
+def _drill_url_fields(spec: MCPReadinessSpec) -> list[tuple[str, str]]:
+    assert spec.drill is not None
+    fields = [
+        (f"spec.drill.stages[{i}].load.path", stage.load.path)
+        for i, stage in enumerate(spec.drill.stages)
+        if stage.load is not None
+    ]
+    if spec.drill.server_requests is not None:
+        urls = spec.drill.server_requests.urls
+        fields += [(f"spec.drill.serverRequests.urls[{i}]", url) for i, url in enumerate(urls)]
+    return fields
+
+
 def semantic_problems(spec: MCPReadinessSpec) -> list[SpecProblem]:
-    """Thresholds that no run could verify as written, and checks that cannot be built."""
+    """URLs that carry credentials (first: nothing of such a spec may run), thresholds that no
+    run could verify as written, and checks that cannot be built."""
     problems = []
+    leaking = credentials_problem(url_fields(spec), CREDENTIALS_HINT)
+    if leaking is not None:
+        problems.append(leaking)
     probe = spec.checks.health_probe
     if probe is not None and probe.enabled:
         needed = required_samples(probe.min_success_ratio)

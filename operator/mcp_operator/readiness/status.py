@@ -3,7 +3,11 @@ by pure functions that are handed the time instead of reading the clock.
 
 Bounded in bytes, not only in rows: every string copied from a check (messages, findings,
 sources, figures) is clipped, and the verdict's status is built at tighter bounds until it fits
-``bounded.STATUS_BUDGET``, however long the addresses and messages a spec leads to."""
+``bounded.STATUS_BUDGET``, however long the addresses and messages a spec leads to.
+
+Redacted, not only bounded: the target URL and every string a check row copies go through
+``redact`` (the CRD and ``semantic_problems`` refuse a URL with credentials; this is for one
+that reached a check some other way, or an answer that quotes one)."""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from mcp_checks.verdict import SEVERITY, CheckOutcome, RunVerdict, decide
 from ..api.readiness import MAX_CHECK_HISTORY, MAX_FINDINGS, MAX_HISTORY, MCPReadinessStatus
 from ..bounded import MAX_URL, TIERS, Bounds, clip, clip_map, clip_strings, fit, json_size
 from ..conditions import condition, set_condition
+from ..redact import redact_text, redact_url
 from ..rejection import rejected_fields
 from ..targets import SpecProblem
 
@@ -31,6 +36,16 @@ def worst_kept(outcomes: list[CheckOutcome], limit: int) -> list[CheckOutcome]:
     return [outcomes[i] for i in sorted(keep)]
 
 
+def shown(text: str, limit: int) -> str:
+    """``text`` as status may hold it: redacted first, so a clip never leaves half a credential."""
+    return clip(redact_text(text), limit)
+
+
+def shown_map(values: Mapping[str, str], bounds: Bounds) -> dict[str, str]:
+    """A map of figures as status may hold it (a figure may quote an address)."""
+    return clip_map({k: redact_text(v) for k, v in values.items()}, bounds)
+
+
 def check_row(outcome: CheckOutcome, bounds: Bounds = TIERS[0]) -> dict[str, Any]:
     """One row of the verdict table; findings are kept worst first and bounded, in number and in
     the length of every string."""
@@ -40,24 +55,24 @@ def check_row(outcome: CheckOutcome, bounds: Bounds = TIERS[0]) -> dict[str, Any
         "name": clip(outcome.name, bounds.field),
         "verdict": outcome.outcome.value,
         "reason": clip(outcome.reason, bounds.field),
-        "message": clip(outcome.message, bounds.text),
-        "observed": clip_map(outcome.observed, bounds),
-        "thresholds": clip_map(outcome.thresholds, bounds),
+        "message": shown(outcome.message, bounds.text),
+        "observed": shown_map(outcome.observed, bounds),
+        "thresholds": shown_map(outcome.thresholds, bounds),
         "measuredAt": outcome.measured_at,
     }
     if outcome.duration_s is not None:
         row["durationMs"] = round(outcome.duration_s * 1000)
     if outcome.source:
-        row["source"] = clip(outcome.source, bounds.field)
+        row["source"] = shown(outcome.source, bounds.field)
     if findings:
         row["findings"] = [
             {
-                "subject": clip(f.subject, bounds.field),
+                "subject": shown(f.subject, bounds.field),
                 "verdict": f.outcome.value,
                 "reason": clip(f.reason, bounds.field),
-                "observed": clip(f.observed, bounds.field),
-                "threshold": clip(f.threshold, bounds.field),
-                "source": clip(f.source, bounds.field),
+                "observed": shown(f.observed, bounds.field),
+                "threshold": shown(f.threshold, bounds.field),
+                "source": shown(f.source, bounds.field),
             }
             for f in findings
         ]
@@ -114,7 +129,7 @@ def _verdict_fields(
         generation,
         now,
     )
-    message = clip(verdict.message, bounds.text)
+    message = shown(verdict.message, bounds.text)
     conds = set_condition(conds, "Ready", verdict.ready, verdict.reason, message, generation, now)
     record = {
         "completedAt": completed,
@@ -136,7 +151,7 @@ def _verdict_fields(
         "phase": "Succeeded" if verdict.ready else "Failed",
         "verdict": verdict.outcome.value,
         "score": verdict.score,
-        "targetUrl": clip(base_url, MAX_URL),
+        "targetUrl": clip(redact_url(base_url), MAX_URL),
         "startedAt": started_at,
         "completedAt": completed,
         "checks": [check_row(o, bounds) for o in worst_kept(outcomes, MAX_CHECK_HISTORY)],
@@ -206,7 +221,7 @@ def running_status(
 ) -> dict[str, Any]:
     conds = set_condition(conditions, "Accepted", True, "SpecAccepted", "spec is valid", generation, now)
     conds = set_condition(conds, "Ready", None, "Evaluating", message, generation, now)
-    fields = {"phase": "Running", "targetUrl": base_url, "startedAt": now, "conditions": conds}
+    fields = {"phase": "Running", "targetUrl": redact_url(base_url), "startedAt": now, "conditions": conds}
     return MCPReadinessStatus.model_validate(fields).to_patch()
 
 
@@ -235,7 +250,7 @@ def drill_status(drill: Any, conditions: list[dict[str, Any]], generation: int, 
     fields = {
         "stage": f"{len(drill.stages)}/{len(drill.stages)}",
         "stages": drill.stages,
-        "kpis": drill.kpis,
+        "kpis": [{k: redact_text(v) for k, v in row.items()} for row in drill.kpis],
         "faults": drill.journal[-64:],
         "conditions": conds,
     }

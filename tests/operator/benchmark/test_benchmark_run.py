@@ -187,6 +187,41 @@ async def test_a_url_with_credentials_is_refused_without_repeating_them(url: str
     assert TOKEN not in problem.message and "valueFrom.secretKeyRef" in problem.message
 
 
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"target": {"url": "http://vllm:8000", "path": f"/v1?token={TOKEN}"}}, "spec.target.path"),
+        ({"target": {"url": "http://vllm:8000", "path": f"/v1?%74oken={TOKEN}"}}, "spec.target.path"),
+        ({"target": {"url": f"http://vllm:8000/?%74oken={TOKEN}"}}, "spec.target.url"),
+        (
+            {
+                "target": {"url": "http://vllm:8000", "backend": "openai-chat", "model": "m"},
+                "workload": {"images": {"encoding": "url", "urlBase": f"http://u:{TOKEN}@img:80/p"}},
+            },
+            "spec.workload.images.urlBase",
+        ),
+        (
+            {
+                "target": {"url": "http://vllm:8000", "backend": "openai-chat", "model": "m"},
+                "workload": {
+                    "classes": [
+                        {"name": "v", "images": {"encoding": "url", "urlBase": f"http://img/?sig={TOKEN}"}}
+                    ]
+                },
+            },
+            "spec.workload.classes[0].images.urlBase",
+        ),
+    ],
+)
+async def test_every_url_the_job_copies_is_checked_for_credentials(
+    overrides: dict[str, Any], field: str
+) -> None:
+    """The path and the image urlBase reach the Job's env and the plan ConfigMap as the url does."""
+    problem = await prepare_plan(_spec(**overrides), "ml", "bench", _exists)
+    assert isinstance(problem, SpecProblem) and problem.reason == "CredentialsInUrl"
+    assert field in problem.message and TOKEN not in problem.message
+
+
 async def test_headers_on_a_backend_that_cannot_send_them_are_refused() -> None:
     spec = _spec(
         target={

@@ -294,3 +294,117 @@ def test_one_rule_for_verifiability_and_bounds_that_keep_a_verdict_meaningful() 
     ):
         with pytest.raises(ValidationError):
             _spec(**bad)
+
+
+CANARY = "CANARY-71c2"
+CREDENTIALED = [f"user:{CANARY}@", f"?token={CANARY}", f"?%74oken={CANARY}"]
+
+
+def _readiness(target_url: str = "http://svc:8000", **spec: Any) -> MCPReadinessSpec:
+    return MCPReadinessSpec.model_validate({"target": {"url": target_url}, **spec})
+
+
+def _url_with(base: str, credential: str) -> str:
+    """``base`` (scheme://host[:port]) carrying ``credential``: userinfo, or a query."""
+    if credential.endswith("@"):
+        scheme, _, rest = base.partition("://")
+        return f"{scheme}://{credential}{rest}" if rest else f"{credential}{base}"
+    return f"{base}/{credential}"
+
+
+def _each_url_field(credential: str) -> list[tuple[str, MCPReadinessSpec]]:
+    """One spec per URL field of MCPReadiness, that field carrying ``credential``."""
+    drill = {"stages": [{"name": "s", "load": {"rate": 1, "durationSeconds": 1}}]}
+    query = credential.startswith("?")
+    specs = [
+        ("spec.target.url", _readiness(_url_with("http://svc:8000", credential))),
+        (
+            "spec.checks.xdsSync.sources[1].address",
+            _readiness(
+                checks={
+                    "xdsSync": {
+                        "sources": [
+                            {"kind": "csds", "address": "istiod:15010"},
+                            {"kind": "syncz", "address": _url_with("http://istiod:15014", credential)},
+                        ]
+                    }
+                }
+            ),
+        ),
+        (
+            "spec.checks.metricDrift.prometheusUrl",
+            _readiness(
+                checks={
+                    "metricDrift": {
+                        "prometheusUrl": _url_with("http://prom:9090", credential),
+                        "rules": [{"record": "r", "expr": "up"}],
+                    }
+                }
+            ),
+        ),
+        (
+            "spec.drill.serverRequests.urls[0]",
+            _readiness(
+                drill={
+                    **drill,
+                    "serverRequests": {"urls": [_url_with("http://svc:8000", credential)], "counters": ["c"]},
+                }
+            ),
+        ),
+    ]
+    if query:  # a path has no userinfo
+        specs += [
+            ("spec.checks.healthProbe.path", _readiness(checks={"healthProbe": {"path": f"/h{credential}"}})),
+            (
+                "spec.drill.stages[0].load.path",
+                _readiness(
+                    drill={
+                        "stages": [
+                            {
+                                "name": "s",
+                                "load": {"rate": 1, "durationSeconds": 1, "path": f"/x{credential}"},
+                            }
+                        ]
+                    }
+                ),
+            ),
+        ]
+    if not query:  # CSDS is host:port: userinfo only
+        specs.append(
+            (
+                "spec.checks.xdsSync.sources[0].address",
+                _readiness(
+                    checks={
+                        "xdsSync": {"sources": [{"kind": "csds", "address": f"{credential}istiod:15010"}]}
+                    }
+                ),
+            )
+        )
+    return specs
+
+
+@pytest.mark.parametrize(
+    ("field", "spec"),
+    [case for credential in CREDENTIALED for case in _each_url_field(credential)],
+    ids=[f"{field}:{c[:6]}" for c in CREDENTIALED for field, _ in _each_url_field(c)],
+)
+def test_a_url_field_with_credentials_is_refused(field: str, spec: MCPReadinessSpec) -> None:
+    """What an older CRD let in is refused by the operator: CredentialsInUrl first, naming the
+    field and never repeating the credential."""
+    problems = semantic_problems(spec)
+    assert problems and problems[0].reason == "CredentialsInUrl", problems
+    assert field in problems[0].message and CANARY not in problems[0].message
+
+
+def test_clean_url_fields_raise_no_credentials_problem() -> None:
+    spec = _readiness(
+        checks={
+            "healthProbe": {"path": "/health?verbose=1"},
+            "xdsSync": {"sources": [{"kind": "csds", "address": "istiod:15010"}]},
+            "metricDrift": {
+                "prometheusUrl": "http://prom:9090/base",
+                "rules": [{"record": "r", "expr": "up"}],
+            },
+        }
+    )
+    assert "CredentialsInUrl" not in [p.reason for p in semantic_problems(spec)]
