@@ -3,7 +3,8 @@ again during each level, through a protocol client of its own (so the load's con
 figures are untouched), and writes each level's consistency figures into its result.
 
 When a level's probing begins: the built-in engine in one process reports progress, so the
-first round waits until the level has sent load, then one ``interval_s``; with worker processes
+first round waits until the level has sent load (at most ``LOAD_WAIT_S``: the window opened at
+``level_ready``, and progress ticks come late on a busy host), then one ``interval_s``; with worker processes
 or an external engine (no progress reaches this process) it begins one ``interval_s`` after the
 level's window opens (``level_ready``) or, for Locust and k6, after the level starts. A round
 still in flight when the level ends is awaited, its answers counted with the level. A probe
@@ -26,6 +27,8 @@ from mcp_bench.protocols import protocol_factory
 from mcp_bench.records import ProtocolClient, RequestPayload, RequestRecord
 from mcp_bench.results.aggregate import LevelMeta
 from mcp_bench.results.document import LevelResult
+
+LOAD_WAIT_S = 0.5  # the load runs by then; a progress tick that comes later does not hold probing
 
 
 @dataclass
@@ -120,7 +123,7 @@ class ConsistencyObserver(GateObserver):
         if wait_for_load:
             stop = asyncio.ensure_future(lv.stop.wait())
             loaded = asyncio.ensure_future(lv.loaded.wait())
-            await asyncio.wait({stop, loaded}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({stop, loaded}, timeout=LOAD_WAIT_S, return_when=asyncio.FIRST_COMPLETED)
             for fut in (stop, loaded):
                 fut.cancel()
         rounds = 0

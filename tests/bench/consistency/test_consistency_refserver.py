@@ -89,7 +89,7 @@ def test_drift_found_under_load_only(
     assert drifted > 0
     assert quiet["compared"] >= PROBES and quiet["state"] == "NotFound", quiet
     assert quiet["l2_max"] == 0.0
-    assert loaded["compared"] >= PROBES and loaded["state"] == "Found", loaded
+    assert loaded["compared"] >= PROBES and loaded["state"] == "Found", f"{loaded}"
     assert loaded["l2_max"] > loaded["threshold"]["l2"]
     if backend == "openai":  # tokens and their logprobs were returned and compared
         assert quiet["mismatch_rate"] == 0.0
