@@ -174,3 +174,102 @@ def test_an_operator_killed_mid_drill_reverts_on_restart(
     stack.until(lambda: "DrillInterrupted" in {e["reason"] for e in kube.events("crash")}, "an event")
     assert [f["phase"] for f in obj["status"]["faults"]] == ["Reverted"]
     assert "replayed" in obj["status"]["faults"][0]["message"]
+
+
+def _freeze_scale(kube: Any, name: str) -> str:
+    """A ValidatingAdmissionPolicy (the API server's own, no webhook) that refuses every change
+    of a Deployment's scale in this namespace: the drill's revert then fails as it would against
+    an admission policy, a quota or a lost permission."""
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": ["apps"],
+                        "apiVersions": ["v1"],
+                        "operations": ["UPDATE"],  # a patch is an UPDATE to admission
+                        "resources": ["deployments", "deployments/scale"],
+                    }
+                ]
+            },
+            "validations": [{"expression": "false", "message": "scale frozen by the test"}],
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": {
+            "policyName": name,
+            "validationActions": ["Deny"],
+            "matchResources": {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": kube.namespace}}
+            },
+        },
+    }
+    kube.apply(json.dumps(policy))
+    kube.apply(json.dumps(binding))
+    return name
+
+
+def _until_refused(kube: Any) -> None:
+    def refused() -> bool:
+        probe = kube.run("scale", "deployment", "srv", "--replicas=2", "--dry-run=server", check=False)
+        return bool(probe.returncode != 0)  # a dry run: admission judges it, nothing is changed
+
+    stack.until(refused, "the admission policy refuses scale changes", timeout_s=30)
+
+
+def test_a_revert_that_fails_keeps_the_object_until_it_succeeds_or_is_released(
+    kube: Any, refserver: str
+) -> None:
+    """The revert is refused (an admission policy freezes the Deployment's scale): the fault
+    stays RevertFailed, is retried, deleting the object keeps it (finalizer) with a RevertFailed
+    event; once the policy goes the retry reverts it and the object goes. A second object, left
+    unreverted on purpose, is let go by the release annotation, with a FaultsAbandoned event."""
+    _setup(kube)
+    kube.apply(_gate("stuck", refserver, _long_drill()))
+    stack.until(lambda: _injected(kube, "stuck") and _replicas(kube) == 1, "the fault is in place")
+    frozen = _freeze_scale(kube, f"freeze-{kube.namespace}")
+    try:
+        _until_refused(kube)
+        kube.run("delete", "mcpreadiness", "stuck", "--wait=false")
+        stack.until(lambda: any(f["phase"] == "RevertFailed" for f in _faults(kube, "stuck")), "RevertFailed")
+        stack.until(
+            lambda: "RevertFailed" in {e["reason"] for e in kube.events("stuck")}, "a RevertFailed event"
+        )
+        time.sleep(3)
+        assert kube.get("mcpreadiness", "stuck")["metadata"].get("deletionTimestamp")  # held, not gone
+        assert _replicas(kube) == 1
+    finally:
+        kube.run("delete", "validatingadmissionpolicybinding", frozen, check=False)
+        kube.run("delete", "validatingadmissionpolicy", frozen, check=False)
+    stack.until(lambda: _replicas(kube) == 3, "the retried revert restored the replicas", timeout_s=90)
+    stack.until(
+        lambda: kube.run("get", "mcpreadiness", "stuck", check=False).returncode != 0,
+        "the object gone",
+        timeout_s=60,
+    )
+
+    kube.apply(_gate("abandoned", refserver, _long_drill()))
+    stack.until(lambda: _injected(kube, "abandoned") and _replicas(kube) == 1, "the second fault is in place")
+    _freeze_scale(kube, frozen)
+    try:
+        _until_refused(kube)
+        kube.run("annotate", "mcpreadiness", "abandoned", "mcp2026.io/release-unreverted-faults=true")
+        kube.run("delete", "mcpreadiness", "abandoned", "--wait=true", "--timeout=90s")
+        assert "FaultsAbandoned" in {e["reason"] for e in kube.events("abandoned")}
+        assert _replicas(kube) == 1  # left as it was: the person took the repair over
+    finally:
+        kube.run("delete", "validatingadmissionpolicybinding", frozen, check=False)
+        kube.run("delete", "validatingadmissionpolicy", frozen, check=False)
+    # the policy's removal reaches the API server's admission a moment later
+    stack.until(
+        lambda: kube.run("scale", "deployment", "srv", "--replicas=3", check=False).returncode == 0,
+        "srv scaled back by hand once the policy is gone",
+        timeout_s=30,
+    )
