@@ -41,6 +41,8 @@ def embedded_ipv4(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> ipa
     if address in NAT64 or (address in IPV4_COMPATIBLE and int(address) > 1):
         return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
     return None
+
+
 RESOLVE_TIMEOUT_S = 2.0
 
 
