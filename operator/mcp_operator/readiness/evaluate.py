@@ -20,6 +20,7 @@ from mcp_checks.verdict import CheckOutcome
 
 from ..api.readiness import MCPReadinessSpec
 from ..targets import ServiceExists, SpecProblem, credentials_problem, resolve_url
+from .dialing import dialed_addresses
 
 # MCPReadiness sends no headers: a URL's credentials have nowhere else to go
 CREDENTIALS_HINT = "a URL is copied into status, events and logs; use an endpoint that needs none"
@@ -34,16 +35,9 @@ def url_fields(spec: MCPReadinessSpec) -> list[tuple[str, str]]:
     fields: list[tuple[str, str]] = []
     if spec.target.url:
         fields.append(("spec.target.url", spec.target.url))
-    checks = spec.checks
-    if checks.health_probe is not None:
-        fields.append(("spec.checks.healthProbe.path", checks.health_probe.path))
-    if checks.xds_sync is not None:
-        fields += [
-            (f"spec.checks.xdsSync.sources[{i}].address", source.address)
-            for i, source in enumerate(checks.xds_sync.sources)
-        ]
-    if checks.metric_drift is not None:
-        fields.append(("spec.checks.metricDrift.prometheusUrl", checks.metric_drift.prometheus_url))
+    if spec.checks.health_probe is not None:
+        fields.append(("spec.checks.healthProbe.path", spec.checks.health_probe.path))
+    fields += dialed_addresses(spec)  # the check sources the operator dials
     if spec.drill is not None:
         fields += _drill_url_fields(spec)
     return fields
