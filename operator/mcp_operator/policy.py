@@ -106,6 +106,6 @@ async def _resolve(host: str) -> list[str]:
         infos = await asyncio.wait_for(
             asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM), RESOLVE_TIMEOUT_S
         )
-    except (OSError, TimeoutError):
+    except (OSError, TimeoutError, UnicodeError):  # a name IDNA cannot encode resolves to nothing
         return []
     return sorted({str(info[4][0]) for info in infos})

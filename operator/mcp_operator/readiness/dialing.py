@@ -4,6 +4,8 @@ any check runs: the target alone was gated, while metricDrift's Prometheus and t
 
 from __future__ import annotations
 
+import asyncio
+
 from ..api.readiness import MCPReadinessSpec
 from ..policy import TargetPolicy
 from ..targets import SpecProblem
@@ -27,9 +29,11 @@ def dialed_addresses(spec: MCPReadinessSpec) -> list[tuple[str, str]]:
 async def dial_problems(spec: MCPReadinessSpec, policy: TargetPolicy | None = None) -> list[SpecProblem]:
     """``TargetNotAllowed`` for each address the policy forbids, naming its field."""
     policy = policy or TargetPolicy.from_env()
-    problems = []
-    for where, address in dialed_addresses(spec):
-        problem = await policy.url_problem(address)
-        if problem is not None:
-            problems.append(SpecProblem("TargetNotAllowed", f"{where}: {problem}"))
-    return problems
+    addresses = dialed_addresses(spec)
+    # at once: each name may take a resolver's timeout, and a spec may name 16 sources
+    found = await asyncio.gather(*(policy.url_problem(address) for _, address in addresses))
+    return [
+        SpecProblem("TargetNotAllowed", f"{where}: {problem}")
+        for (where, _), problem in zip(addresses, found, strict=True)
+        if problem is not None
+    ]

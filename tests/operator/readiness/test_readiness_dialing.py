@@ -54,3 +54,11 @@ async def test_every_check_source_passes_the_policy_before_anything_is_dialled()
 async def test_the_metadata_address_is_refused_on_every_source_by_default() -> None:
     spec = _spec("http://[::ffff:169.254.169.254]/", [("csds", "169.254.169.254:80")])
     assert len(await dial_problems(spec, TargetPolicy())) == 2
+
+
+async def test_a_name_no_resolver_can_encode_is_judged_not_raised() -> None:
+    """A 2,048-character host (a label past 63 characters): IDNA refuses to encode it, which
+    raised out of the handler and left the object without a verdict; it resolves to nothing."""
+    spec = _spec("http://127.0.0.1:9090", [("csds", f"{'h' * 2030}00.invalid:1") for _ in range(16)])
+    assert await dial_problems(spec, TargetPolicy()) == []
+    assert await dial_problems(spec, ALLOW_LOOPBACK) != []  # with an allow-list it cannot be checked
