@@ -32,6 +32,23 @@ ANCILLARY_SIZE = _ANC_SIZE
 _READ_SIZE = 262144
 # A kernel stamp older than this (seen from the read) is taken for a clock step, not used.
 _MAX_AGE_NS = 10_000_000_000
+# A stamp this far after the read is the conversion's error (the clocks are read one after the
+# other), taken as the read's time; further after it is a clock step.
+_AHEAD_NS = 2_000_000
+
+
+def wall_minus_perf_ns() -> int:
+    """CLOCK_REALTIME minus ``perf_counter_ns``, from the tightest of three readings: one reading
+    is off by however long the process was descheduled between the two clocks (milliseconds on a
+    busy host), which put stamps after the read that took them."""
+    best_gap, offset = None, 0
+    for _ in range(3):
+        before = perf_counter_ns()
+        wall = time_ns()
+        after = perf_counter_ns()
+        if best_gap is None or after - before < best_gap:
+            best_gap, offset = after - before, wall - (before + after) // 2
+    return offset
 
 
 class Receiver(Protocol):
@@ -48,9 +65,9 @@ def kernel_arrival(ancillary: list[tuple[int, int, bytes]], now: int) -> int | N
     for level, kind, value in ancillary:
         if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(value) >= _TIMESPEC.size:
             sec, nsec = _TIMESPEC.unpack_from(value)
-            stamp: int = sec * 1_000_000_000 + nsec - (time_ns() - perf_counter_ns())
-            if 0 <= now - stamp < _MAX_AGE_NS:
-                return stamp
+            stamp: int = sec * 1_000_000_000 + nsec - wall_minus_perf_ns()
+            if -_AHEAD_NS <= now - stamp < _MAX_AGE_NS:
+                return min(stamp, now)
     return None
 
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import socket
+import struct
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -134,3 +137,22 @@ async def test_without_stamps_a_late_task_merges_the_tokens(
     assert stamped == 0
     # the 25 ms the task came back late land in one gap, against the server's writes
     assert max(abs(g - t) for g, t in zip(gaps, true_gaps, strict=True)) >= 10_000_000, (gaps, true_gaps)
+
+
+def test_a_stamp_converted_a_little_after_its_read_is_the_reads_time() -> None:
+    """The wall clock and the monotonic clock are read one after the other: on a busy host the
+    conversion can put a packet's stamp a millisecond after the read that returned it; that is
+    the read's time, not a missing stamp (every read of a request then fell back to the loop)."""
+    now = time.perf_counter_ns()
+    wall = now + rx_stamps.wall_minus_perf_ns()
+
+    def ancillary(wall_ns: int) -> list[tuple[int, int, bytes]]:
+        spec = struct.pack("@qq", wall_ns // 1_000_000_000, wall_ns % 1_000_000_000)
+        return [(socket.SOL_SOCKET, rx_stamps.SO_TIMESTAMPNS, spec)]
+
+    assert rx_stamps.kernel_arrival(ancillary(wall - 3_000_000), now) == pytest.approx(
+        now - 3_000_000, abs=1_000_000
+    )
+    assert rx_stamps.kernel_arrival(ancillary(wall + 1_000_000), now) == now  # conversion error: clamped
+    assert rx_stamps.kernel_arrival(ancillary(wall + 1_000_000_000), now) is None  # a clock step
+    assert rx_stamps.kernel_arrival(ancillary(wall - 60_000_000_000), now) is None  # too old
