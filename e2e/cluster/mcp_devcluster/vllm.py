@@ -149,12 +149,12 @@ class VllmConfig:
 # * AMPLE_KV_CACHE: 1 GiB (VLLM_CPU_KVCACHE_SPACE=1) in vLLM's CPU default blocks of 128 tokens.
 # kv_pressure_plan (8 streams growing to 496 tokens each) cannot fit the small cache, so vLLM
 # preempts there and not on the ample one: real pressure, with the cache full when it preempts.
-# kv_fragmentation_plan (8 streams of 40 + 24 tokens) fits both; on 128-token blocks every request
-# pins a block it fills at most half (usage about 2.5 times what the requests hold, at every point
-# of their lives: fragmentation), on 32-token blocks two blocks, about 1.2 times. The lengths keep
-# both loads clear of trap 6's 1.5 threshold however the KV gauges' samples fall on a busy host
-# (56 + 36 tokens gave 1.7 times, and a sampling that read it under 1.5; the pressure load on
-# 128-token blocks stays at or under 1.39 times).
+# kv_fragmentation_plan (8 streams of 47 + 16 tokens) fits both; on 128-token blocks every request
+# pins a block it fills at most half (usage at least 2.33 times what the requests hold, at every
+# point of their lives: fragmentation), on 32-token blocks two blocks, at most 1.16 times. The
+# lengths keep both loads clear of trap 6's 1.5 threshold however the KV gauges' samples fall on a
+# busy host (56 + 36 tokens gave 1.73 times, and a sampling once read it under 1.5; the pressure
+# load on 128-token blocks stays at or under 1.39 times).
 SMALL_KV_CACHE = VllmConfig(
     kv_cache_gib=None, kv_cache_bytes=1 << 20, max_model_len=512, max_num_seqs=8, block_size=32
 )
@@ -191,8 +191,8 @@ def kv_pressure_plan(url: str, model: str, requests: int = 16) -> dict[str, Any]
 
 def kv_fragmentation_plan(url: str, model: str, requests: int = 96) -> dict[str, Any]:
     """An ``mcp-bench`` plan of short requests that fits both caches without preemption: on the
-    ample server's 128-token blocks they use about 2.5 times the cache their tokens need."""
-    return _kv_plan(url, model, requests, prompt=40, output=24)
+    ample server's 128-token blocks they use at least 2.33 times the cache their tokens need."""
+    return _kv_plan(url, model, requests, prompt=47, output=16)
 
 
 @dataclass
