@@ -180,10 +180,11 @@ async def read_run_key(namespace: str, job: str) -> bytes | None:
     return base64.b64decode(encoded) if encoded else None
 
 
-async def read_results(namespace: str, uid: str, job: str, state: JobState) -> tuple[ShardReadout, list[str]]:
-    """Every result object of the run, verified against the run (see ``collect``), and what
-    failed shard pods said."""
-    key = await read_run_key(namespace, job)
+async def read_results(
+    namespace: str, uid: str, job: str, state: JobState, key: bytes | None
+) -> tuple[ShardReadout, list[str]]:
+    """Every result object of the run, verified against the run's ``key`` (see ``collect``;
+    ``read_run_key``), and what failed shard pods said."""
     maps = await kube.call(
         kube.core().list_namespaced_config_map, namespace, label_selector=f"{LABEL_JOB}={job}"
     )

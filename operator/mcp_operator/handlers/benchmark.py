@@ -220,7 +220,8 @@ async def collect_benchmark(
     )
     if final is not None and final != status.get("progress"):
         patch.status["progress"] = final  # the shards' last reports
-    readout, pod_failures = await reconcile.read_results(namespace, meta["uid"], job, state)
+    key = await reconcile.read_run_key(namespace, job)  # verifies the results, signs the report
+    readout, pod_failures = await reconcile.read_results(namespace, meta["uid"], job, state, key)
     metrics.SHARD_RESULTS.labels("merged").inc(len(readout.documents))
     metrics.SHARD_RESULTS.labels("rejected").inc(len(readout.rejected))
     collected = merged_status(
@@ -237,7 +238,6 @@ async def collect_benchmark(
     refused = None
     if collected.merged is not None:
         try:
-            key = await reconcile.read_run_key(namespace, job)
             collected.status["reportName"] = await reconcile.write_report(
                 namespace, name, meta["uid"], collected.merged, key
             )

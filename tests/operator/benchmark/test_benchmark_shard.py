@@ -178,7 +178,8 @@ async def test_shard_fills_in_its_result_object_and_the_collector_accepts_it(
 
     # what the collector makes of it: shard 1 counts, shard 0 (not run) is missing, not rejected
     state = reconcile.JobState(True, 1, 0, shard.job_uid, 2)
-    readout, failures = await reconcile.read_results(NS, UID, shard.job, state)
+    key = await reconcile.read_run_key(NS, shard.job)
+    readout, failures = await reconcile.read_results(NS, UID, shard.job, state, key)
     assert [d.shard_index for d in readout.documents] == [INDEX]
     assert readout.rejected == {} and failures == []
 
