@@ -16,7 +16,12 @@ REPO = Path(__file__).resolve().parents[1]
 def test_kustomize_base_and_overlay_pass_server_side_validation(kube: Any) -> None:
     # a dry run cannot create the namespace its other objects go into, so it must exist
     stack.kubectl(kube.kubeconfig, "create", "namespace", "mcp-system", check=False)
-    for target in ("manifests/base", "manifests/overlays/dev"):
+    working_rights = {  # where each install's working rights are: cluster-wide, or a Role
+        "manifests/base": "clusterrole.rbac.authorization.k8s.io/mcp-operator serverside-applied",
+        "manifests/overlays/dev": "clusterrole.rbac.authorization.k8s.io/mcp-operator serverside-applied",
+        "manifests/overlays/namespaced": "role.rbac.authorization.k8s.io/mcp-operator serverside-applied",
+    }
+    for target, rights in working_rights.items():
         rendered = kube.run("kustomize", str(REPO / target)).stdout
         applied = stack.kubectl(
             kube.kubeconfig,
@@ -30,10 +35,10 @@ def test_kustomize_base_and_overlay_pass_server_side_validation(kube: Any) -> No
         )
         assert applied.returncode == 0, applied.stderr
         assert "deployment.apps/mcp-operator serverside-applied (server dry run)" in applied.stdout
-        assert (
-            "clusterrole.rbac.authorization.k8s.io/mcp-operator serverside-applied (server dry run)"
-            in applied.stdout
-        )
+        assert f"{rights} (server dry run)" in applied.stdout
+        assert "clusterrole.rbac.authorization.k8s.io/mcp-operator-faults serverside-applied" in applied.stdout
+        if target.endswith("namespaced"):
+            assert "clusterrole.rbac.authorization.k8s.io/mcp-operator " not in applied.stdout
 
 
 def test_helm_chart_installs_and_rolls_out(kube: Any) -> None:

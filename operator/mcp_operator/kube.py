@@ -52,6 +52,10 @@ def custom() -> client.CustomObjectsApi:
     return client.CustomObjectsApi(api_client())
 
 
+def authz() -> client.AuthorizationV1Api:
+    return client.AuthorizationV1Api(api_client())
+
+
 TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
 RETRY_DELAYS_S = (0.2, 0.5, 1.0)  # bounded and short: a verdict waits seconds, not kopf's 60 s backoff
 MAX_RETRY_AFTER_S = 2.0

@@ -46,7 +46,7 @@ def test_default_deployment_is_locked_down_and_budgeted(helm: Helm) -> None:
     docs = _render(helm)
     kinds = sorted(d["kind"] for d in docs)
     assert kinds == [
-        "ClusterRole",
+        *["ClusterRole"] * 5,  # the operator's, its cluster reads, and three opt-ins left unbound
         "ClusterRoleBinding",
         "Deployment",
         "PodDisruptionBudget",
@@ -242,3 +242,47 @@ def test_crd_chart_installs_the_generated_crds_and_keeps_them(helm: Helm) -> Non
         "template", "c", str(CRD_CHART), "--kube-version", KUBE_VERSION, "--set", "x=1", check=False
     )
     assert refused.returncode != 0 and "additional properties 'x' not allowed" in refused.stderr
+
+
+def _roles(docs: list[dict[str, Any]]) -> dict[tuple[str, str, str], Any]:
+    return {
+        (d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]): d.get("rules")
+        or d.get("roleRef")
+        for d in docs
+        if d["kind"] in ("ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding")
+    }
+
+
+def test_a_cluster_wide_install_binds_its_work_and_no_fault_right(helm: Helm) -> None:
+    roles = _roles(_render(helm))
+    assert roles[("ClusterRole", "", "rel")] == rbac.OPERATOR_RULES
+    assert roles[("ClusterRoleBinding", "", "rel")]["name"] == "rel"
+    assert roles[("ClusterRole", "", "rel-faults")] == rbac.FAULT_RULES
+    bound = {ref["name"] for key, ref in roles.items() if key[0].endswith("Binding")}
+    assert bound == {"rel", "rel-leader"}  # faults, node faults and samplers defined, never bound
+
+
+def test_watched_namespaces_get_roles_and_only_cluster_reads_stay_cluster_wide(helm: Helm) -> None:
+    roles = _roles(
+        _render(helm, CHART, "--set", "watchNamespaces={a,b}", "--set", "rbac.faultNamespaces={a}")
+    )
+    assert ("ClusterRole", "", "rel") not in roles
+    assert roles[("ClusterRoleBinding", "", "rel")]["name"] == "rel-cluster"
+    assert roles[("ClusterRole", "", "rel-cluster")] == rbac.CLUSTER_RULES
+    for ns in ("a", "b"):
+        assert roles[("Role", ns, "rel")] == rbac.WORK_RULES
+        assert roles[("RoleBinding", ns, "rel")] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": "rel",
+        }
+    assert roles[("RoleBinding", "a", "rel-faults")]["name"] == "rel-faults"
+    assert ("RoleBinding", "b", "rel-faults") not in roles
+    assert not any(key[2] == "rel-node-faults" and key[0].endswith("Binding") for key in roles)
+
+
+def test_globbed_namespaces_keep_the_work_cluster_wide_and_node_faults_are_opt_in(helm: Helm) -> None:
+    roles = _roles(_render(helm, CHART, "--set", "watchNamespaces={team-*}", "--set", "rbac.nodeFaults=true"))
+    assert roles[("ClusterRoleBinding", "", "rel")]["name"] == "rel"
+    assert not any(key[0] == "Role" and key[2] == "rel" for key in roles)
+    assert roles[("ClusterRoleBinding", "", "rel-node-faults")]["name"] == "rel-node-faults"

@@ -30,6 +30,7 @@ def kube_fake(monkeypatch: pytest.MonkeyPatch, posted_events: EventLog) -> FakeK
     monkeypatch.setattr(kube, "batch", lambda: fake.batch)
     monkeypatch.setattr(kube, "rbac", lambda: fake.rbac)
     monkeypatch.setattr(kube, "custom", lambda: fake.custom)
+    monkeypatch.setattr(kube, "authz", lambda: fake.authz)
     monkeypatch.setattr(kube, "api_client", lambda: fake.api_client)
     return fake
 

@@ -32,17 +32,22 @@ on, and is strict where it does:
   reference, completion-index annotation and labels), and ``container_env`` resolves a pod's
   environment as the kubelet does (values, ``fieldRef``, ``secretKeyRef`` and
   ``JOB_COMPLETION_INDEX``), so a shard runs with exactly what its Job gives it.
-* ``refuse`` makes matching calls fail with a given status (e.g. 403 Forbidden).
+* A pod's log (``read_namespaced_pod_log``: its container checked, ``tail_lines`` honoured) is
+  what ``run_in_pod`` captured of an entrypoint's stdout, or what ``write_log`` put there.
+* ``refuse`` makes matching calls fail with a given status (e.g. 403 Forbidden); a log read is
+  ``refuse("read", "PodLog", 403)``.
 * Every call is recorded in ``calls``, with the status it was answered with.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import datetime as dt
 import hashlib
 import inspect
+import io
 import itertools
 import json
 import re
@@ -75,9 +80,17 @@ KINDS = {
 }
 JOB_INDEX = "batch.kubernetes.io/job-completion-index"  # on an Indexed Job's pods
 # cluster-scoped kinds (stored under namespace ""), addressed as e.g. read_node, patch_node
-CLUSTER_KINDS = {"namespace": "Namespace", "node": "Node"}
+CLUSTER_KINDS = {
+    "namespace": "Namespace",
+    "node": "Node",
+    "self_subject_access_review": "SelfSubjectAccessReview",
+}
 # subresources: the kind of their body, and the stored kind they act on
-SUBRESOURCES = {"pod_eviction": ("Eviction", "Pod"), "deployment_scale": ("Scale", "Deployment")}
+SUBRESOURCES = {
+    "pod_eviction": ("Eviction", "Pod"),
+    "deployment_scale": ("Scale", "Deployment"),
+    "pod_log": ("PodLog", "Pod"),
+}
 _METHOD = re.compile(
     r"^(?P<verb>create|read|get|replace|patch|list|delete)_namespaced_(?P<resource>\w+?)(?P<status>_status)?$"
 )
@@ -330,6 +343,11 @@ class FakeKube:
         self.api_client = _NoRawApiClient()
         self.apps = FakeApi(self, client.AppsV1Api)
         self.policy = FakeApi(self, client.PolicyV1Api)
+        self.authz = FakeApi(self, client.AuthorizationV1Api)
+        # rights the fake's account lacks, as (verb, group, resource[/subresource], namespace);
+        # namespace "" is cluster-wide. Everything else is allowed.
+        self.denied: set[tuple[str, str, str, str]] = set()
+        self.logs: dict[tuple[str, str], str] = {}  # (namespace, pod) -> its container's log
 
     # --- for tests: arrange and inspect (not API calls, so not recorded) ---
 
@@ -360,6 +378,20 @@ class FakeKube:
     def refuse(self, verb: str, kind: str, status: int, reason: str = "", name: str | None = None) -> None:
         """Answer every matching call with ``status`` from now on."""
         self.refusals.append(Refusal(verb, kind, status, reason or _REASONS.get(status, ""), name))
+
+    def write_log(self, namespace: str, pod: str, text: str) -> None:
+        """Append to a pod's log, as its container's stdout would."""
+        with self._lock:
+            self.logs[(namespace, pod)] = self.logs.get((namespace, pod), "") + text
+
+    def run_in_pod(self, namespace: str, pod: str, entrypoint: Callable[[], int]) -> int:
+        """Run ``entrypoint`` (blocking, in this thread) with its stdout going to the pod's log,
+        as the kubelet keeps a container's output; returns its exit code."""
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = entrypoint()
+        self.write_log(namespace, pod, out.getvalue())
+        return code
 
     def calls_to(self, verb: str | None = None, kind: str | None = None) -> list[Call]:
         return [c for c in self.calls if verb in (None, c.verb) and kind in (None, c.kind)]
@@ -484,8 +516,12 @@ class FakeKube:
         status: bool,
         custom: bool,
     ) -> tuple[Any, int]:
+        if kind == "PodLog":
+            return self._pod_log(namespace, name, options), 200
         if kind in ("Eviction", "Scale"):
             return self._subresource(verb, kind, namespace, name, body)
+        if kind == "SelfSubjectAccessReview":
+            return self._review(body), 201
         if verb == "list":
             selector = options.get("label_selector")
             items = [
@@ -522,6 +558,16 @@ class FakeKube:
             return self._replace(key, current, body), 200
         return self._patch(key, current, body, status=status, strategic=not custom), 200
 
+    def deny(self, verb: str, resource: str, namespace: str = "", group: str = "") -> None:
+        """The account lacks this right (seen by SelfSubjectAccessReviews, not enforced)."""
+        self.denied.add((verb, group, resource, namespace))
+
+    def _review(self, body: Obj) -> Obj:
+        attrs = body["spec"]["resourceAttributes"]
+        resource = attrs["resource"] + (f"/{attrs['subresource']}" if attrs.get("subresource") else "")
+        key = (attrs["verb"], attrs.get("group", ""), resource, attrs.get("namespace", ""))
+        return {**body, "status": {"allowed": key not in self.denied}}
+
     def _subresource(
         self, verb: str, kind: str, namespace: str, name: str | None, body: Any
     ) -> tuple[Any, int]:
@@ -552,6 +598,22 @@ class FakeKube:
             "status": {"replicas": (current.get("status") or {}).get("replicas", 0)},
         }
         return scale, 200
+
+    def _pod_log(self, namespace: str, name: str | None, options: Mapping[str, Any]) -> str:
+        """A pod's log as the API server answers it: 404 for no pod, 400 for a container it does
+        not have, the last ``tail_lines`` lines when asked."""
+        pod = self.objects.get(("Pod", namespace, name or ""))
+        if pod is None:
+            raise api_error(404, f'pods "{name}" not found')
+        container = options.get("container")
+        names = [c["name"] for c in pod["spec"].get("containers") or []]
+        if container is not None and container not in names:
+            raise api_error(400, f"container {container} is not valid for pod {name}")
+        text = self.logs.get((namespace, name or ""), "")
+        tail = options.get("tail_lines")
+        if tail is not None:
+            text = "".join(text.splitlines(keepends=True)[-tail:]) if tail > 0 else ""
+        return text
 
     def _create(self, kind: str, namespace: str, body: Obj) -> Obj:
         meta = body.setdefault("metadata", {})

@@ -12,7 +12,7 @@ from kubernetes.client.exceptions import ApiException
 
 from mcp_bench.plan import RunPlan
 
-from .. import kube
+from .. import access, kube
 from ..api.benchmark import MCPBenchmarkSpec
 from ..api.common import TargetRef
 from ..targets import SpecProblem
@@ -73,6 +73,10 @@ async def _service_url(namespace: str, manifest: dict[str, Any]) -> str:
     return sampler_url(_plain(created), namespace)
 
 
+# the rights of the mcp-operator-gpu-sampler ClusterRole, asked before anything is created
+SAMPLER_RIGHTS = (access.Right("create", "pods"), access.Right("create", "services"))
+
+
 async def place_samplers(
     *,
     spec: MCPBenchmarkSpec,
@@ -87,6 +91,16 @@ async def place_samplers(
     ref = sampler_ref(spec)
     if sampler is None or ref is None:
         return []
+    lacking = await access.missing(kube.authz(), namespace, SAMPLER_RIGHTS)
+    if lacking:
+        return SpecProblem(
+            "GpuSamplerNotPermitted",
+            f"spec.observe.gpuSampler: the operator may not {', '.join(r.shown(namespace) for r in lacking)}: "
+            "sampler pods run only where the namespace's owner binds the ClusterRole "
+            f"mcp-operator-gpu-sampler (<release>-gpu-sampler from the Helm chart) to the operator's "
+            f"ServiceAccount (kubectl -n {namespace} create rolebinding mcp-operator-gpu-sampler "
+            "--clusterrole=mcp-operator-gpu-sampler --serviceaccount=<operator namespace>:<operator account>)",
+        )
     ns = ref.namespace or namespace
     nodes = await nodes_of_service(ns, ref.name)
     if not nodes:

@@ -48,10 +48,13 @@ class Apis:
     core: client.CoreV1Api
     apps: client.AppsV1Api
     policy: client.PolicyV1Api
+    authz: client.AuthorizationV1Api
 
 
 def apis(api: client.ApiClient) -> Apis:
-    return Apis(client.CoreV1Api(api), client.AppsV1Api(api), client.PolicyV1Api(api))
+    return Apis(
+        client.CoreV1Api(api), client.AppsV1Api(api), client.PolicyV1Api(api), client.AuthorizationV1Api(api)
+    )
 
 
 def undo_field(undo: dict[str, Any], key: str, kind: type[T]) -> T:

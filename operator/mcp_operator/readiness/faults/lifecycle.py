@@ -1,7 +1,8 @@
 """plan, inject and revert for every fault kind: one table from kind to its three steps.
 
 ``plan_fault`` checks the opt-in label first, before it reads anything else; each kind then
-picks its targets and passes the blast-radius rules. ``revert_fault`` never checks the label:
+picks its targets and passes the blast-radius rules, and last the operator must hold the rights
+the planned fault needs (the namespace owner's RoleBinding). ``revert_fault`` never checks the label:
 a namespace that opted out since must still get its faults undone.
 """
 
@@ -16,7 +17,7 @@ from kubernetes import client
 from ...api.drill import FaultPolicy, FaultSpec
 from . import base, chaos, controlplane, hotupdate, nodes, pods, workloads
 from .base import Apis, FaultRefused, PlannedFault
-from .safety import require_opt_in
+from .safety import require_opt_in, require_rights
 
 Undo = dict[str, Any]
 
@@ -54,7 +55,9 @@ async def plan_fault(
     steps = _steps(fault.kind)
     apis = base.apis(api)
     await require_opt_in(apis, namespace)
-    return await steps.plan(fault, namespace, policy, apis)
+    planned = await steps.plan(fault, namespace, policy, apis)
+    await require_rights(apis, namespace, planned)
+    return planned
 
 
 async def inject_fault(planned: PlannedFault, api: client.ApiClient) -> str:

@@ -1,5 +1,6 @@
-"""The safety rules a fault passes before anything is touched: the namespace opted in, the
-blast radius, pods a controller replaces, and PodDisruptionBudgets that would refuse.
+"""The safety rules a fault passes before anything is touched: the namespace opted in (its
+label, and its owner granting the operator the fault's rights), the blast radius, pods a
+controller replaces, and PodDisruptionBudgets that would refuse.
 
 Everything here reads only; a failed rule is a FaultRefused with its own reason.
 """
@@ -11,8 +12,9 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from ... import kube
+from ...access import Right, missing
 from ...api.drill import FAULT_OPT_IN_LABEL, FAULT_OPT_IN_VALUE, FaultPolicy
-from .base import Apis, FaultRefused, names_shown
+from .base import Apis, FaultRefused, PlannedFault, names_shown
 from .selection import controller_kind, selector_matches
 
 
@@ -29,6 +31,48 @@ async def require_opt_in(apis: Apis, namespace: str) -> None:
             "NamespaceNotOptedIn",
             f"namespace {namespace} lacks the label {FAULT_OPT_IN_LABEL}={FAULT_OPT_IN_VALUE}: "
             "faults are injected only where a namespace opted in",
+        )
+
+
+_TAKE_PODS = (Right("create", "pods/eviction"), Right("delete", "pods"))
+_NAMESPACED_RIGHTS: dict[str, tuple[Right, ...]] = {
+    "podKill": _TAKE_PODS,
+    "zoneOutage": _TAKE_PODS,
+    "nodeDrain": _TAKE_PODS,
+    "scaleDown": (Right("patch", "deployments/scale", "apps"),),
+    "rolloutRestart": (Right("patch", "deployments", "apps"),),
+    "configHotUpdate": (Right("patch", "deployments", "apps"),),
+}
+_CLUSTER_RIGHTS: dict[str, tuple[Right, ...]] = {
+    "zoneOutage": (Right("patch", "nodes"),),
+    "nodeDrain": (Right("patch", "nodes"),),
+}
+
+
+def fault_rights(planned: PlannedFault) -> tuple[list[Right], list[Right]]:
+    """What injecting and reverting ``planned`` needs: in its namespace, and cluster-wide."""
+    namespaced = list(_NAMESPACED_RIGHTS.get(planned.kind, ()))
+    if planned.kind == "chaosMesh":
+        plural = str(planned.undo.get("plural", ""))
+        namespaced += [Right(verb, plural, "chaos-mesh.org") for verb in ("create", "delete")]
+    return namespaced, list(_CLUSTER_RIGHTS.get(planned.kind, ()))
+
+
+async def require_rights(apis: Apis, namespace: str, planned: PlannedFault) -> None:
+    """Refuse a fault whose rights the namespace's owner has not granted the operator: the
+    ClusterRole ``mcp-operator-faults`` bound in the namespace (``mcp-operator-node-faults``
+    cluster-wide for cordons), so that the operator can break nothing anywhere else."""
+    in_namespace, cluster_wide = fault_rights(planned)
+    lacking = [r.shown(namespace) for r in await missing(apis.authz, namespace, in_namespace)]
+    lacking += [r.shown(None) for r in await missing(apis.authz, None, cluster_wide)]
+    if lacking:
+        raise FaultRefused(
+            "FaultNotPermitted",
+            f"the operator may not {', '.join(lacking)}: a namespace opts in to faults when its owner "
+            f"binds the ClusterRole mcp-operator-faults (<release>-faults from the Helm chart) to the "
+            f"operator's ServiceAccount there (kubectl -n {namespace} create rolebinding "
+            "mcp-operator-faults --clusterrole=mcp-operator-faults --serviceaccount=<operator "
+            "namespace>:<operator account>); cordons need mcp-operator-node-faults bound cluster-wide",
         )
 
 

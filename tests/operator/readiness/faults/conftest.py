@@ -15,7 +15,7 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> Cluster:
     """Namespace ``ml`` opted in, ``other`` not; zone-a has node-a1 and node-a2, zone-b node-b1;
     pods srv-0..2 of ``ml`` on node-a1, node-a2, node-b1."""
     fake = FakeKube()
-    monkeypatch.setattr(base, "apis", lambda api: base.Apis(fake.core, fake.apps, fake.policy))
+    monkeypatch.setattr(base, "apis", lambda api: base.Apis(fake.core, fake.apps, fake.policy, fake.authz))
     c = Cluster(fake)
     c.namespace(NS)
     c.namespace(OTHER_NS, opted_in=False)

@@ -125,9 +125,10 @@ class Cluster:
         return dict(obj["spec"]["template"]["metadata"].get("annotations") or {})
 
     def writes(self) -> list[tuple[str, str, str | None]]:
-        """Every call that could change the cluster, as (verb, kind, name)."""
+        """Every call that could change the cluster, as (verb, kind, name) (an access review
+        is a question, not a change)."""
         return [
             (c.verb, c.kind, c.name)
             for c in self.fake.calls
-            if c.verb in ("create", "patch", "replace", "delete")
+            if c.verb in ("create", "patch", "replace", "delete") and c.kind != "SelfSubjectAccessReview"
         ]
