@@ -119,8 +119,10 @@ def test_status_stays_bounded_over_many_evaluations(
 
 
 def _largest_rows_spec(url: str) -> dict[str, Any]:
-    """Every string that flows into a row or finding at the longest the schema allows."""
-    sources = [{"kind": "csds", "address": f"{'h' * 2030}{i:02d}.invalid:1"} for i in range(16)]
+    """Every string that flows into a row or finding at the longest the schema allows. The xDS
+    sources are URLs on a closed loopback port with long paths: a 2,048-character host name is
+    no name a resolver can look up, which the target policy refuses at admission."""
+    sources = [{"kind": "syncz", "address": f"http://127.0.0.1:1/{'h' * 2027}{i:02d}"} for i in range(16)]
     return {
         "target": {"url": url.rstrip("/") + "/" + "p" * (2040 - len(url))},
         "checks": {

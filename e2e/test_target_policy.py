@@ -58,3 +58,44 @@ def test_a_runner_image_or_account_outside_the_allow_lists_is_refused(kube: Any)
         ready = stack.condition_of(kube.get("mcpbenchmark", name))
         assert ready["reason"] == "RunnerNotAllowed" and field in ready["message"]
     assert kube.run("get", "jobs", "-o", "name").stdout.strip() == ""
+
+
+def test_a_name_that_does_not_resolve_is_waited_for_not_refused(kube: Any) -> None:
+    """Cluster DNS may be late: a target or check source that does not resolve is not dialled,
+    and it is no refusal that stands either; both resources say which field, once, and wait."""
+    late = "no-such-service.late-dns.invalid"
+    kube.apply(
+        stack.custom_resource(
+            "MCPBenchmark",
+            "late-target",
+            {"target": {"url": f"http://{late}:8000"}, "load": {"concurrency": [1], "requests": 10}},
+        )
+    )
+    kube.apply(
+        stack.custom_resource(
+            "MCPReadiness",
+            "late-source",
+            {
+                "target": {"url": "http://127.0.0.1:9"},
+                "checks": {
+                    "metricDrift": {"prometheusUrl": f"http://{late}:9090", "rules": [{"record": "r"}]}
+                },
+            },
+        )
+    )
+    for kind, name, field in (
+        ("mcpbenchmark", "late-target", "spec.target.url"),
+        ("mcpreadiness", "late-source", "spec.checks.metricDrift.prometheusUrl"),
+    ):
+        assert kube.wait(f"{kind}/{name}", "condition=Ready=false", timeout_s=60).returncode == 0
+        obj = kube.get(kind, name)
+        ready, accepted = stack.condition_of(obj), stack.condition_of(obj, "Accepted")
+        assert ready["reason"] == "TargetUnresolved" and ready["message"].startswith(f"{field}: {late}")
+        assert (accepted["status"], accepted["reason"]) == ("Unknown", "TargetUnresolved")
+        status = obj["status"]
+        assert status.get("phase") != "Invalid" and "verdict" not in status and not status.get("checks")
+    time.sleep(20)  # past one retry (15 s): still waiting, and still one event each
+    for kind, name in (("mcpbenchmark", "late-target"), ("mcpreadiness", "late-source")):
+        assert stack.condition_of(kube.get(kind, name))["reason"] == "TargetUnresolved"
+        assert [e["reason"] for e in kube.events(name)].count("TargetUnresolved") == 1
+    assert kube.run("get", "jobs", "-o", "name").stdout.strip() == ""

@@ -24,6 +24,7 @@ class ErrorKind(StrEnum):
     TRUNCATED = "truncated"  # stream closed before its end marker
     DISCONNECTED = "disconnected"  # server closed the connection mid-request
     DROPPED = "dropped"  # open loop: arrival never sent (cap reached, run ended)
+    NOT_ALLOWED = "not_allowed"  # the connection's address is one the target policy refuses
     OTHER = "other"
 
 

@@ -8,6 +8,7 @@ no reason to approximate.
 from __future__ import annotations
 
 import asyncio
+import errno
 import math
 import time
 from collections import Counter
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
+from .dialhooks import SocketFactory
 from .prober_lag import LoopLag, LoopLagMonitor
 from .verdict import CheckOutcome, Verdict
 
@@ -38,6 +40,8 @@ class HealthProbeSpec:
     # the prober's own loop lag (P99) above which a round is no evidence either way; None: a
     # tenth of the tightest latency limit (see ``lag_limit_ms``)
     max_prober_lag_ms: float | None = None
+    # every connection through it (the operator's target policy, on the address connected to)
+    socket_factory: SocketFactory | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -99,7 +103,8 @@ def _classify(exc: BaseException) -> str:
     if isinstance(exc, asyncio.TimeoutError):
         return "timeout"
     if isinstance(exc, aiohttp.ClientConnectorError):
-        return "connect"
+        # EACCES: refused before connecting (the target policy, where the operator set one)
+        return "not_allowed" if exc.os_error.errno == errno.EACCES else "connect"
     if isinstance(exc, aiohttp.ServerDisconnectedError):
         return "disconnected"
     if isinstance(exc, aiohttp.ClientError):
@@ -113,7 +118,9 @@ async def probe(spec: HealthProbeSpec) -> ProbeSamples:
     for i in range(spec.requests):
         queue.put_nowait(i)
     timeout = aiohttp.ClientTimeout(total=spec.timeout_s)
-    connector = aiohttp.TCPConnector(limit=spec.concurrency, force_close=False)
+    connector = aiohttp.TCPConnector(
+        limit=spec.concurrency, force_close=False, socket_factory=spec.socket_factory
+    )
 
     async def worker(session: aiohttp.ClientSession) -> None:
         while True:
@@ -181,7 +188,7 @@ def evaluate(spec: HealthProbeSpec, samples: ProbeSamples) -> CheckOutcome:
         # A late prober only makes figures worse (later stamps, time-outs), never better: a Pass
         # under lag is still a pass, and refused connections are refused at any lag. A Fail, a
         # Warn or a time-out Error may be the prober's own doing, so it is no evidence.
-        refused = kind == Verdict.ERROR and set(samples.failures) == {"connect"}
+        refused = kind == Verdict.ERROR and set(samples.failures) <= {"connect", "not_allowed"}
         sound = kind in (Verdict.PASS, Verdict.INCONCLUSIVE) or refused
         if lag_p99 is not None and lag_p99 > lag_limit and not sound:
             return CheckOutcome(
@@ -198,6 +205,13 @@ def evaluate(spec: HealthProbeSpec, samples: ProbeSamples) -> CheckOutcome:
 
     if samples.total == 0:
         return outcome(Verdict.INCONCLUSIVE, "NoSamples", "the probe round sent no requests")
+    if samples.failures.get("not_allowed"):  # no figure of the target's: its address was refused
+        return outcome(
+            Verdict.ERROR,
+            "TargetNotAllowed",
+            f"{samples.failures['not_allowed']} of {samples.total} probes of {spec.url} were refused "
+            "before connecting: the address reached is one the target policy refuses",
+        )
     if not samples.latencies_ms:
         connectish = {"connect", "timeout", "disconnected", "client_error"}
         if set(samples.failures) <= connectish:

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
+from .dialhooks import OPEN, DialHooks
+
 
 @dataclass(frozen=True)
 class Sample:
@@ -67,12 +69,18 @@ class SentinelRecord:
 
 
 async def run_sentinel(
-    url: str, record: SentinelRecord, stop: asyncio.Event, interval_s: float = 0.1, timeout_s: float = 1.0
+    url: str,
+    record: SentinelRecord,
+    stop: asyncio.Event,
+    interval_s: float = 0.1,
+    timeout_s: float = 1.0,
+    dial: DialHooks = OPEN,
 ) -> None:
     """Probe ``url`` until ``stop`` is set, appending every answer (a fresh connection each time,
-    so a dead backend behind a proxy is seen at once rather than hidden by a kept-alive one)."""
+    so a dead backend behind a proxy is seen at once rather than hidden by a kept-alive one;
+    each through ``dial``, the operator's target policy)."""
     timeout = aiohttp.ClientTimeout(total=timeout_s)
-    connector = aiohttp.TCPConnector(force_close=True)
+    connector = dial.connector(force_close=True)
     async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
         while not stop.is_set():
             sent_wall, started = time.time(), time.perf_counter()

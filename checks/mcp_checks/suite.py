@@ -21,6 +21,7 @@ from typing import Any
 from kubernetes import client
 
 from .config import ArgoApplicationRef, ConfigConsistencySpec, WorkloadKind, run_config_consistency
+from .dialhooks import OPEN, DialHooks
 from .drift import (
     ConfigMapRules,
     MetricDriftSpec,
@@ -61,6 +62,9 @@ class CheckContext:
     # waits for capacity to probe a URL (the operator's bounded prober); the wait is queue time,
     # kept out of the check's timeout and duration
     probe_slot: Callable[[str], AbstractAsyncContextManager[None]] = lambda url: contextlib.nullcontext()
+    # how every check connects: the operator injects its target policy, checked on the address
+    # each connection is opened to
+    dial: DialHooks = OPEN
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,7 @@ def health_probe(entry: Mapping[str, Any]) -> PlannedCheck:
             warn_p99_ms=_opt_float(entry.get("warnP99Ms")),
             max_round_ms=_opt_float(entry.get("maxRoundMs")),
             max_prober_lag_ms=_opt_float(entry.get("maxProberLagMs")),
+            socket_factory=ctx.dial.socket_factory,
         )
 
     async def run(ctx: CheckContext) -> CheckOutcome:
@@ -161,6 +166,7 @@ def xds_sync(entry: Mapping[str, Any]) -> PlannedCheck:
             expected_version=entry.get("expectedVersion"),
             grace_s=float(entry.get("graceSeconds", 30.0)),
             timeout_s=timeout_s,
+            dial=ctx.dial,
         )
         if wait_s > 0:  # mcp-check xds --wait: poll until converged, a NACK, or the wait is over
             return (await measure_convergence(spec, timeout_s=wait_s, interval_s=0.5)).outcome
@@ -257,9 +263,10 @@ def metric_drift(entry: Mapping[str, Any]) -> PlannedCheck:
     reference = _drift_reference(ref) if ref else None
 
     async def run(ctx: CheckContext) -> CheckOutcome:
+        dialled = replace(spec, dial=ctx.dial)
         if reference is None:
-            return await run_metric_drift(spec)
-        return await run_metric_drift(replace(spec, reference=reference(ctx)))
+            return await run_metric_drift(dialled)
+        return await run_metric_drift(replace(dialled, reference=reference(ctx)))
 
     # the reference read, the rules and Prometheus's clock, then each instant's queries
     return PlannedCheck(CHECK_KEYS["metricDrift"], spec.timeout_s * (spec.points + 4) + SLACK_S, run)

@@ -3,8 +3,12 @@ so a spec must not be able to point it at the cloud metadata service, at link-lo
 or at another namespace's Services unless the operator's settings allow it.
 
 Defaults: link-local (169.254.0.0/16, fe80::/10) and the metadata names and addresses are
-denied; any other address is allowed unless an allow-list of CIDRs is set; a ``serviceRef``
-may name only the resource's own namespace unless the namespace is allowed (``*``: any).
+denied, also in IPv6 forms that carry them; any other address is allowed unless an allow-list
+of CIDRs is set; a name that does not resolve is not dialled (``TargetUnresolved``, looked at
+again: cluster DNS may be late); a ``serviceRef`` may name only the resource's own namespace
+unless the namespace is allowed (``*``: any). A spec's addresses are judged at admission, and
+every connection again on the address it is opened to (``mcp_bench.dialguard``, through
+``mcp_operator.guarded``): a name may resolve differently the second time.
 """
 
 from __future__ import annotations
@@ -17,30 +21,27 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
-DENIED_NETWORKS: tuple[IpNetwork, ...] = (
-    ipaddress.ip_network("169.254.0.0/16"),
-    ipaddress.ip_network("fe80::/10"),
-    ipaddress.ip_network("fd00:ec2::254/128"),
-)
+from mcp_bench.dialguard import AddressRule, IpNetwork
+
 METADATA_HOSTS = frozenset({"metadata", "metadata.google.internal", "metadata.azure.internal"})
-NAT64 = ipaddress.ip_network("64:ff9b::/96")  # the well-known prefix: an IPv4 address in its last 32 bits
-IPV4_COMPATIBLE = ipaddress.ip_network("::/96")  # deprecated ::a.b.c.d
+NOT_ALLOWED = "TargetNotAllowed"
+UNRESOLVED = "TargetUnresolved"  # not yet resolvable: retried, never a refusal that stands
 
 
-def embedded_ipv4(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
-    """The IPv4 address an IPv6 one reaches, where it carries one: mapped (``::ffff:a.b.c.d``),
-    NAT64 (``64:ff9b::a.b.c.d``), 6to4 (``2002:aabb:ccdd::``) or IPv4-compatible (``::a.b.c.d``).
-    ``[::ffff:169.254.169.254]`` is the metadata service by another name."""
-    if not isinstance(address, ipaddress.IPv6Address):
-        return None
-    if address.ipv4_mapped is not None:
-        return address.ipv4_mapped
-    if address.sixtofour is not None:
-        return address.sixtofour
-    if address in NAT64 or (address in IPV4_COMPATIBLE and int(address) > 1):
-        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
-    return None
+@dataclass(frozen=True)
+class DialProblem:
+    """Why an address may not be dialled: ``TargetNotAllowed`` stands; ``TargetUnresolved`` (a
+    name that does not resolve now: cluster DNS may be late) is looked at again."""
+
+    reason: str
+    message: str
+
+    @property
+    def retry(self) -> bool:
+        return self.reason == UNRESOLVED
+
+    def __str__(self) -> str:
+        return self.message
 
 
 RESOLVE_TIMEOUT_S = 2.0
@@ -71,41 +72,50 @@ class TargetPolicy:
             "other namespaces only when listed in MCP_TARGET_ALLOW_NAMESPACES"
         )
 
+    @property
+    def rule(self) -> AddressRule:
+        """The address rule every connection is held to (the operator's and its pods')."""
+        return AddressRule(self.allow_cidrs)
+
     def address_problem(self, host: str, addresses: Iterable[str]) -> str | None:
         """Why requests to ``host`` (resolved to ``addresses``) are not allowed, or None."""
         if host.lower().rstrip(".") in METADATA_HOSTS:
             return f"{host} is a cloud metadata service"
-        for text in addresses:
-            address = ipaddress.ip_address(text.split("%", 1)[0])
-            inner = embedded_ipv4(address)
-            if any(a in net for net in DENIED_NETWORKS for a in (address, inner) if a is not None):
-                shown = f"{address} ({inner})" if inner is not None else str(address)
-                return f"{host} resolves to {shown}, a link-local or metadata address"
-            reached = [a for a in (address, inner) if a is not None]
-            if self.allow_cidrs and not any(a in net for net in self.allow_cidrs for a in reached):
-                return f"{host} resolves to {address}, outside MCP_TARGET_ALLOW_CIDRS"
-        return None
+        rule = self.rule
+        return next((p for p in (rule.problem(a, host) for a in addresses) if p is not None), None)
 
-    async def url_problem(self, url: str) -> str | None:
+    async def url_problem(self, url: str) -> DialProblem | None:
         """Why the operator or its pods must not dial ``url`` (a URL, or ``host:port``), or None."""
         host = urlsplit(url if "://" in url else f"//{url}").hostname or ""
         try:
             addresses = [str(ipaddress.ip_address(host))]
         except ValueError:
-            addresses = await _resolve(host)
-            if not addresses and self.allow_cidrs:
-                return f"{host} does not resolve, so it cannot be checked against MCP_TARGET_ALLOW_CIDRS"
-        return self.address_problem(host, addresses)
+            if not host:
+                return DialProblem(NOT_ALLOWED, "it names no host the target policy could check")
+            if host.lower().rstrip(".") in METADATA_HOSTS:
+                return DialProblem(NOT_ALLOWED, f"{host} is a cloud metadata service")
+            try:
+                addresses = await _resolve(host)
+            except UnicodeError:
+                return DialProblem(NOT_ALLOWED, f"{host[:80]} is not a host name a resolver can look up")
+            if not addresses:
+                return DialProblem(
+                    UNRESOLVED,
+                    f"{host} does not resolve, so the target policy cannot check it; it is looked at again",
+                )
+        problem = self.address_problem(host, addresses)
+        return None if problem is None else DialProblem(NOT_ALLOWED, problem)
 
 
 async def _resolve(host: str) -> list[str]:
-    """The host's addresses; none when it does not resolve here (the request will say so)."""
+    """The host's addresses; none when it does not resolve here now. A name no resolver can
+    encode (IDNA: a label past 63 characters) raises ``UnicodeError``: it never will."""
     if not host:
         return []
     try:
         infos = await asyncio.wait_for(
             asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM), RESOLVE_TIMEOUT_S
         )
-    except (OSError, TimeoutError, UnicodeError):  # a name IDNA cannot encode resolves to nothing
+    except (OSError, TimeoutError):
         return []
     return sorted({str(info[4][0]) for info in infos})

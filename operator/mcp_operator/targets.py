@@ -54,11 +54,12 @@ async def resolve_url(
     policy: TargetPolicy | None = None,
 ) -> str | SpecProblem:
     """The URL to load or probe; a Service that does not exist is a ``TargetNotFound``, and one
-    the operator's target policy forbids is ``TargetNotAllowed`` (checked before any request)."""
+    the operator's target policy forbids is ``TargetNotAllowed`` (checked before any request), and
+    a name that does not resolve yet is ``TargetUnresolved`` (looked at again, never a refusal)."""
     policy = policy or TargetPolicy.from_env()
     if url:
-        problem = await policy.url_problem(url)
-        return SpecProblem("TargetNotAllowed", problem) if problem else url
+        dial = await policy.url_problem(url)
+        return SpecProblem(dial.reason, f"spec.target.url: {dial}") if dial else url
     if ref is None:  # the CRDs' CEL rules make this unreachable through the API
         return SpecProblem("TargetMissing", "set spec.target.url or spec.target.serviceRef")
     ns = ref.namespace or namespace

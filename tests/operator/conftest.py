@@ -1,5 +1,6 @@
 """Fixtures for operator unit tests: the project's reference server on 127.0.0.1 (no cluster),
-and an in-memory Kubernetes API with an event log for the handler tests (see ``fakekube``)."""
+an in-memory Kubernetes API with an event log for the handler tests (see ``fakekube``), and
+cluster DNS for the in-cluster names specs use (``cluster_dns``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import kopf
 import pytest
 from tests.operator.fakekube import EventLog, FakeKube
 
-from mcp_operator import kube
+from mcp_operator import kube, policy
 from mcp_refserver import RunningServer, start_refserver
 
 
@@ -42,3 +43,22 @@ def posted_events(monkeypatch: pytest.MonkeyPatch) -> EventLog:
     log = EventLog()
     monkeypatch.setattr(kopf, "event", log.post)
     return log
+
+
+CLUSTER_IP = "10.96.0.10"
+
+
+@pytest.fixture(autouse=True)
+def cluster_dns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a cluster, ``infer.perf.svc`` or a bare Service name resolves (cluster DNS); here it
+    does not, and the target policy does not dial a name it cannot resolve. DNS cannot be
+    controlled here, so the policy's admission lookup answers a ClusterIP for such names, as
+    cluster DNS would; any other name goes to the real resolver (``*.invalid`` stays unresolved)."""
+    real = policy._resolve
+
+    async def resolve(host: str) -> list[str]:
+        name = host.lower().rstrip(".")
+        in_cluster = name.endswith((".svc", ".svc.cluster.local")) or (name and "." not in name)
+        return [CLUSTER_IP] if in_cluster and name != "localhost" else await real(host)
+
+    monkeypatch.setattr(policy, "_resolve", resolve)

@@ -19,6 +19,7 @@ from typing import Any
 
 import aiohttp
 
+from mcp_bench import dialguard
 from mcp_bench.protocols import rx_stamps
 from mcp_bench.protocols.http_common import PLAIN_BODY, HttpSettings, fail_record, parse_server_header
 from mcp_bench.protocols.rx_stamps_socket import StampingSocket, socket_factory
@@ -29,6 +30,8 @@ _TAKES_SOCKET_FACTORY = "socket_factory" in inspect.signature(aiohttp.TCPConnect
 
 def classify_error(exc: BaseException) -> ErrorKind:
     """Map a client-side exception to the kind a result counts it under."""
+    if dialguard.is_refusal(exc):
+        return ErrorKind.NOT_ALLOWED
     if isinstance(exc, TimeoutError | asyncio.TimeoutError):
         return ErrorKind.TIMEOUT
     if isinstance(exc, aiohttp.ClientConnectorError):
@@ -70,9 +73,14 @@ class AiohttpSession:
         trace.on_connection_create_start.append(self._connect_started)
         trace.on_connection_create_end.append(self._connect_ended)
         extra: dict[str, Any] = {}
+        stamping = None
         if self.kernel_stamps and rx_stamps.AVAILABLE and _TAKES_SOCKET_FACTORY:
             self._stamping = {}
-            extra["socket_factory"] = self._new_socket
+            stamping = self._new_socket
+        # the operator's target policy, on each address a connection is opened to
+        factory = dialguard.socket_factory(dialguard.active_rule(), stamping)
+        if factory is not None:
+            extra["socket_factory"] = factory
         connector = aiohttp.TCPConnector(
             limit=self.max_connections,
             limit_per_host=0,

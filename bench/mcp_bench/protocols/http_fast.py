@@ -17,8 +17,10 @@ import socket
 import ssl
 from collections import deque
 from time import perf_counter_ns
+from typing import Any
 from urllib.parse import urlsplit
 
+from mcp_bench import dialguard
 from mcp_bench.load.common import CUT_OFF
 from mcp_bench.protocols import rx_stamps, rx_stamps_tls
 from mcp_bench.protocols.http_aiohttp import HttpClient
@@ -49,6 +51,7 @@ class FastHttpClient(HttpSettings):
             raise ValueError(f"not an http(s) URL: {url!r}")
         self.host = parts.hostname
         self.port = parts.port or (443 if parts.scheme == "https" else 80)
+        self._rule = dialguard.active_rule()
         self.ssl: ssl.SSLContext | None = ssl.create_default_context() if parts.scheme == "https" else None
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         host_header = parts.netloc.rsplit("@", 1)[-1]
@@ -225,7 +228,13 @@ class FastHttpClient(HttpSettings):
             self._connecting -= 1
             if self._waiting:
                 req = self._waiting.popleft()
-                kind = ErrorKind.TIMEOUT if isinstance(exc, TimeoutError) else ErrorKind.CONNECT
+                kind = (
+                    ErrorKind.NOT_ALLOWED
+                    if dialguard.is_refusal(exc)
+                    else ErrorKind.TIMEOUT
+                    if isinstance(exc, TimeoutError)
+                    else ErrorKind.CONNECT
+                )
                 self._error(
                     req, kind, f"cannot connect to {self.host}:{self.port}: {type(exc).__name__}: {exc}"
                 )
@@ -243,8 +252,9 @@ class FastHttpClient(HttpSettings):
         t0 = perf_counter_ns()
         if self.kernel_stamps and rx_stamps.AVAILABLE:
             return await self._open_stamped(loop, conn, t0)
-        await loop.create_connection(lambda: conn, self.host, self.port)
+        transport, _ = await loop.create_connection(lambda: conn, self.host, self.port)
         t1 = perf_counter_ns()
+        self._check_peer(transport.get_extra_info("peername"), conn)
         tls_ns = None
         if self.ssl is not None:
             assert conn.transport is not None
@@ -264,10 +274,24 @@ class FastHttpClient(HttpSettings):
         self._connect_times.append(ConnectTime(t1 - t0, tls_ns))
         return conn
 
+    def _check_peer(self, peername: Any, conn: Connection) -> None:
+        """The target policy on the address this connection reached, once, before a byte is
+        sent (a name may resolve to another address than the one admission checked)."""
+        try:
+            dialguard.check_peer(self._rule, peername, self.host)
+        except dialguard.DialRefused:
+            conn.abort()
+            raise
+
     async def _open_stamped(self, loop: asyncio.AbstractEventLoop, conn: Connection, t0: int) -> Connection:
         """A connection whose reads carry the kernel's receive stamps, over TLS too."""
         sock = await rx_stamps.connect_stamped(loop, self.host, self.port)
         t1 = perf_counter_ns()
+        try:
+            dialguard.check_peer(self._rule, sock.getpeername(), self.host)
+        except dialguard.DialRefused:
+            sock.close()
+            raise
         if self.ssl is None:
             rx_stamps.StampedTransport(loop, sock, conn)
             self._connect_times.append(ConnectTime(t1 - t0, None))

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 import aiohttp
 
+from mcp_bench import dialguard
 from mcp_bench.records import ErrorKind
 from mcp_bench.servermetrics.delta import delta
 from mcp_bench.servermetrics.names import DCGM_METRICS, TRITON_METRICS, VLLM_METRICS
@@ -44,9 +45,12 @@ class ServerMetricsProbe(Protocol):
 
 async def fetch_text(url: str, timeout_s: float, snapshot: Snapshot) -> str | None:
     """GET ``url``; the body, or None after recording the failure on ``snapshot``."""
+    connector = aiohttp.TCPConnector(socket_factory=dialguard.socket_factory(dialguard.active_rule()))
     try:
         async with (
-            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as session,
+            aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=timeout_s), connector=connector
+            ) as session,
             session.get(url) as response,
         ):
             body = await response.text()
@@ -57,7 +61,8 @@ async def fetch_text(url: str, timeout_s: float, snapshot: Snapshot) -> str | No
     except TimeoutError:
         snapshot.failed(ErrorKind.TIMEOUT, f"GET {url} took longer than {timeout_s} s")
     except aiohttp.ClientConnectionError as exc:
-        snapshot.failed(ErrorKind.CONNECT, f"GET {url}: {exc}")
+        kind = ErrorKind.NOT_ALLOWED if dialguard.is_refusal(exc) else ErrorKind.CONNECT
+        snapshot.failed(kind, f"GET {url}: {exc}")
     except aiohttp.ClientError as exc:
         snapshot.failed(ErrorKind.OTHER, f"GET {url}: {type(exc).__name__}: {exc}")
     return None
@@ -177,13 +182,23 @@ class PrometheusQueryProbe:
             raise ValueError(f"PrometheusQueryProbe: query names must be unique, got {names}")
 
     def _query_all(self) -> list[tuple[PromQuery, list[dict[str, Any]]]]:
+        import requests
         from prometheus_api_client import PrometheusConnect
         from urllib3.util.retry import Retry
 
+        from mcp_bench.dialguard_requests import guard
+
         # No retries: a snapshot that fails is reported at once, with its kind, not after backoff.
+        session = requests.Session()
+        session.verify = False
         client = PrometheusConnect(
-            url=self.url, disable_ssl=True, timeout=math.ceil(self.timeout_s), retry=Retry(total=0)
+            url=self.url,
+            disable_ssl=True,
+            timeout=math.ceil(self.timeout_s),
+            retry=Retry(total=0),
+            session=session,
         )
+        guard(session, self.url, dialguard.active_rule())  # the target policy, per connection
         return [(q, client.custom_query(query=q.promql)) for q in self.queries]
 
     async def snapshot(self) -> Snapshot:
@@ -198,7 +213,8 @@ class PrometheusQueryProbe:
                 ErrorKind.TIMEOUT, f"{self.url}: queries took longer than {self.timeout_s * 2} s"
             )
         except requests.ConnectionError as exc:
-            return snap.failed(ErrorKind.CONNECT, f"{self.url}: {exc}")
+            kind = ErrorKind.NOT_ALLOWED if dialguard.REFUSED in str(exc) else ErrorKind.CONNECT
+            return snap.failed(kind, f"{self.url}: {exc}")
         except requests.Timeout as exc:
             return snap.failed(ErrorKind.TIMEOUT, f"{self.url}: {exc}")
         except PrometheusApiClientException as exc:

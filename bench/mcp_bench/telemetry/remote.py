@@ -18,6 +18,7 @@ from typing import Any
 
 import aiohttp
 
+from mcp_bench import dialguard
 from mcp_bench.engines.base import RunObserver
 from mcp_bench.plan import RunPlan
 from mcp_bench.results.aggregate import LevelMeta
@@ -57,7 +58,9 @@ class ServingGpuObserver(RunObserver):
         self._end_unix_ns: int | None = None
 
     def _session(self) -> aiohttp.ClientSession:
-        return aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout_s))
+        # the operator's target policy, on each address connected to (none for a plain run)
+        connector = aiohttp.TCPConnector(socket_factory=dialguard.socket_factory(dialguard.active_rule()))
+        return aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout_s), connector=connector)
 
     async def _wait_ready(self, session: aiohttp.ClientSession, url: str) -> None:
         deadline = time.monotonic() + self.ready_wait_s

@@ -16,6 +16,7 @@ import requests
 from prometheus_api_client import PrometheusConnect
 from urllib3.util.retry import Retry
 
+from ..dialhooks import OPEN, DialHooks
 from .compare import Labels, MalformedAnswer, SeriesDrift, compare, parse_vector
 
 
@@ -29,8 +30,9 @@ class RuleDefinition:
 
 
 def connect(
-    url: str, timeout_s: float, headers: Mapping[str, str]
+    url: str, timeout_s: float, headers: Mapping[str, str], dial: DialHooks = OPEN
 ) -> tuple[PrometheusConnect, requests.Session]:
+    """The client and its session; every connection of it (a redirect's too) through ``dial``."""
     session = requests.Session()
     retry = Retry(total=1, backoff_factor=0.1, status_forcelist=[502, 503, 504])
     prom = PrometheusConnect(
@@ -40,6 +42,8 @@ def connect(
         session=session,
         timeout=timeout_s,
     )
+    for prefix in (url, "http://", "https://"):  # over the adapter the client mounted on its URL
+        dial.mount(session, prefix, retry)
     return prom, session
 
 

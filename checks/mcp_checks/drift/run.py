@@ -161,7 +161,7 @@ def measure(spec: MetricDriftSpec) -> list[Assessment]:
     source = redact(spec.prometheus_url)
     needs_loaded = any(r.expr is None for r in spec.rules)
     expected, failure = _read_reference(spec) if needs_loaded else (None, None)
-    prom, session = connect(spec.prometheus_url, spec.timeout_s, spec.headers)
+    prom, session = connect(spec.prometheus_url, spec.timeout_s, spec.headers, spec.dial)
     try:
         loaded: list[LoadedRule] = []
         if needs_loaded:
@@ -172,7 +172,8 @@ def measure(spec: MetricDriftSpec) -> list[Assessment]:
         r = _Round(prom, spec, source, loaded, expected, failure, normaliser, prom_now, now)
         return [_rule_part(r, rule) for rule in spec.rules]
     except (requests.ConnectionError, requests.Timeout) as exc:
-        raise Unreachable(f"{source} is unreachable ({type(exc).__name__})") from None
+        why = spec.dial.refusal(exc) or type(exc).__name__  # the error's text may quote a query
+        raise Unreachable(f"{source} is unreachable ({why})") from None
     finally:
         session.close()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..dialhooks import OPEN, DialHooks
 from .reference import RuleReference
 
 DEFAULT_THRESHOLD = 0.003  # 0.3%, the MCP 2026 reference figure
@@ -39,6 +40,7 @@ class MetricDriftSpec:
     timeout_s: float = 10.0
     headers: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
     reference: RuleReference | None = field(default=None, hash=False, compare=False)
+    dial: DialHooks = field(default=OPEN, hash=False, compare=False)  # the operator's target policy
 
     def __post_init__(self) -> None:
         if not self.rules:

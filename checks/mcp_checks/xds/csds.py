@@ -10,6 +10,7 @@ import grpc
 from envoy.admin.v3 import config_dump_shared_pb2
 from envoy.service.status.v3 import csds_pb2, csds_pb2_grpc
 
+from mcp_checks.dialhooks import OPEN, DialHooks
 from mcp_checks.xds.model import (
     STATE_RANK,
     TYPE_URLS,
@@ -91,9 +92,12 @@ def parse_client_status(response: Any, source: str) -> SourceAnswer:
     return SourceAnswer(source, proxies)
 
 
-async def fetch_csds(source: XdsSource, timeout_s: float) -> SourceAnswer:
-    """One FetchClientStatus call over plaintext gRPC; a failed call names its status code."""
-    async with grpc.aio.insecure_channel(source.address) as channel:
+async def fetch_csds(source: XdsSource, timeout_s: float, dial: DialHooks = OPEN) -> SourceAnswer:
+    """One FetchClientStatus call over plaintext gRPC; a failed call names its status code. The
+    channel dials the address ``dial`` checked (gRPC would resolve the name again itself)."""
+    address = await dial.grpc_address(source.address)
+    options = [] if address == source.address else [("grpc.default_authority", source.address)]
+    async with grpc.aio.insecure_channel(address, options=options) as channel:
         stub = csds_pb2_grpc.ClientStatusDiscoveryServiceStub(channel)
         try:
             response = await stub.FetchClientStatus(csds_pb2.ClientStatusRequest(), timeout=timeout_s)

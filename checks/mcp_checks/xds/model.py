@@ -3,10 +3,11 @@ per-type states that every source is reduced to, so one verdict rule serves all 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal
 
+from mcp_checks.dialhooks import OPEN, DialHooks
 from mcp_checks.redact import redact_text, redact_url
 
 XDS_TYPES = ("LDS", "RDS", "CDS", "EDS")
@@ -109,6 +110,7 @@ class XdsSyncSpec:
     grace_s: float = 30.0
     timeout_s: float = 5.0
     name: str = "xds-sync"
+    dial: DialHooks = field(default=OPEN, compare=False)  # the operator's target policy
 
 
 class MalformedAnswer(ValueError):

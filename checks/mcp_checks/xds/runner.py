@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 
 import aiohttp
 
+from mcp_checks.dialhooks import OPEN, DialHooks
 from mcp_checks.verdict import CheckOutcome, Verdict
 from mcp_checks.xds.csds import fetch_csds
 from mcp_checks.xds.envoy_admin import fetch_envoy_admin
@@ -18,20 +19,24 @@ from mcp_checks.xds.model import SourceAnswer, XdsSource, XdsSyncSpec
 from mcp_checks.xds.syncz import fetch_syncz
 
 
-async def fetch_source(source: XdsSource, session: aiohttp.ClientSession, timeout_s: float) -> SourceAnswer:
+async def fetch_source(
+    source: XdsSource, session: aiohttp.ClientSession, timeout_s: float, dial: DialHooks = OPEN
+) -> SourceAnswer:
     """One source's answer, its errors scrubbed of the address's credentials (an error quotes
     the URL it failed on, query and all)."""
-    answer = await _fetch_source(source, session, timeout_s)
+    answer = await _fetch_source(source, session, timeout_s, dial)
     return replace(
         answer, unreachable=source.scrub(answer.unreachable), malformed=source.scrub(answer.malformed)
     )
 
 
-async def _fetch_source(source: XdsSource, session: aiohttp.ClientSession, timeout_s: float) -> SourceAnswer:
+async def _fetch_source(
+    source: XdsSource, session: aiohttp.ClientSession, timeout_s: float, dial: DialHooks
+) -> SourceAnswer:
     """One source's answer; a time-out is 'unreachable', an unexpected failure 'malformed'."""
     try:
         if source.kind == "csds":
-            call = fetch_csds(source, timeout_s)
+            call = fetch_csds(source, timeout_s, dial)
         elif source.kind == "syncz":
             call = fetch_syncz(source, session, timeout_s)
         else:
@@ -44,8 +49,9 @@ async def _fetch_source(source: XdsSource, session: aiohttp.ClientSession, timeo
 
 
 async def collect(spec: XdsSyncSpec) -> list[SourceAnswer]:
-    async with aiohttp.ClientSession() as session:
-        return list(await asyncio.gather(*(fetch_source(s, session, spec.timeout_s) for s in spec.sources)))
+    async with aiohttp.ClientSession(connector=spec.dial.connector()) as session:
+        answers = (fetch_source(s, session, spec.timeout_s, spec.dial) for s in spec.sources)
+        return list(await asyncio.gather(*answers))
 
 
 # what earlier rounds saw (see ``XdsMemory``), per set of sources, kept for this process's later

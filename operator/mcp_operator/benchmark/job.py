@@ -18,6 +18,7 @@ from mcp_bench.plan import RunPlan
 from ..api.benchmark import MAX_SHARDS, MCPBenchmarkSpec
 from ..api.common import TargetHeader
 from ..children import MAX_DNS_LABEL, dns_label
+from ..guarded import pod_env
 from .contract import (
     COMPONENT_SHARD,
     ENV_BENCHMARK_UID,
@@ -138,6 +139,7 @@ def shard_job(
         {"name": ENV_POD_UID, "valueFrom": _field("metadata.uid")},
         {"name": ENV_RESULT_KEY, "valueFrom": _secret(run_key_name(job), KEY_SECRET_KEY)},
         *header_env(spec.target.headers),
+        pod_env(),  # the target policy, on every address the shard connects to
     ]
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",

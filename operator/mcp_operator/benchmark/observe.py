@@ -106,7 +106,7 @@ async def observe_problem(
             return SpecProblem(
                 "CredentialsInUrl", "spec.observe URLs must not carry credentials (userinfo or a token query)"
             )
-        problem = await policy.url_problem(url)
-        if problem:
-            return SpecProblem("TargetNotAllowed", f"spec.observe: {problem}")
+        dial = await policy.url_problem(url)
+        if dial:
+            return SpecProblem(dial.reason, f"spec.observe: {dial}")
     return None

@@ -11,11 +11,13 @@ from urllib.parse import urlsplit
 
 from kubernetes.client.exceptions import ApiException
 
+from mcp_bench.dialguard import DialRefused, check_peer
 from mcp_bench.plan import RunPlan
 from mcp_bench.protocols import protocol_factory
 
 from .. import kube
 from ..api.benchmark import MCPBenchmarkSpec
+from ..guarded import rule
 from ..redact import redact_text
 from ..targets import SpecProblem
 from .preflight import GPU, NodeView, Observed, QuotaView, Taint, findings
@@ -93,7 +95,12 @@ async def _connect_error(url: str) -> str | None:
         _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), PROBE_TIMEOUT_S)
     except (OSError, TimeoutError) as exc:
         return f"{host}:{port}: {type(exc).__name__}: {exc}".rstrip(": ")
-    writer.close()
+    try:  # the address it reached, not the one admission resolved: closed before a byte is sent
+        check_peer(rule(), writer.get_extra_info("peername"), host)
+    except DialRefused as exc:
+        return f"{host}:{port}: {exc}"
+    finally:
+        writer.close()
     return None
 
 

@@ -41,10 +41,11 @@ from ..benchmark.status import (
     started_status,
 )
 from ..conditions import condition, utc_now
+from ..policy import UNRESOLVED
 from ..redact import redact_text, redact_url
 from ..settings import OperatorSettings
 from ..targets import SpecProblem
-from .common import reject
+from .common import reject, wait_for_names
 
 ACTIVE_PHASES = ("Pending", "Running", "Suspended")
 CHILD_REJECTED = "ChildRejected"
@@ -106,6 +107,8 @@ async def start_benchmark(
         parsed, namespace, name, kube.service_exists
     )
     if isinstance(plan, SpecProblem):
+        if plan.reason == UNRESOLVED:  # not a refusal: DNS may be late; looked at again
+            await wait_for_names(body, PLURAL, status, generation, [plan])
         _reject(body, patch, status, generation, plan)
         return
     conditions = list(status.get("conditions") or [])

@@ -57,7 +57,8 @@ from ..readiness.status import (
 )
 from ..settings import OperatorSettings
 from ..targets import SpecProblem
-from .common import reject
+from ..unresolved import split
+from .common import reject, wait_for_names
 
 log = logging.getLogger(__name__)
 CLAIMS = Claims()
@@ -297,6 +298,9 @@ async def evaluate_readiness(
         problems = semantic_problems(parsed) + await dial_problems(parsed)
         if isinstance(target, SpecProblem):
             problems.insert(0, target)
+        problems, unresolved = split(problems)
+        if unresolved and not problems:
+            await wait_for_names(body, PLURAL, status, generation, unresolved)
         if problems:
             release = release_record(parsed, None, "Spec", generation, precise_now())
             _reject(body, patch, conditions, generation, problems, release)

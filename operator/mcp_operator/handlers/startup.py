@@ -11,8 +11,11 @@ from typing import Any
 
 import kopf
 
+from mcp_bench import dialguard
+
 from .. import logs, metrics
 from ..leadership import leader_identity
+from ..policy import TargetPolicy
 from ..settings import OperatorSettings
 
 PREFIX = "mcp2026.io"
@@ -58,6 +61,8 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.execution.max_workers = 8
     settings.process.ultimate_exiting_timeout = operator.shutdown_timeout_seconds
     metrics.serve(operator.metrics_port, operator.metrics_address)
+    # the engine's clients in this process (the benchmark preflight's) check what they connect to
+    dialguard.install(TargetPolicy.from_env().rule)
 
 
 @kopf.on.probe(id="api")

@@ -27,13 +27,14 @@ def dialed_addresses(spec: MCPReadinessSpec) -> list[tuple[str, str]]:
 
 
 async def dial_problems(spec: MCPReadinessSpec, policy: TargetPolicy | None = None) -> list[SpecProblem]:
-    """``TargetNotAllowed`` for each address the policy forbids, naming its field."""
+    """``TargetNotAllowed`` for each address the policy forbids and ``TargetUnresolved`` for each
+    name that does not resolve yet (looked at again), naming its field."""
     policy = policy or TargetPolicy.from_env()
     addresses = dialed_addresses(spec)
     # at once: each name may take a resolver's timeout, and a spec may name 16 sources
     found = await asyncio.gather(*(policy.url_problem(address) for _, address in addresses))
     return [
-        SpecProblem("TargetNotAllowed", f"{where}: {problem}")
+        SpecProblem(problem.reason, f"{where}: {problem}")
         for (where, _), problem in zip(addresses, found, strict=True)
         if problem is not None
     ]

@@ -19,6 +19,7 @@ from mcp_checks.suite import run_checks as run_suite
 from mcp_checks.verdict import CheckOutcome
 
 from ..api.readiness import MCPReadinessSpec
+from ..guarded import check_hooks
 from ..targets import ServiceExists, SpecProblem, credentials_problem, resolve_url
 from .dialing import dialed_addresses
 
@@ -103,7 +104,7 @@ async def run_checks(
     """Every enabled check at once, each within its own timeout (``mcp_checks.suite``, the same
     path ``mcp-check -f`` takes); ``health_probe`` runs a round (the operator passes its bounded,
     out-of-process prober) once ``probe_slot`` admits it (the wait is queue time, not the check's)."""
-    context = CheckContext(namespace, base_url, api_client, health_probe)
+    context = CheckContext(namespace, base_url, api_client, health_probe, dial=check_hooks())
     if probe_slot is not None:
         context = replace(context, probe_slot=probe_slot)
     return await run_suite(plan_checks(checks_wire(spec)), context)

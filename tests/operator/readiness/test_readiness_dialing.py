@@ -58,7 +58,16 @@ async def test_the_metadata_address_is_refused_on_every_source_by_default() -> N
 
 async def test_a_name_no_resolver_can_encode_is_judged_not_raised() -> None:
     """A 2,048-character host (a label past 63 characters): IDNA refuses to encode it, which
-    raised out of the handler and left the object without a verdict; it resolves to nothing."""
+    raised out of the handler and left the object without a verdict; it can never be dialled."""
     spec = _spec("http://127.0.0.1:9090", [("csds", f"{'h' * 2030}00.invalid:1") for _ in range(16)])
-    assert await dial_problems(spec, TargetPolicy()) == []
-    assert await dial_problems(spec, ALLOW_LOOPBACK) != []  # with an allow-list it cannot be checked
+    for policy in (TargetPolicy(), ALLOW_LOOPBACK):
+        problems = await dial_problems(spec, policy)
+        assert len(problems) == 16 and {p.reason for p in problems} == {"TargetNotAllowed"}
+
+
+async def test_a_source_that_does_not_resolve_is_a_retried_problem_naming_its_field() -> None:
+    """Dialled by default before; now ``TargetUnresolved`` (the handler waits and looks again)."""
+    spec = _spec("http://prometheus.nowhere.invalid:9090", [("syncz", "http://127.0.0.1:15014")])
+    (problem,) = await dial_problems(spec, TargetPolicy())
+    assert problem.reason == "TargetUnresolved"
+    assert problem.message.startswith("spec.checks.metricDrift.prometheusUrl: prometheus.nowhere.invalid")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from aiohttp import web
+from tests.httpserve import serving
 
 from mcp_checks.health import HealthProbeSpec, required_samples
 from mcp_checks.verdict import CheckOutcome, Verdict
@@ -44,8 +46,8 @@ def _ref_spec(ref: dict[str, Any]) -> MCPReadinessSpec:
 
 async def test_url_target_needs_no_lookup() -> None:
     services = Services()
-    spec = MCPReadinessSpec.model_validate({"target": {"url": "https://triton.example:8443/base"}})
-    assert await resolve_target(spec, "default", services) == "https://triton.example:8443/base"
+    spec = MCPReadinessSpec.model_validate({"target": {"url": "https://triton.ml.svc:8443/base"}})
+    assert await resolve_target(spec, "default", services) == "https://triton.ml.svc:8443/base"
     assert services.asked == []
 
 
@@ -408,3 +410,50 @@ def test_clean_url_fields_raise_no_credentials_problem() -> None:
         }
     )
     assert "CredentialsInUrl" not in [p.reason for p in semantic_problems(spec)]
+
+
+async def test_every_check_connects_through_the_operators_target_policy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The operator injects its policy into the checks (``mcp_checks`` cannot import it): with an
+    allow-list that leaves loopback out, the health probe, metricDrift's Prometheus and the xDS
+    sources (syncz, Envoy admin, CSDS) are each refused where they connect, on the address they
+    connect to. They were dialled (5 connections to a disallowed address); now every row says
+    why and nothing reaches the real server."""
+    hits: list[str] = []
+
+    async def answer(request: web.Request) -> web.Response:
+        hits.append(request.path)
+        return web.json_response({})
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", answer)
+    async with serving(app) as url:
+        spec = MCPReadinessSpec.model_validate(
+            {
+                "target": {"url": url},
+                "checks": {
+                    "healthProbe": {"requests": 10, "concurrency": 2, "minSuccessRatio": 0.9},
+                    "metricDrift": {"prometheusUrl": url, "rules": [{"record": "r", "expr": "up"}]},
+                    "xdsSync": {
+                        "sources": [
+                            {"kind": "syncz", "address": url + "/debug/syncz"},
+                            {"kind": "envoyAdmin", "address": url},
+                            {"kind": "csds", "address": url.removeprefix("http://")},
+                        ],
+                        "timeoutSeconds": 2,
+                    },
+                },
+            }
+        )
+        monkeypatch.setenv("MCP_TARGET_ALLOW_CIDRS", "10.0.0.0/8")
+        rows = {row.name: row for row in await run_checks(spec, url, "ns")}
+    assert hits == []
+    assert set(rows) == {"health-probe", "metric-drift", "xds-sync"}
+    for row in rows.values():
+        assert row.outcome != Verdict.PASS, row
+    health = rows["health-probe"]
+    assert health.outcome == Verdict.ERROR and health.reason == "TargetNotAllowed", health
+    assert "refused by the target policy" in rows["metric-drift"].message, rows["metric-drift"]
+    xds = " ".join([rows["xds-sync"].message, *(f.observed for f in rows["xds-sync"].findings)])
+    assert xds.count("refused by the target policy") >= 3, xds

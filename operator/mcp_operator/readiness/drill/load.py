@@ -8,16 +8,19 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mcp_bench.dialguard import ENV as DIAL_GUARD_ENV
 from mcp_bench.results.document import ResultDocument, loads_document
 from mcp_bench.results.histogram import LatencyHistogram
 
 from ...api.drill import StageLoad
+from ...guarded import rule
 
 
 @dataclass(frozen=True)
@@ -135,6 +138,8 @@ class LoadRunner:
                 "--quiet",
                 stdout=asyncio.subprocess.DEVNULL,
                 stderr=asyncio.subprocess.PIPE,
+                # its client checks each connection's address against the target policy
+                env={**os.environ, DIAL_GUARD_ENV: rule().to_env()},
             )
             self._running.add(proc)
             try:

@@ -10,6 +10,8 @@ import aiohttp
 
 from mcp_checks.verdict import CheckOutcome, Verdict
 
+from ... import guarded
+
 TRIES = 3
 TIMEOUT_S = 5.0
 PAUSE_S = 1.0
@@ -32,7 +34,7 @@ async def preflight(url: str, tries: int = TRIES, timeout_s: float = TIMEOUT_S) 
     last = ""
     answered = False
     timeout = aiohttp.ClientTimeout(total=timeout_s)
-    async with aiohttp.ClientSession(timeout=timeout) as session:
+    async with aiohttp.ClientSession(timeout=timeout, connector=guarded.connector()) as session:
         for attempt in range(tries):
             ok, last = await _once(session, url)
             if ok:

@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from mcp_checks.verdict import Verdict
 
+from ... import guarded
 from ...api.drill import KpiThresholds
 from ...api.drillmeasures import ServerRequests
 from ...policy import TargetPolicy
@@ -71,7 +72,7 @@ async def url_problem(spec: ServerRequests) -> str:
         if url_has_credentials(url):
             return f"{redact_url(url)}: serverRequests URLs must not carry credentials"
         try:
-            problem = await policy.url_problem(url)
+            problem = str(await policy.url_problem(url) or "")
         except ValueError as exc:
             problem = f"not a URL the operator can read: {exc}"
         if problem:
@@ -86,7 +87,7 @@ async def read_requests(spec: ServerRequests, session: aiohttp.ClientSession | N
     if problem:
         return Reading(None, problem)
     own = session is None
-    session = session or aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT_S))
+    session = session or guarded.session(TIMEOUT_S)  # the policy again on each address connected to
     try:
         total = 0.0
         for url in spec.urls:

@@ -23,6 +23,7 @@ from mcp_checks.verdict import CheckOutcome, Verdict, utc_now
 
 from ... import metrics
 from ...api.drill import DrillSpec, FaultSpec, Stage
+from ...guarded import check_hooks
 from ..faults import FaultRefused, PlannedFault, inject_fault, plan_fault, revert_fault
 from . import journal as jr
 from .kpi import FaultTiming, board, jump_points, refused_outcome
@@ -123,7 +124,7 @@ class Drill:
             await self._write(stage=f"0/{len(self.stages)}")
             return DrillOutcome([refused], [], self.state.stages, self.state.journal, reverted=True)
         stop = asyncio.Event()
-        sentinel = asyncio.create_task(run_sentinel(url, self.sentinel, stop))
+        sentinel = asyncio.create_task(run_sentinel(url, self.sentinel, stop, dial=check_hooks()))
         self.measures.start()
         figures: list[tuple[str, StageFigures]] = []
         try:

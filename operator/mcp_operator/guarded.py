@@ -1,0 +1,74 @@
+"""The operator's own connections to addresses a spec names, held to the target policy on the
+address each one is opened to (``mcp_bench.dialguard``), not on an earlier resolution: a name
+checked at admission and resolved again by the client may answer differently (DNS rebinding).
+
+One rule, three clients: aiohttp (a socket factory, before connecting), requests (the peer of
+each new connection, before a byte is sent: ``mcp_bench.dialguard_requests``) and gRPC (the name
+resolved here, checked, and the checked address dialled). ``check_hooks`` hands all three to
+``mcp_checks``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from typing import Any
+
+import aiohttp
+
+from mcp_bench.dialguard import ENV, REFUSED, AddressRule, DialRefused, GuardedSocketFactory
+from mcp_bench.dialguard_requests import PolicyAdapter
+from mcp_checks.dialhooks import DialHooks
+
+from .policy import TargetPolicy
+
+
+def rule(policy: TargetPolicy | None = None) -> AddressRule:
+    return (policy or TargetPolicy.from_env()).rule
+
+
+def socket_factory(policy: TargetPolicy | None = None) -> GuardedSocketFactory:
+    return GuardedSocketFactory(rule(policy))
+
+
+def connector(policy: TargetPolicy | None = None, **kwargs: Any) -> aiohttp.TCPConnector:
+    """An aiohttp connector whose every connection (redirects' too) passes the policy."""
+    return aiohttp.TCPConnector(socket_factory=socket_factory(policy), **kwargs)
+
+
+def session(timeout_s: float, policy: TargetPolicy | None = None) -> aiohttp.ClientSession:
+    return aiohttp.ClientSession(connector=connector(policy), timeout=aiohttp.ClientTimeout(total=timeout_s))
+
+
+async def grpc_target(address: str, policy: TargetPolicy | None = None) -> str:
+    """``host:port`` as the address to dial: the first the policy allows, pinned (gRPC dials an
+    IP literal as it is). Raises ``DialRefused`` naming the host when none is allowed."""
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]")
+    checked = rule(policy)
+    infos = await asyncio.get_running_loop().getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
+    problems = []
+    for info in infos:
+        ip = str(info[4][0])
+        problem = checked.problem(ip, host)
+        if problem is None:
+            return f"ipv6:[{ip}]:{port}" if ":" in ip else f"ipv4:{ip}:{port}"
+        problems.append(problem)
+    raise DialRefused(f"{'; '.join(problems) or f'{host} resolves to nothing'}: {REFUSED}")
+
+
+def check_hooks(policy: TargetPolicy | None = None) -> DialHooks:
+    """What the operator's checks connect through: its target policy on every client."""
+    checked = policy or TargetPolicy.from_env()
+    return DialHooks(
+        socket_factory=socket_factory(checked),
+        http_adapter=lambda retry: PolicyAdapter(checked.rule, retry),
+        grpc_target=lambda address: grpc_target(address, checked),
+        refusal_mark=REFUSED,
+    )
+
+
+def pod_env(policy: TargetPolicy | None = None) -> dict[str, str]:
+    """The environment entry that holds a pod's (or a child process's) clients to the policy on
+    every address they connect to (``mcp_bench.dialguard`` reads it)."""
+    return {"name": ENV, "value": rule(policy).to_env()}

@@ -1,0 +1,37 @@
+"""A spec naming a host that does not resolve yet, shared by both resources: not a refusal that
+stands for its generation (cluster DNS may be late, a Service may be created next), not a pass
+either. Ready is False with ``TargetUnresolved`` naming the field, Accepted Unknown, and the
+handler looks again after ``RETRY_S``; a problem that stands wins over it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .conditions import condition, set_condition
+from .policy import UNRESOLVED
+from .rejection import problems_message
+from .targets import SpecProblem
+
+RETRY_S = 15.0
+
+
+def split(problems: list[SpecProblem]) -> tuple[list[SpecProblem], list[SpecProblem]]:
+    """(problems that stand, names that do not resolve yet)."""
+    standing = [p for p in problems if p.reason != UNRESOLVED]
+    return standing, [p for p in problems if p.reason == UNRESOLVED]
+
+
+def waiting_conditions(
+    status: Mapping[str, Any], generation: int, problems: list[SpecProblem], now: str
+) -> tuple[list[dict[str, Any]], bool]:
+    """The conditions while waiting for the names, and whether they say something new (an event
+    then, not one per retry)."""
+    conditions = list(status.get("conditions") or [])
+    message = f"{problems_message(problems)}; nothing is dialled until it resolves"
+    before = condition(conditions, "Ready") or {}
+    conds = set_condition(conditions, "Accepted", None, UNRESOLVED, message, generation, now)
+    conds = set_condition(conds, "Ready", False, UNRESOLVED, message, generation, now)
+    after = condition(conds, "Ready") or {}
+    changed = any(before.get(k) != after.get(k) for k in ("reason", "message", "observedGeneration"))
+    return conds, changed

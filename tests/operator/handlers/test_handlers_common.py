@@ -1,0 +1,134 @@
+"""What both resources' handlers do alike when a spec names a host that does not resolve (yet):
+no request, no refusal that stands for the generation (cluster DNS may be late), no verdict; Ready
+False with ``TargetUnresolved`` naming the field, Accepted Unknown, one event, and kopf asked to
+look again. Once the name resolves, the same generation runs. Called as kopf calls the handlers,
+against the in-memory API of ``fakekube``."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
+
+import kopf
+import pytest
+from tests.operator.fakekube import EventLog, FakeKube, custom_kind
+
+from mcp_operator import policy
+from mcp_operator.api.benchmark import KIND as BENCHMARK
+from mcp_operator.api.common import API_VERSION, GROUP
+from mcp_operator.api.readiness import KIND as READINESS
+from mcp_operator.api.readiness import PLURAL as READINESS_PLURAL
+from mcp_operator.conditions import condition
+from mcp_operator.handlers import benchmark as benchmark_handlers
+from mcp_operator.handlers import readiness as readiness_handlers
+from mcp_operator.unresolved import RETRY_S
+from mcp_refserver import RunningServer
+
+NS = "serving"
+Handler = Callable[..., Awaitable[None]]
+LATE = "gate.late-dns.invalid"  # does not resolve here; the fake DNS below makes it resolve later
+
+
+def _raw(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": kind,
+        "metadata": {"name": name, "namespace": NS, "uid": f"uid-{name}", "generation": 1},
+        "spec": spec,
+        "status": {},
+    }
+
+
+async def _call(handler: Any, stored: dict[str, Any] | None) -> dict[str, Any]:
+    """One call as kopf makes it, with the object as the API server holds it."""
+    assert stored is not None
+    body = kopf.Body(cast(kopf.RawBody, stored))
+    patch = kopf.Patch()
+    await cast(Handler, handler)(spec=body.spec, status=body.status, meta=body.meta, body=body, patch=patch)
+    return dict(dict(patch).get("status") or {})
+
+
+def _waiting(status: dict[str, Any], field: str) -> None:
+    conditions = list(status.get("conditions") or [])
+    ready, accepted = condition(conditions, "Ready") or {}, condition(conditions, "Accepted") or {}
+    assert (ready["status"], ready["reason"]) == ("False", "TargetUnresolved"), ready
+    assert (accepted["status"], accepted["reason"]) == ("Unknown", "TargetUnresolved"), accepted
+    assert ready["message"].startswith(f"{field}: {LATE} does not resolve"), ready["message"]
+    assert status.get("phase") != "Invalid" and "verdict" not in status  # no refusal, no pass
+
+
+def _dns_answers(monkeypatch: pytest.MonkeyPatch, address: str) -> None:
+    """Cluster DNS caught up: the late name now resolves (a fake: DNS is not ours to control)."""
+    real = policy._resolve
+
+    async def resolve(host: str) -> list[str]:
+        return [address] if host == LATE else await real(host)
+
+    monkeypatch.setattr(policy, "_resolve", resolve)
+
+
+async def test_a_readiness_gate_waits_for_a_name_and_runs_once_it_resolves(
+    kube_fake: FakeKube, posted_events: EventLog, refserver: RunningServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cr = custom_kind(GROUP, READINESS_PLURAL)
+    spec = {
+        "target": {"url": refserver.url},
+        "checks": {
+            "healthProbe": {"enabled": False},
+            "xdsSync": {"sources": [{"kind": "syncz", "address": f"http://{LATE}:15014/debug/syncz"}]},
+        },
+    }
+    stored = kube_fake.put(cr, _raw(READINESS, "late", spec))
+    for _ in range(2):  # a retry says nothing new: one event
+        with pytest.raises(kopf.TemporaryError) as retry:
+            await _call(readiness_handlers.evaluate_readiness, stored)
+        assert retry.value.delay == RETRY_S
+        stored = kube_fake.get(cr, NS, "late") or {}
+        _waiting(stored["status"], "spec.checks.xdsSync.sources[0].address")
+    assert [(e.type, e.reason) for e in posted_events.events] == [("Warning", "TargetUnresolved")]
+
+    _dns_answers(monkeypatch, "127.0.0.1")  # resolves now: the same generation is evaluated
+    await _call(readiness_handlers.evaluate_readiness, stored)
+    status = (kube_fake.get(cr, NS, "late") or {})["status"]
+    assert status["phase"] in ("Succeeded", "Failed") and status["observedGeneration"] == 1
+    ready = condition(status["conditions"], "Ready") or {}
+    assert ready["reason"] != "TargetUnresolved"
+
+
+async def test_a_problem_that_stands_wins_over_a_name_that_does_not_resolve(
+    kube_fake: FakeKube, posted_events: EventLog
+) -> None:
+    cr = custom_kind(GROUP, READINESS_PLURAL)
+    spec = {
+        "target": {"url": "http://169.254.169.254/latest"},
+        "checks": {"metricDrift": {"prometheusUrl": f"http://{LATE}:9090", "rules": [{"record": "r"}]}},
+    }
+    stored = kube_fake.put(cr, _raw(READINESS, "both", spec))
+    status = await _call(readiness_handlers.evaluate_readiness, stored)
+    ready = condition(status["conditions"], "Ready") or {}
+    assert status["phase"] == "Invalid" and ready["reason"] == "TargetNotAllowed"
+    assert LATE not in ready["message"]  # the refusal names only what stands
+
+
+async def test_a_benchmark_waits_for_its_target_name_instead_of_a_refusal_that_stands(
+    kube_fake: FakeKube, posted_events: EventLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refused benchmark stays refused for its generation; an unresolved target must not be
+    turned into such a refusal: once the name resolves, the same generation starts its Job."""
+    cr = custom_kind(GROUP, "mcpbenchmarks")
+    spec = {
+        "target": {"url": f"http://{LATE}:8000", "path": "/health"},
+        "load": {"concurrency": [1], "requests": 10},
+        "preflight": "off",
+    }
+    stored = kube_fake.put(cr, _raw(BENCHMARK, "late-bench", spec))
+    with pytest.raises(kopf.TemporaryError):
+        await _call(benchmark_handlers.start_benchmark, stored)
+    stored = kube_fake.get(cr, NS, "late-bench") or {}
+    _waiting(stored["status"], "spec.target.url")
+    assert not benchmark_handlers._already_refused(stored["status"], 1)
+    assert kube_fake.names("Job", NS) == []  # nothing started
+
+    _dns_answers(monkeypatch, "10.96.0.20")
+    started = await _call(benchmark_handlers.start_benchmark, stored)
+    assert started["jobName"] and started["phase"] in ("Pending", "Running"), started
