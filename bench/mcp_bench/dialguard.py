@@ -14,6 +14,7 @@ anything outside it.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import ipaddress
 import json
@@ -123,6 +124,24 @@ def check_peer(rule: AddressRule | None, peername: Any, host: str = "") -> None:
     peer is allowed. The caller closes it before sending anything."""
     if rule is not None and peername:
         rule.check(str(peername[0]), host)
+
+
+async def grpc_target(rule: AddressRule, address: str) -> str:
+    """``host:port`` as a gRPC target that dials the first address ``rule`` allows, pinned: gRPC
+    resolves a name itself, but dials an ``ipv4:``/``ipv6:`` target as it is. Raises
+    ``DialRefused`` naming the host when none is allowed. (Keep the name as the channel's
+    authority: ``grpc.default_authority``.)"""
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]")
+    infos = await asyncio.get_running_loop().getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
+    problems = []
+    for info in infos:
+        ip = str(info[4][0])
+        problem = rule.problem(ip, host)
+        if problem is None:
+            return f"ipv6:[{ip}]:{port}" if ":" in ip else f"ipv4:{ip}:{port}"
+        problems.append(problem)
+    raise DialRefused(f"{'; '.join(problems) or f'{host} resolves to nothing'}: {REFUSED}")
 
 
 def is_refusal(exc: BaseException | None) -> bool:

@@ -10,13 +10,12 @@ resolved here, checked, and the checked address dialled). ``check_hooks`` hands 
 
 from __future__ import annotations
 
-import asyncio
-import socket
 from typing import Any
 
 import aiohttp
 
-from mcp_bench.dialguard import ENV, REFUSED, AddressRule, DialRefused, GuardedSocketFactory
+from mcp_bench import dialguard
+from mcp_bench.dialguard import ENV, REFUSED, AddressRule, GuardedSocketFactory
 from mcp_bench.dialguard_requests import PolicyAdapter
 from mcp_checks.dialhooks import DialHooks
 
@@ -41,20 +40,8 @@ def session(timeout_s: float, policy: TargetPolicy | None = None) -> aiohttp.Cli
 
 
 async def grpc_target(address: str, policy: TargetPolicy | None = None) -> str:
-    """``host:port`` as the address to dial: the first the policy allows, pinned (gRPC dials an
-    IP literal as it is). Raises ``DialRefused`` naming the host when none is allowed."""
-    host, _, port = address.rpartition(":")
-    host = host.strip("[]")
-    checked = rule(policy)
-    infos = await asyncio.get_running_loop().getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
-    problems = []
-    for info in infos:
-        ip = str(info[4][0])
-        problem = checked.problem(ip, host)
-        if problem is None:
-            return f"ipv6:[{ip}]:{port}" if ":" in ip else f"ipv4:{ip}:{port}"
-        problems.append(problem)
-    raise DialRefused(f"{'; '.join(problems) or f'{host} resolves to nothing'}: {REFUSED}")
+    """``host:port`` as the checked address a gRPC channel dials (``dialguard.grpc_target``)."""
+    return await dialguard.grpc_target(rule(policy), address)
 
 
 def check_hooks(policy: TargetPolicy | None = None) -> DialHooks:

@@ -19,8 +19,10 @@ from mcp_bench.dialguard import REFUSED, AddressRule, DialRefused
 from mcp_bench.dialguard_requests import guard
 from mcp_bench.protocols.http_aiohttp import HttpClient
 from mcp_bench.protocols.http_fast import FastHttpClient
+from mcp_bench.protocols.triton import TritonClient
 from mcp_bench.records import ErrorKind, RequestPayload
 from mcp_bench.servermetrics import PrometheusEndpointProbe
+from mcp_refserver import RefServerConfig, start_refserver
 
 ELSEWHERE = AddressRule((ipaddress.ip_network("10.0.0.0/8"),))  # loopback is outside it
 LOOPBACK = AddressRule((ipaddress.ip_network("127.0.0.0/8"),))
@@ -139,3 +141,29 @@ async def test_requests_sessions_check_each_new_connections_peer(server: tuple[s
     assert hits == []
     assert (await asyncio.to_thread(get, LOOPBACK)).status_code == 200
     assert hits == ["/q"]
+
+
+@pytest.mark.parametrize("use_grpc", [False, True], ids=["http", "grpc"])
+async def test_the_triton_clients_connect_only_where_the_policy_allows(policy: None, use_grpc: bool) -> None:
+    """tritonclient opens its own connections: over HTTP its session is replaced by a guarded
+    one, over gRPC the channel dials the address checked here (the name kept as authority)."""
+    async with await start_refserver(RefServerConfig(infer_ms=1, grpc_port=0)) as srv:
+        url = srv.grpc_url if use_grpc else srv.url
+        assert url is not None
+        dialguard.install(ELSEWHERE)
+        refused = TritonClient(url, "refmodel", use_grpc=use_grpc)
+        with pytest.raises(Exception) as caught:
+            await refused.open()
+        await refused.close()
+        assert dialguard.is_refusal(caught.value) or REFUSED in str(caught.value), caught.value
+        assert srv.model.stats.success.count == 0
+
+        dialguard.install(LOOPBACK)
+        allowed = TritonClient(url.replace("127.0.0.1", "localhost"), "refmodel", use_grpc=use_grpc)
+        await allowed.open()
+        try:
+            rec = await allowed.send(RequestPayload())
+        finally:
+            await allowed.close()
+        assert rec.ok, rec.error_detail
+        assert srv.model.stats.success.count == 1

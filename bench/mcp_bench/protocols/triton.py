@@ -30,11 +30,13 @@ import random
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
+import aiohttp
 import grpc
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from tritonclient.utils import InferenceServerException, triton_to_np_dtype
 
+from mcp_bench import dialguard
 from mcp_bench.protocols import register_protocol
 from mcp_bench.protocols.http_aiohttp import classify_error
 from mcp_bench.records import ErrorKind, RequestPayload, RequestRecord
@@ -149,6 +151,34 @@ def numeric_outputs(result: Any) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _channel_args(tgrpc: Any, authority: str) -> list[tuple[str, Any]]:
+    """tritonclient's own channel defaults (``channel_args`` replaces them all), and the name
+    as the authority of a channel that dials a pinned address."""
+    keepalive = tgrpc.KeepAliveOptions()
+    return [
+        ("grpc.max_send_message_length", tgrpc.MAX_GRPC_MESSAGE_SIZE),
+        ("grpc.max_receive_message_length", tgrpc.MAX_GRPC_MESSAGE_SIZE),
+        ("grpc.keepalive_time_ms", keepalive.keepalive_time_ms),
+        ("grpc.keepalive_timeout_ms", keepalive.keepalive_timeout_ms),
+        ("grpc.keepalive_permit_without_calls", keepalive.keepalive_permit_without_calls),
+        ("grpc.http2.max_pings_without_data", keepalive.http2_max_pings_without_data),
+        ("grpc.default_authority", authority.split("/", 1)[0]),
+    ]
+
+
+async def _guard_http(client: Any, rule: dialguard.AddressRule, limit: int) -> None:
+    """tritonclient's HTTP client builds its aiohttp session itself and takes no connector: its
+    session is replaced by one whose every connection the rule checks (nothing was sent on the
+    first). A tritonclient without that session cannot be held to the rule, and says so."""
+    old = getattr(client, "_stub", None)
+    if not isinstance(old, aiohttp.ClientSession):
+        raise RuntimeError("this tritonclient's HTTP client cannot be held to the target policy")
+    connector = aiohttp.TCPConnector(limit=limit, socket_factory=dialguard.socket_factory(rule))
+    client._stub = aiohttp.ClientSession(connector=connector, timeout=old.timeout, auto_decompress=False)
+    client._conn = connector
+    await old.close()
+
+
 class TritonClient:
     """A :class:`~mcp_bench.records.ProtocolClient` for V2 ``infer`` over HTTP or gRPC."""
 
@@ -189,10 +219,15 @@ class TritonClient:
 
     async def open(self) -> None:
         """Connect, and build the input tensors (from options or model metadata) once."""
+        rule = dialguard.active_rule()
         if self.use_grpc:
             import tritonclient.grpc.aio as tgrpc
 
-            self._client = tgrpc.InferenceServerClient(url=self.url)
+            if rule is None:
+                self._client = tgrpc.InferenceServerClient(url=self.url)
+            else:  # gRPC would resolve the name again itself: it dials the address checked here
+                pinned, args = await dialguard.grpc_target(rule, self.url), _channel_args(tgrpc, self.url)
+                self._client = tgrpc.InferenceServerClient(url=pinned, channel_args=args)
             mod: Any = tgrpc
         else:
             import tritonclient.http.aio as thttp
@@ -200,6 +235,8 @@ class TritonClient:
             self._client = thttp.InferenceServerClient(
                 url=self.url, conn_limit=self.max_connections, conn_timeout=self.timeout_s
             )
+            if rule is not None:
+                await _guard_http(self._client, rule, self.max_connections)
             mod = thttp
         self._mod = mod
         if not self.use_grpc:
