@@ -14,7 +14,6 @@ from typing import Any
 
 import aiohttp
 import requests
-from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 SocketFactory = Callable[[tuple[Any, ...]], socket.socket]
@@ -24,12 +23,13 @@ SocketFactory = Callable[[tuple[Any, ...]], socket.socket]
 class DialHooks:
     """``socket_factory``: aiohttp's, called with each address about to be connected to (it
     raises an ``OSError`` to refuse one; picklable, a probe round runs in a worker process).
-    ``http_adapter``: the requests adapter (with the given retries) a Prometheus session
-    mounts. ``grpc_target``: ``host:port`` to the checked address a gRPC channel dials.
+    ``requests_guard``: holds a requests session for a URL (with the given retries) to the
+    policy, redirects included. ``grpc_target``: ``host:port`` to the checked address a gRPC
+    channel dials.
     ``refusal_mark``: what a refusal's message carries, so a row can quote it."""
 
     socket_factory: SocketFactory | None = None
-    http_adapter: Callable[[Retry], HTTPAdapter] | None = None
+    requests_guard: Callable[[requests.Session, str, Retry], None] | None = None
     grpc_target: Callable[[str], Awaitable[str]] | None = None
     refusal_mark: str = ""
 
@@ -44,10 +44,11 @@ class DialHooks:
     def connector(self, **kwargs: Any) -> aiohttp.TCPConnector:
         return aiohttp.TCPConnector(socket_factory=self.socket_factory, **kwargs)
 
-    def mount(self, session: requests.Session, url: str, retry: Retry) -> None:
-        """Use the injected adapter for ``url`` (over any a library mounted there already)."""
-        if self.http_adapter is not None:
-            session.mount(url, self.http_adapter(retry))
+    def guard(self, session: requests.Session, url: str, retry: Retry) -> None:
+        """Every connection ``session`` opens for ``url`` through the policy (call it after a
+        library mounted its own adapter there)."""
+        if self.requests_guard is not None:
+            self.requests_guard(session, url, retry)
 
     async def grpc_address(self, address: str) -> str:
         return address if self.grpc_target is None else await self.grpc_target(address)

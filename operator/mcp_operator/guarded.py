@@ -16,7 +16,7 @@ import aiohttp
 
 from mcp_bench import dialguard
 from mcp_bench.dialguard import ENV, REFUSED, AddressRule, GuardedSocketFactory
-from mcp_bench.dialguard_requests import PolicyAdapter
+from mcp_bench.dialguard_requests import guard
 from mcp_checks.dialhooks import DialHooks
 
 from .policy import TargetPolicy
@@ -49,7 +49,7 @@ def check_hooks(policy: TargetPolicy | None = None) -> DialHooks:
     checked = policy or TargetPolicy.from_env()
     return DialHooks(
         socket_factory=socket_factory(checked),
-        http_adapter=lambda retry: PolicyAdapter(checked.rule, retry),
+        requests_guard=lambda session, url, retry: guard(session, url, checked.rule, retry),
         grpc_target=lambda address: grpc_target(address, checked),
         refusal_mark=REFUSED,
     )

@@ -42,8 +42,7 @@ def connect(
         session=session,
         timeout=timeout_s,
     )
-    for prefix in (url, "http://", "https://"):  # over the adapter the client mounted on its URL
-        dial.mount(session, prefix, retry)
+    dial.guard(session, url, retry)  # after the client mounted its own adapter on its URL
     return prom, session
 
 
