@@ -34,9 +34,9 @@ class StampedHttpClient(FastHttpClient):
 
 @pytest.fixture
 def policy() -> Iterator[None]:
-    """Each test installs its rule; afterwards the process reads ``MCP_DIAL_GUARD`` again."""
+    """Each test installs its rule; afterwards the process has the one ``MCP_DIAL_GUARD`` says."""
     yield
-    dialguard._ACTIVE.clear()
+    dialguard.install(AddressRule.from_env())
 
 
 @pytest.fixture
