@@ -121,9 +121,12 @@ def socket_factory(rule: AddressRule | None, inner: SocketFactory | None = None)
 
 def check_peer(rule: AddressRule | None, peername: Any, host: str = "") -> None:
     """For a connection already open (a client that connects on its own): refuse it unless its
-    peer is allowed. The caller closes it before sending anything."""
-    if rule is not None and peername:
-        rule.check(str(peername[0]), host)
+    peer is allowed (a peer it cannot tell is not). The caller closes it before sending anything."""
+    if rule is None:
+        return
+    if not peername:
+        raise DialRefused(f"the address {host or 'a connection'} reached is unknown: {REFUSED}")
+    rule.check(str(peername[0]), host)
 
 
 async def grpc_target(rule: AddressRule, address: str) -> str:
