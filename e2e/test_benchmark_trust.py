@@ -6,8 +6,11 @@ writes."""
 from __future__ import annotations
 
 import base64
+import contextlib
+import hashlib
 import json
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import yaml
@@ -17,6 +20,7 @@ from mcp_devcluster import stack
 
 LOCAL = {"nodeSelector": {"mcp2026.io/local-runner": "true"}}
 CANARY = "canary-7f3e9c1d-T0KEN"
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 
 
 def _bench(refserver: str, **extra: Any) -> dict[str, Any]:
@@ -35,20 +39,31 @@ def _state(kube: Any, name: str, operator: Any) -> str:
     return f"{obj}\n{maps}\noperator log: {operator.process.log_tail(3000)}"
 
 
-def test_forged_and_copied_shard_results_are_rejected_not_merged(
-    kube: Any, refserver: str, operator: Any, tmp_path: Any
-) -> None:
-    # the operator is stopped while the shards run, so no level start would be written: this run
-    # goes without the start barrier (test_benchmark_barrier.py covers it)
-    bench = _bench(refserver, startBarrier={"enabled": False})
-    kube.apply(stack.custom_resource("MCPBenchmark", "forged", bench))
-    assert kube.wait("mcpbenchmark/forged", "jsonpath={.status.phase}=Running").returncode == 0
-    obj = kube.get("mcpbenchmark", "forged")
-    job = obj["status"]["jobName"]
-    # hold the collector off until the forgeries are in place: no operator while the shards run
+@contextlib.contextmanager
+def _finished_without_operator(
+    kube: Any, operator: Any, tmp_path: Any, name: str, spec: dict[str, Any]
+) -> Iterator[str]:
+    """Run the benchmark with the operator stopped while its shards run, so nothing is collected
+    before the body (the tampering) is done; yields the Job's name once it is Complete, and
+    starts the operator again after the body. The run goes without the start barrier: no operator
+    writes level start times meanwhile (test_benchmark_barrier.py covers it)."""
+    kube.apply(stack.custom_resource("MCPBenchmark", name, {**spec, "startBarrier": {"enabled": False}}))
+    assert kube.wait(f"mcpbenchmark/{name}", "jsonpath={.status.phase}=Running").returncode == 0
+    job = kube.get("mcpbenchmark", name)["status"]["jobName"]
     stack.stop(operator.process)
     try:
         assert kube.wait(f"job/{job}", "condition=Complete", timeout_s=90).returncode == 0
+        yield job
+    finally:
+        replacement = stack.start_operator(kube.kubeconfig, tmp_path)
+        operator.process = replacement.process  # the session fixture stops whichever runs last
+        operator.metrics_url = replacement.metrics_url
+
+
+def test_forged_and_copied_shard_results_are_rejected_not_merged(
+    kube: Any, refserver: str, operator: Any, tmp_path: Any
+) -> None:
+    with _finished_without_operator(kube, operator, tmp_path, "forged", _bench(refserver)) as job:
         shard0 = kube.get("configmap", f"{job}-shard-0")
         genuine = shard0["data"]["result.json"]
         # an extra result for an index the run does not have, with a recomputed CRC-32C
@@ -74,10 +89,6 @@ def test_forged_and_copied_shard_results_are_rejected_not_merged(
             "-p",
             json.dumps({"data": {"result.json": genuine}}),
         )
-    finally:
-        replacement = stack.start_operator(kube.kubeconfig, tmp_path)
-        operator.process = replacement.process  # the session fixture stops whichever runs last
-        operator.metrics_url = replacement.metrics_url
     assert kube.wait("mcpbenchmark/forged", "condition=Ready=false", timeout_s=90).returncode == 0, _state(
         kube, "forged", operator
     )
@@ -92,6 +103,73 @@ def test_forged_and_copied_shard_results_are_rejected_not_merged(
     # one event per rejected object, naming it, beside the verdict's own event
     rejected = [e["message"] for e in kube.events("forged") if e["reason"] == "ShardResultRejected"]
     assert {m.split(":")[0] for m in rejected if m.startswith(job)} == {f"{job}-shard-1", f"{job}-shard-7"}
+
+
+def _secret_reader(kube: Any) -> str:
+    """A user who may read Secrets and write ConfigMaps in the namespace, and nothing else (no
+    pods, no pods/log, no exec): the ``--as`` argument that acts as them."""
+    rules = [
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "patch"]},
+    ]
+    kube.run("create", "serviceaccount", "secret-reader")
+    kube.apply(
+        json.dumps(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "Role",
+                "metadata": {"name": "secret-reader"},
+                "rules": rules,
+            }
+        )
+    )
+    kube.run(
+        "create",
+        "rolebinding",
+        "secret-reader",
+        "--role=secret-reader",
+        f"--serviceaccount={kube.namespace}:secret-reader",
+    )
+    return f"--as=system:serviceaccount:{kube.namespace}:secret-reader"
+
+
+def test_a_secret_reader_s_re_signed_result_is_rejected(
+    kube: Any, refserver: str, operator: Any, tmp_path: Any
+) -> None:
+    """The run's key signs, so whoever reads its Secret can re-sign a result (completed x 10 was
+    accepted before); only the shard's container writes its log, where it attests the document
+    it stored, and the operator reads that log back from the kubelet."""
+    reader = _secret_reader(kube)
+    with _finished_without_operator(kube, operator, tmp_path, "resigned", _bench(refserver)) as job:
+        secret = json.loads(kube.run("get", "secret", f"{job}-key", "-o", "json", reader).stdout)
+        key = base64.b64decode(secret["data"]["hmac-sha256-key"])
+        genuine = json.loads(kube.run("get", "configmap", f"{job}-shard-0", "-o", "json", reader).stdout)
+        doc = loads_document(genuine["data"]["result.json"], key)
+        for level in doc.levels:
+            level.completed *= 10
+        forged = dumps_document(doc, key)
+        loads_document(forged, key)  # a valid signature: the key alone would accept it
+        patch = json.dumps({"data": {"result.json": forged}})
+        kube.run("patch", "configmap", f"{job}-shard-0", "--type=merge", "-p", patch, reader)
+        assert kube.run("logs", "-l", f"job-name={job}", reader, check=False).returncode != 0
+    assert kube.wait("mcpbenchmark/resigned", "condition=Ready=false", timeout_s=90).returncode == 0, _state(
+        kube, "resigned", operator
+    )
+    status = kube.get("mcpbenchmark", "resigned")["status"]
+    ready = stack.condition_of({"status": status})
+    assert ready["reason"] == "ShardResultRejected" and status["verdict"] != "Pass"
+    assert status["shards"]["reported"] == 1 and status["shards"]["rejected"] == 1
+    assert f"{job}-shard-0 (the pod's log attests another document)" in ready["message"]
+    shard1 = loads_document(kube.get("configmap", f"{job}-shard-1")["data"]["result.json"])
+    assert status["results"][0]["requests"] == shard1.levels[0].completed  # none of the forged 10x
+    rejected = [e["message"] for e in kube.events("resigned") if e["reason"] == "ShardResultRejected"]
+    assert set(rejected) == {f"{job}-shard-0: the pod's log attests another document"}
+    # what the shard attested is the document it stored, as its log says to anyone who may read it
+    pods = json.loads(kube.run("get", "pods", "-l", f"job-name={job}", "-o", "json").stdout)["items"]
+    (pod,) = [p for p in pods if p["metadata"]["annotations"][COMPLETION_INDEX] == "0"]
+    log = kube.run("logs", pod["metadata"]["name"]).stdout
+    digest = hashlib.sha256(genuine["data"]["result.json"].encode()).hexdigest()
+    assert f"mcp-shard-result sha256={digest}" in log.splitlines()
 
 
 def _can(kube: Any, account: str, verb: str, resource: str) -> str:

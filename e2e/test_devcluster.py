@@ -95,3 +95,21 @@ def test_pod_env_and_service_account_token_work(kube: Any) -> None:
     greeting, pod_name, namespace, api_status = terminated["message"].split()
     assert greeting == "hello" and pod_name.startswith("env-") and namespace == kube.namespace
     assert api_status == "403"
+
+
+def test_kubectl_logs_reads_a_pod_s_output_from_its_kubelet(kube: Any) -> None:
+    """The API server proxies ``pods/log`` to the local kubelet's HTTPS endpoint (its client
+    certificate, the kubelet's checked by the cluster CA), as in a real cluster."""
+    kube.apply(_job("talks", "for i in 1 2 3 4 5; do echo line $i; done; echo to stderr >&2"))
+    assert kube.wait("job/talks", "condition=Complete", timeout_s=60).returncode == 0
+    assert kube.run("logs", "job/talks").stdout.splitlines() == [f"line {i}" for i in range(1, 6)] + [
+        "to stderr"
+    ]
+    assert kube.run("logs", "job/talks", "--tail=2").stdout.splitlines() == ["line 5", "to stderr"]
+    assert kube.run("logs", "job/talks", "--limit-bytes=6").stdout == "line 1"
+    missing = kube.run("logs", "job/talks", "-c", "nope", check=False)
+    assert missing.returncode != 0 and "nope" in missing.stderr
+    # the Nodes advertise where their kubelet serves: the two local ones on ports of their own
+    nodes = json.loads(kube.run("get", "nodes", "-l", "mcp2026.io/local-runner=true", "-o", "json").stdout)
+    ports = {n["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"] for n in nodes["items"]}
+    assert len(ports) == 2 and 0 not in ports

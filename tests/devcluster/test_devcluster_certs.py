@@ -40,10 +40,17 @@ def _eku(cert: x509.Certificate) -> set[x509.ObjectIdentifier]:
     return set(cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value)
 
 
+CERTS = ("serving", "admin", "kubelet_serving", "kubelet_client")
+
+
+def _pairs(pki: PkiPaths) -> list[tuple[Path, Path]]:
+    return [(getattr(pki, f"{name}_cert"), getattr(pki, f"{name}_key")) for name in CERTS]
+
+
 def test_every_file_is_written_and_keys_are_private(pki: PkiPaths) -> None:
-    for path in (pki.ca_cert, pki.serving_cert, pki.admin_cert, pki.sa_pub):
+    for path in (pki.ca_cert, *(c for c, _ in _pairs(pki)), pki.sa_pub):
         assert path.is_file() and path.stat().st_size > 0
-    for key in (pki.ca_key, pki.serving_key, pki.admin_key, pki.sa_key):
+    for key in (pki.ca_key, *(k for _, k in _pairs(pki)), pki.sa_key):
         assert stat.S_IMODE(key.stat().st_mode) == 0o600, key
 
 
@@ -77,8 +84,21 @@ def test_admin_cert_is_a_cluster_admin_client(pki: PkiPaths) -> None:
     assert _eku(admin) == {ExtendedKeyUsageOID.CLIENT_AUTH}
 
 
+def test_the_kubelet_pair_serves_loopback_and_lets_the_api_server_in(pki: PkiPaths) -> None:
+    ca, serving = _cert(pki.ca_cert), _cert(pki.kubelet_serving_cert)
+    serving.verify_directly_issued_by(ca)
+    sans = serving.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert ipaddress.ip_address("127.0.0.1") in sans.get_values_for_type(x509.IPAddress)
+    assert _eku(serving) == {ExtendedKeyUsageOID.SERVER_AUTH}
+    client_cert = _cert(pki.kubelet_client_cert)
+    client_cert.verify_directly_issued_by(ca)
+    assert _eku(client_cert) == {ExtendedKeyUsageOID.CLIENT_AUTH}
+    names = [a.value for a in client_cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
+    assert names == ["kube-apiserver-kubelet-client"]
+
+
 def test_keys_match_their_certificates(pki: PkiPaths) -> None:
-    for cert_path, key_path in ((pki.serving_cert, pki.serving_key), (pki.admin_cert, pki.admin_key)):
+    for cert_path, key_path in _pairs(pki):
         key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
         der, spki = serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
         assert key.public_key().public_bytes(der, spki) == _cert(cert_path).public_key().public_bytes(

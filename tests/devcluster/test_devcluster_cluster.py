@@ -147,6 +147,12 @@ def test_apiserver_argv(dev: DevCluster) -> None:
     assert flags["service-account-signing-key-file"] == str(pki.sa_key)
     assert flags["service-cluster-ip-range"] == dev.plan.service_cidr
     assert flags["authorization-mode"] == "RBAC"
+    # pod logs from the local kubelets: the harness's client pair, their serving cert checked,
+    # the Nodes' InternalIP first (their hostnames do not resolve)
+    assert flags["kubelet-client-certificate"] == str(pki.kubelet_client_cert)
+    assert flags["kubelet-client-key"] == str(pki.kubelet_client_key)
+    assert flags["kubelet-certificate-authority"] == str(pki.ca_cert)
+    assert flags["kubelet-preferred-address-types"].split(",")[0] == "InternalIP"
 
 
 def test_one_local_kubelet_per_local_node(dev: DevCluster) -> None:
@@ -157,6 +163,8 @@ def test_one_local_kubelet_per_local_node(dev: DevCluster) -> None:
         assert args.node == node and args.kubeconfig == dev.kubeconfig
         assert args.pod_loopback == dev.plan.pod_loopback
         assert args.work_dir.parent.parent == dev.state_dir
+        pki = PkiPaths(dev.state_dir / "pki")
+        assert args.tls == (pki.kubelet_serving_cert, pki.kubelet_serving_key, pki.ca_cert)
     assert len({str(dev._kubelet_argv(n)) for n in dev.local_nodes}) == len(dev.local_nodes) == 2
     assert dev.local_nodes[0].name == LOCAL_NODE
 

@@ -1,7 +1,9 @@
 """Certificates and kubeconfigs for a control plane on 127.0.0.1.
 
 The API server needs a serving certificate, a client CA that makes the admin certificate
-(O=system:masters) a cluster admin, and a service-account key pair for token signing.
+(O=system:masters) a cluster admin, and a service-account key pair for token signing. The local
+kubelets serve pod logs over HTTPS (``kubeletlogs``) with a serving certificate of their own,
+and the API server reaches them with a client certificate (``--kubelet-client-certificate``).
 Everything is generated fresh per cluster; nothing is reused across clusters.
 """
 
@@ -50,6 +52,23 @@ class PkiPaths:
     @property
     def admin_key(self) -> Path:
         return self.root / "admin.key"
+
+    @property
+    def kubelet_serving_cert(self) -> Path:
+        return self.root / "kubelet.crt"
+
+    @property
+    def kubelet_serving_key(self) -> Path:
+        return self.root / "kubelet.key"
+
+    @property
+    def kubelet_client_cert(self) -> Path:
+        """The API server's client certificate towards the kubelets (logs, exec, port-forward)."""
+        return self.root / "apiserver-kubelet-client.crt"
+
+    @property
+    def kubelet_client_key(self) -> Path:
+        return self.root / "apiserver-kubelet-client.key"
 
     @property
     def sa_key(self) -> Path:
@@ -116,9 +135,52 @@ def self_signed_pair(directory: Path, host: str, common_name: str) -> tuple[Path
     return cert_path, key_path
 
 
+SERVER = ExtendedKeyUsageOID.SERVER_AUTH
+CLIENT = ExtendedKeyUsageOID.CLIENT_AUTH
+
+
+@dataclass(frozen=True)
+class _Issuer:
+    """The cluster CA, issuing leaf certificates."""
+
+    key: ec.EllipticCurvePrivateKey
+    name: x509.Name
+
+    def issue(
+        self,
+        cert_path: Path,
+        key_path: Path,
+        subject: x509.Name,
+        usage: x509.ObjectIdentifier,
+        sans: list[x509.GeneralName] | None = None,
+    ) -> None:
+        """A fresh key and a certificate for ``subject`` with one extended key usage, written."""
+        key = ec.generate_private_key(ec.SECP256R1())
+        builder = _builder(subject, self.name, key.public_key())
+        if sans:
+            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        cert = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False).sign(
+            self.key, hashes.SHA256()
+        )
+        _write_key(key_path, key)
+        _write_cert(cert_path, cert)
+
+
+def _issue_kubelet_pair(issuer: _Issuer, paths: PkiPaths) -> None:
+    """The kubelets' serving certificate (for 127.0.0.1, the address their Nodes advertise) and
+    the API server's client certificate towards them (a cluster admin, as kubeadm makes it)."""
+    sans: list[x509.GeneralName] = [
+        x509.DNSName("localhost"),
+        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+    ]
+    issuer.issue(paths.kubelet_serving_cert, paths.kubelet_serving_key, _name("mcp-kubelet"), SERVER, sans)
+    client_name = _name("kube-apiserver-kubelet-client", "system:masters")
+    issuer.issue(paths.kubelet_client_cert, paths.kubelet_client_key, client_name, CLIENT)
+
+
 def generate_pki(root: Path, service_ip: str | None = None) -> PkiPaths:
     """Create CA, API-server serving cert (also for ``service_ip``, the ClusterIP of the
-    ``kubernetes`` Service), admin client cert and service-account keys."""
+    ``kubernetes`` Service), admin client cert, the kubelet pair and service-account keys."""
     root.mkdir(parents=True, exist_ok=True)
     paths = PkiPaths(root)
 
@@ -146,7 +208,6 @@ def generate_pki(root: Path, service_ip: str | None = None) -> PkiPaths:
     _write_key(paths.ca_key, ca_key)
     _write_cert(paths.ca_cert, ca_cert)
 
-    serving_key = ec.generate_private_key(ec.SECP256R1())
     sans: list[x509.GeneralName] = [
         x509.DNSName("localhost"),
         x509.DNSName("kubernetes"),
@@ -156,23 +217,10 @@ def generate_pki(root: Path, service_ip: str | None = None) -> PkiPaths:
     ]
     if service_ip:
         sans.append(x509.IPAddress(ipaddress.IPv4Address(service_ip)))
-    serving = (
-        _builder(_name("kube-apiserver"), ca_name, serving_key.public_key())
-        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    _write_key(paths.serving_key, serving_key)
-    _write_cert(paths.serving_cert, serving)
-
-    admin_key = ec.generate_private_key(ec.SECP256R1())
-    admin = (
-        _builder(_name("mcp-admin", "system:masters"), ca_name, admin_key.public_key())
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    _write_key(paths.admin_key, admin_key)
-    _write_cert(paths.admin_cert, admin)
+    issuer = _Issuer(ca_key, ca_name)
+    issuer.issue(paths.serving_cert, paths.serving_key, _name("kube-apiserver"), SERVER, sans)
+    issuer.issue(paths.admin_cert, paths.admin_key, _name("mcp-admin", "system:masters"), CLIENT)
+    _issue_kubelet_pair(issuer, paths)
 
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     _write_key(paths.sa_key, sa_key)

@@ -325,6 +325,12 @@ class DevCluster:
             "--disable-admission-plugins=TaintNodesByCondition",
             "--profiling=false",
             f"--cert-dir={self.state_dir / 'pki' / 'apiserver'}",
+            # pod logs (``kubectl logs``, the operator's attestation check) from the local kubelets,
+            # whose Nodes advertise 127.0.0.1 and whose names do not resolve
+            f"--kubelet-client-certificate={pki.kubelet_client_cert}",
+            f"--kubelet-client-key={pki.kubelet_client_key}",
+            f"--kubelet-certificate-authority={pki.ca_cert}",
+            "--kubelet-preferred-address-types=InternalIP,Hostname",
             "--v=1",
         ]
 
@@ -361,7 +367,10 @@ class DevCluster:
         ]
 
     def _kubelet_argv(self, node: LocalNode) -> list[str]:
+        pki = PkiPaths(self.state_dir / "pki")
         argv = [sys.executable, "-m", "mcp_devcluster.kubelet", f"--kubeconfig={self.kubeconfig}"]
+        argv += [f"--tls-cert-file={pki.kubelet_serving_cert}", f"--client-ca-file={pki.ca_cert}"]
+        argv += [f"--tls-private-key-file={pki.kubelet_serving_key}"]
         argv += [f"--node={node.name}", f"--zone={node.zone}", f"--pod-cidr={node.pod_cidr}"]
         argv += [f"--pod-loopback={self.plan.pod_loopback}"]
         argv += [f"--register-with-taints={format_taint(t)}" for t in node.taints]

@@ -9,8 +9,9 @@ pass (``probes``), then Succeeded or Failed with exit codes and a termination me
 (``termination``), reported through the API as a kubelet would (``podstatus``).
 
 This module is the kubelet's control loop: it watches the pods bound to its node and starts,
-waits for and stops their processes (``containers``); the Node itself is ``localnode``'s. One
-process plays one node; the cluster starts one per local node (one per zone).
+waits for and stops their processes (``containers``); the Node itself is ``localnode``'s, and
+the containers' logs are served to the API server over HTTPS (``kubeletlogs``), so ``kubectl
+logs`` works. One process plays one node; the cluster starts one per local node (one per zone).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from .containers import (
     start_container,
     stop_containers,
 )
+from .kubeletlogs import log_app, serve_in_thread, server_ssl_context
 from .localnode import HEARTBEAT_S, follow_cordon, parse_taint, post_heartbeat, register_node
 from .nodes import api_client
 from .nodespec import LocalNode
@@ -55,10 +57,40 @@ WATCH_TIMEOUT_S = 60
 EXIT_REPORT_WITHIN_S = 300.0  # how long a pod's end is retried through an API outage
 
 
+class KubeletTls(NamedTuple):
+    """The kubelet's serving certificate and the CA its clients' certificates must come from."""
+
+    cert: Path
+    key: Path
+    client_ca: Path
+
+
+def pod_dir_name(namespace: str, name: str, uid: str) -> str:
+    """A pod's directory under the work dir: its files, its containers' logs."""
+    return f"{namespace}_{name}_{uid[:8]}"
+
+
+def find_pod_dir(work_dir: Path, namespace: str, name: str, uid: str | None) -> Path | None:
+    """The directory of the pod of that name with ``uid`` (one this kubelet runs), else the
+    newest one of that name it ran (a pod that ended, also before this process started: its
+    logs stay until the directory goes); None when there is none."""
+    if uid is not None:
+        return work_dir / pod_dir_name(namespace, name, uid)
+    ran = sorted(work_dir.glob(f"{namespace}_{name}_*"), key=lambda d: d.stat().st_mtime)
+    return ran[-1] if ran else None
+
+
 class LocalKubelet:
     def __init__(
-        self, kubeconfig: Path, node: LocalNode, work_dir: Path, pod_loopback: ipaddress.IPv4Network
+        self,
+        kubeconfig: Path,
+        node: LocalNode,
+        work_dir: Path,
+        pod_loopback: ipaddress.IPv4Network,
+        tls: KubeletTls,
     ) -> None:
+        self.tls = tls
+        self.log_port = 0  # set by ``run`` once the log endpoint is served
         self.kubeconfig = kubeconfig
         self.local_node = node
         self.node = node.name
@@ -77,8 +109,11 @@ class LocalKubelet:
     # -- watch -----------------------------------------------------------------------------
     def run(self) -> None:
         """Register the node, then follow its pods: a full list, then a watch from there, and a
-        fresh list whenever the watch ends or fails, until ``shutdown``."""
-        register_node(self.core, self.local_node)
+        fresh list whenever the watch ends or fails, until ``shutdown``. The log endpoint is
+        served first: the Node advertises its port from the first heartbeat on."""
+        ctx = server_ssl_context(self.tls.cert, self.tls.key, self.tls.client_ca)
+        self.log_port = serve_in_thread(log_app(self.pod_dir), ctx)
+        register_node(self.core, self.local_node, self.log_port)
         threading.Thread(target=self._heartbeat_loop, daemon=True, name="heartbeat").start()
         threading.Thread(
             target=follow_cordon, args=(self.core, self.node, self.stopping), daemon=True, name="cordon"
@@ -107,7 +142,7 @@ class LocalKubelet:
     def _heartbeat_loop(self) -> None:
         while not self.stopping.wait(HEARTBEAT_S):
             try:
-                post_heartbeat(self.core, self.node)
+                post_heartbeat(self.core, self.node, self.log_port)
             except Exception:
                 log.exception("node heartbeat failed")
 
@@ -135,7 +170,7 @@ class LocalKubelet:
     # -- pod lifecycle ---------------------------------------------------------------------
     def _start(self, pod: client.V1Pod) -> None:
         ns, name, uid = pod.metadata.namespace, pod.metadata.name, pod.metadata.uid
-        pod_dir = self.work_dir / f"{ns}_{name}_{uid[:8]}"
+        pod_dir = self.work_dir / pod_dir_name(ns, name, uid)
         pod_dir.mkdir(parents=True, exist_ok=True)
         kubeconfig = pod_kubeconfig(self.core, pod, pod_dir, server=self.server, ca_file=Path(self.ca_file))
         running = RunningPod(ns, name, uid, self._allocate(pod))
@@ -166,6 +201,12 @@ class LocalKubelet:
                     functools.partial(self._probed, pod, running, container),
                 )
         threading.Thread(target=self._wait, args=(pod, running), daemon=True, name=f"pod-{name}").start()
+
+    def pod_dir(self, namespace: str, name: str) -> Path | None:
+        """Where the logs of the pod of that name are (``find_pod_dir``)."""
+        with self.lock:
+            uids = [uid for uid, p in self.pods.items() if (p.namespace, p.name) == (namespace, name)]
+        return find_pod_dir(self.work_dir, namespace, name, uids[0] if uids else None)
 
     def _allocate(self, pod: client.V1Pod) -> PodAddresses:
         if pod.spec.host_network:
@@ -291,11 +332,12 @@ class KubeletArgs(NamedTuple):
     node: LocalNode
     work_dir: Path
     pod_loopback: ipaddress.IPv4Network
+    tls: KubeletTls
 
 
 def parse_args(argv: list[str] | None = None) -> KubeletArgs:
-    """The kubeconfig, the node this process plays, where its pods' files go, and the cluster's
-    pod loopback range (``addressplan``)."""
+    """The kubeconfig, the node this process plays, where its pods' files go, the cluster's pod
+    loopback range (``addressplan``) and the log endpoint's certificates (``certs``)."""
     parser = argparse.ArgumentParser(description="Run pods of one node as local processes.")
     parser.add_argument("--kubeconfig", type=Path, required=True)
     parser.add_argument("--node", required=True)
@@ -306,15 +348,19 @@ def parse_args(argv: list[str] | None = None) -> KubeletArgs:
     )
     parser.add_argument("--pod-loopback", type=ipaddress.IPv4Network, required=True)
     parser.add_argument("--work-dir", type=Path, required=True)
+    parser.add_argument("--tls-cert-file", type=Path, required=True, help="serving certificate (logs)")
+    parser.add_argument("--tls-private-key-file", type=Path, required=True)
+    parser.add_argument("--client-ca-file", type=Path, required=True, help="CA of accepted clients")
     args = parser.parse_args(argv)
     node = LocalNode(args.node, args.zone, args.pod_cidr, taints=args.register_with_taints)
-    return KubeletArgs(args.kubeconfig, node, args.work_dir, args.pod_loopback)
+    tls = KubeletTls(args.tls_cert_file, args.tls_private_key_file, args.client_ca_file)
+    return KubeletArgs(args.kubeconfig, node, args.work_dir, args.pod_loopback, tls)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    kubelet = LocalKubelet(args.kubeconfig, args.node, args.work_dir, args.pod_loopback)
+    kubelet = LocalKubelet(args.kubeconfig, args.node, args.work_dir, args.pod_loopback, args.tls)
 
     def stop(_sig: int, _frame: object) -> None:
         kubelet.shutdown()

@@ -114,9 +114,11 @@ def _patch_taints(core: client.CoreV1Api, node: str, body: dict[str, Any]) -> No
             raise
 
 
-def ready_node_status(node: str, stamp: str) -> dict[str, Any]:
-    """What each heartbeat posts: Ready, the node's addresses, and what runs its pods."""
+def ready_node_status(node: str, stamp: str, kubelet_port: int) -> dict[str, Any]:
+    """What each heartbeat posts: Ready, the node's addresses, the port its kubelet serves logs
+    on (the API server reaches it at the InternalIP), and what runs its pods."""
     return {
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": kubelet_port}},
         "conditions": [
             {
                 "type": "Ready",
@@ -146,15 +148,15 @@ def ready_node_status(node: str, stamp: str) -> dict[str, Any]:
     }
 
 
-def register_node(core: client.CoreV1Api, node: LocalNode) -> None:
+def register_node(core: client.CoreV1Api, node: LocalNode, kubelet_port: int) -> None:
     """Create the Node (or find it there from an earlier run), then post the first heartbeat."""
     try:
         core.create_node(local_node_body(node))
     except ApiException as exc:
         if exc.status != 409:
             raise
-    post_heartbeat(core, node.name)
+    post_heartbeat(core, node.name, kubelet_port)
 
 
-def post_heartbeat(core: client.CoreV1Api, node: str) -> None:
-    core.patch_node_status(node, {"status": ready_node_status(node, utc_now())})
+def post_heartbeat(core: client.CoreV1Api, node: str, kubelet_port: int) -> None:
+    core.patch_node_status(node, {"status": ready_node_status(node, utc_now(), kubelet_port)})

@@ -7,6 +7,8 @@ result counts only when all of this holds:
   run's pods can read, and its checksum and shape are right;
 * the signed origin names this run (the MCPBenchmark's UID and the Job) and a pod of the Job
   whose completion index is ``i``, and the document says it is shard ``i``;
+* that pod's own log attests exactly this document (``attestation``): a Secret reader can sign
+  with the run's key, but cannot write the shard container's stdout;
 * no other result for ``i`` was accepted.
 
 Anything else is rejected with the reason and never merged; an object the run did not expect
@@ -16,6 +18,7 @@ message.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +31,7 @@ from mcp_bench.results.document import (
 )
 
 from ..redact import redact_text, redact_url
+from .attestation import PodLog, attestation_problem
 from .contract import (
     ANNOTATION_COMPLETION_INDEX,
     ORIGIN_JOB,
@@ -41,14 +45,15 @@ from .contract import (
 @dataclass(frozen=True)
 class RunIdentity:
     """What a result must match: the MCPBenchmark's UID, its Job, the shard count, the run's key
-    (None when the key Secret is gone: then nothing can be verified), and the Job's pods by UID
-    with their completion index."""
+    (None when the key Secret is gone: then nothing can be verified), the Job's pods by UID with
+    their completion index, and those pods' logs by UID (a pod missing there is not attested)."""
 
     uid: str
     job: str
     shards: int
     key: bytes | None
     pods: dict[str, int]
+    logs: Mapping[str, PodLog]
 
 
 @dataclass(frozen=True)
@@ -87,9 +92,12 @@ def _verify(run: RunIdentity, obj: PublishedObject, accepted: set[int]) -> Resul
         return f"written for another run (job {origin.get(ORIGIN_JOB)!r})"
     if doc.shard_index != index:
         return f"holds shard {doc.shard_index}'s result, not shard {index}'s"
-    pod_index = run.pods.get(origin.get(ORIGIN_POD_UID, ""))
-    if pod_index != index:
+    pod_uid = origin.get(ORIGIN_POD_UID, "")
+    if run.pods.get(pod_uid) != index:
         return f"not written by a pod of Job {run.job} with index {index}"
+    unattested = attestation_problem(run.logs.get(pod_uid), obj.text or "")
+    if unattested is not None:
+        return unattested
     if index in accepted:
         return f"duplicate result for shard {index}"
     return doc

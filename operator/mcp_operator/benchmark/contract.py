@@ -35,6 +35,7 @@ LABEL_SHARD = "mcp2026.io/shard"
 LABEL_RUN_STATE = "mcp2026.io/run-state-of"
 LABEL_COMPONENT = "app.kubernetes.io/component"
 COMPONENT_SHARD = "bench-shard"
+SHARD_CONTAINER = "shard"  # the shard pod's container: its log attests the result (``attestation``)
 
 RESULT_KEY = "result.json"
 PROGRESS_KEY = "progress.json"  # in <job>-progress-<i>, written by shard i

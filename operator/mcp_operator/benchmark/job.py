@@ -33,6 +33,7 @@ from .contract import (
     KEY_SECRET_KEY,
     LABEL_COMPONENT,
     LABEL_JOB,
+    SHARD_CONTAINER,
     benchmark_labels,
     benchmark_owner,
     run_account_name,
@@ -146,7 +147,7 @@ def shard_job(
         "serviceAccountName": pod_account(spec, job),
         "containers": [
             {
-                "name": "shard",
+                "name": SHARD_CONTAINER,
                 "image": runner.image or default_image,
                 "command": list(command),
                 "env": env,

@@ -40,6 +40,7 @@ from .contract import (
     run_key_name,
     start_object_name,
 )
+from .podlogs import read_pod_logs
 
 TRANSIENT = frozenset({408, 409, 429})  # timeout, conflict (a retried create), throttling
 
@@ -184,14 +185,14 @@ async def read_results(
     namespace: str, uid: str, job: str, state: JobState, key: bytes | None
 ) -> tuple[ShardReadout, list[str]]:
     """Every result object of the run, verified against the run's ``key`` (see ``collect``;
-    ``read_run_key``), and what failed shard pods said."""
+    ``read_run_key``) and its writer pod's log (``podlogs``), and what failed shard pods said."""
     maps = await kube.call(
         kube.core().list_namespaced_config_map, namespace, label_selector=f"{LABEL_JOB}={job}"
     )
     pods = await kube.call(kube.core().list_namespaced_pod, namespace, label_selector=f"job-name={job}")
-    run = RunIdentity(
-        uid=uid, job=job, shards=state.completions, key=key, pods=pod_indices(pods.items, state.uid)
-    )
+    indices = pod_indices(pods.items, state.uid)
+    logs = await read_pod_logs(namespace, pods.items, set(indices))  # where each shard attests
+    run = RunIdentity(uid=uid, job=job, shards=state.completions, key=key, pods=indices, logs=logs)
     objects = [
         PublishedObject(
             name=m.metadata.name,

@@ -4,9 +4,10 @@ Inputs come from the environment the Job sets (plan JSON, owner name and UID, co
 the pod's own name and UID from the downward API, the run's key and any header values from
 Secrets, the last two by reference). The document names its origin (run UID, Job, pod UID) and
 is signed with the run's key; it is written into the result ConfigMap the operator created for
-this index (the shard may update only that). Header values never go into the document: it
-carries the plan as the operator wrote it. If publishing fails the pod fails with a termination
-message that says why, so the operator reports it.
+this index (the shard may update only that), and its digest is printed to stdout, where the
+operator reads it back through the pod's log (``attestation``). Header values never go into the
+document: it carries the plan as the operator wrote it. If publishing fails the pod fails with a
+termination message that says why, so the operator reports it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from mcp_bench.telemetry.observer import TelemetryObserver
 
 from .. import kube
 from ..redact import REDACTED, redact_text, redact_url
+from .attestation import attestation_line
 from .barrier import parse_starts
 from .contract import (
     ENV_BARRIER_TIMEOUT,
@@ -169,6 +171,8 @@ def run_shard() -> int:
             f"shard {index} could not publish its result within {PUBLISH_WITHIN_S:g}s: {type(exc).__name__}"
         )
         return EXIT_PUBLISH
+    # the operator accepts the stored document only if this container's own log names it
+    print(attestation_line(text), flush=True)
     completed = sum(level.completed for level in document.levels)
     failed = sum(level.failed for level in document.levels)
     termination_message(f"shard {index}: {completed} requests completed, {failed} failed; result published")

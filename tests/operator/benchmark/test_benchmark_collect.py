@@ -6,16 +6,25 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from typing import Any
 
 import google_crc32c
 import pytest
 from kubernetes import client
+from tests.operator.attested import honest_logs
 
 from mcp_bench.engines import run_plan
 from mcp_bench.results.document import ResultDocument, dumps_document, loads_document
 from mcp_operator.api import MCPBenchmarkSpec
-from mcp_operator.benchmark.collect import PublishedObject, RunIdentity, pod_indices, read_shards
+from mcp_operator.benchmark.attestation import PodLog, attestation_line
+from mcp_operator.benchmark.collect import (
+    PublishedObject,
+    RunIdentity,
+    ShardReadout,
+    pod_indices,
+    read_shards,
+)
 from mcp_operator.benchmark.contract import shard_index_of, shard_object_name
 from mcp_operator.benchmark.plan import plan_from_spec
 from mcp_operator.benchmark.status import Collected, merged_status
@@ -58,12 +67,21 @@ def _objects(
     return [PublishedObject(name, owners, text) for name, text in pairs]
 
 
-def _run(key: bytes | None = KEY, shards: int = 2) -> RunIdentity:
-    return RunIdentity(uid=UID, job=JOB, shards=shards, key=key, pods=dict(PODS))
+def _run(key: bytes | None = KEY, shards: int = 2, logs: dict[str, PodLog] | None = None) -> RunIdentity:
+    """The run; its pods' logs as given, else empty (the caller's ``_read`` fills them in)."""
+    return RunIdentity(uid=UID, job=JOB, shards=shards, key=key, pods=dict(PODS), logs=logs or {})
+
+
+def _read(run: RunIdentity, objects: list[PublishedObject]) -> ShardReadout:
+    """``read_shards`` with the pods' logs honest (attesting what their objects hold) unless the
+    run brings logs of its own."""
+    if not run.logs:
+        run = replace(run, logs=honest_logs(run.pods, JOB, objects))
+    return read_shards(run, objects)
 
 
 def _status(objects: list[PublishedObject], run: RunIdentity | None = None) -> Collected:
-    readout = read_shards(run or _run(), objects)
+    readout = _read(run or _run(), objects)
     return merged_status(
         expected=2,
         succeeded=2,
@@ -108,14 +126,14 @@ def test_an_extra_result_with_a_recomputed_checksum_is_rejected_not_merged(
 
 def test_even_a_correctly_signed_extra_result_is_rejected(docs: list[ResultDocument]) -> None:
     extra = shard_object_name(JOB, 2)
-    readout = read_shards(_run(), _objects(*_good(docs), (extra, _signed(docs[0], 2, pod_uid="pod-uid-0"))))
+    readout = _read(_run(), _objects(*_good(docs), (extra, _signed(docs[0], 2, pod_uid="pod-uid-0"))))
     assert len(readout.documents) == 2 and readout.rejected[extra].startswith("unexpected result object")
 
 
 def test_shard_0_copied_over_shard_1_is_rejected(docs: list[ResultDocument]) -> None:
     good = _good(docs)
     copied = [good[0], (good[1][0], good[0][1])]
-    readout = read_shards(_run(), _objects(*copied))
+    readout = _read(_run(), _objects(*copied))
     assert [d.shard_index for d in readout.documents] == [0]  # shard 0 counted once, not twice
     assert readout.rejected == {shard_object_name(JOB, 1): "holds shard 0's result, not shard 1's"}
     collected = _status(_objects(*copied))
@@ -143,7 +161,7 @@ def test_a_result_that_is_not_the_run_s_own_is_rejected(
     docs: list[ResultDocument], tamper: Any, why: str
 ) -> None:
     name = shard_object_name(JOB, 1)
-    readout = read_shards(_run(), _objects(_good(docs)[0], (name, tamper(docs[1]))))
+    readout = _read(_run(), _objects(_good(docs)[0], (name, tamper(docs[1]))))
     assert [d.shard_index for d in readout.documents] == [0]
     assert readout.rejected[name].startswith(why), readout.rejected
 
@@ -163,19 +181,19 @@ def test_a_signed_index_edited_afterwards_breaks_the_signature(docs: list[Result
     edited = _with_checksum(data)
     loads_document(edited)  # the checksum is right
     name = shard_object_name(JOB, 1)
-    readout = read_shards(_run(), _objects((name, edited)))
+    readout = _read(_run(), _objects((name, edited)))
     assert readout.documents == [] and readout.rejected[name].startswith(
         "signature: hmac_sha256 does not match"
     )
 
 
 def test_not_owned_by_the_benchmark_is_rejected(docs: list[ResultDocument]) -> None:
-    readout = read_shards(_run(), _objects(*_good(docs), owners=frozenset({"someone-else"})))
+    readout = _read(_run(), _objects(*_good(docs), owners=frozenset({"someone-else"})))
     assert readout.documents == [] and set(readout.rejected.values()) == {"not owned by this MCPBenchmark"}
 
 
 def test_without_the_run_s_key_nothing_is_accepted(docs: list[ResultDocument]) -> None:
-    readout = read_shards(_run(key=None), _objects(*_good(docs)))
+    readout = _read(_run(key=None), _objects(*_good(docs)))
     assert readout.documents == [] and len(readout.rejected) == 2
     assert all("key Secret is missing" in why for why in readout.rejected.values())
 
@@ -191,7 +209,7 @@ def test_an_object_a_shard_has_not_filled_in_is_missing_not_rejected(docs: list[
 def test_the_report_and_documents_show_the_url_redacted(docs: list[ResultDocument]) -> None:
     leaked = docs[0].model_copy(deep=True)
     leaked.plan = leaked.plan.model_copy(update={"url": "http://u:tok@h/x?token=tok"})
-    readout = read_shards(_run(shards=1), _objects((shard_object_name(JOB, 0), _signed(leaked, 0))))
+    readout = _read(_run(shards=1), _objects((shard_object_name(JOB, 0), _signed(leaked, 0))))
     (doc,) = readout.documents
     assert doc.plan.url == "http://REDACTED@h/x?token=REDACTED"
 
@@ -237,3 +255,81 @@ def test_only_pods_the_job_controls_count() -> None:
         _pod("e", None, "job-uid"),
     ]
     assert pod_indices(pods, "job-uid") == {"a": 0, "b": 1}
+
+
+# --- the writer pod's log attests the document (a Secret reader can sign, not write the log) ---
+
+
+def _times_ten(text: str) -> str:
+    """What a Secret reader can make of a genuine result: completed x 10, re-signed with the key."""
+    doc = loads_document(text, KEY)
+    for level in doc.levels:
+        level.completed *= 10
+    return dumps_document(doc, KEY)
+
+
+def _attesting(*texts: str | None) -> dict[str, PodLog]:
+    """Pod ``pod-uid-i``'s log attesting ``texts[i]`` (None: the pod printed no attestation)."""
+    return {
+        f"pod-uid-{i}": PodLog("warming up\n" + (f"{attestation_line(t)}\n" if t else "") + "done\n")
+        for i, t in enumerate(texts)
+    }
+
+
+def test_a_result_the_writer_pod_s_log_attests_is_accepted(docs: list[ResultDocument]) -> None:
+    good = _good(docs)
+    readout = read_shards(_run(logs=_attesting(good[0][1], good[1][1])), _objects(*good))
+    assert [d.shard_index for d in readout.documents] == [0, 1] and readout.rejected == {}
+
+
+def test_a_re_signed_result_the_log_does_not_attest_is_rejected(docs: list[ResultDocument]) -> None:
+    good = _good(docs)
+    forged = _times_ten(good[1][1] or "")
+    loads_document(forged, KEY)  # a valid signature: the HMAC alone would accept it
+    run = _run(logs=_attesting(good[0][1], good[1][1]))
+    readout = read_shards(run, _objects(good[0], (good[1][0], forged)))
+    assert [d.shard_index for d in readout.documents] == [0]
+    assert readout.rejected == {shard_object_name(JOB, 1): "the pod's log attests another document"}
+    collected = _status(_objects(good[0], (good[1][0], forged)), run)
+    assert collected.status["verdict"] != "Pass" and collected.status["shards"]["rejected"] == 1
+    assert collected.status["results"][0]["requests"] == REQUESTS  # the forged 10x never counted
+
+
+def test_the_last_attestation_in_the_log_counts(docs: list[ResultDocument]) -> None:
+    good = _good(docs)
+    forged = _times_ten(good[0][1] or "")
+    log = f"{attestation_line(forged)}\n{attestation_line(good[0][1] or '')}\n"
+    readout = read_shards(_run(shards=1, logs={"pod-uid-0": PodLog(log)}), _objects((good[0][0], forged)))
+    assert readout.rejected == {good[0][0]: "the pod's log attests another document"}
+
+
+@pytest.mark.parametrize(
+    ("log", "why"),
+    [
+        (PodLog("shard 0: result published\n"), "not attested by the pod's log"),
+        (PodLog(""), "not attested by the pod's log"),
+        (
+            PodLog(None, "403 Forbidden: the operator may not get pods/log here: forbidden"),
+            "not attested: the pod's log cannot be read (403 Forbidden: the operator may not get pods/log",
+        ),
+        (
+            PodLog(None, "404: the pod or its container's log is gone: not found"),
+            "not attested: the pod's log cannot be read (404",
+        ),
+        (
+            PodLog(None, "500: the kubelet's answer did not come through: dial tcp: connection refused"),
+            "not attested: the pod's log cannot be read (500: the kubelet's answer did not come through",
+        ),
+        (None, "not attested: the pod's log cannot be read (it was not read)"),
+    ],
+)
+def test_a_result_without_its_pod_s_attestation_is_rejected(
+    docs: list[ResultDocument], log: PodLog | None, why: str
+) -> None:
+    good = _good(docs)
+    logs = _attesting(good[0][1])
+    if log is not None:
+        logs["pod-uid-1"] = log
+    readout = read_shards(_run(logs=logs), _objects(*good))
+    assert [d.shard_index for d in readout.documents] == [0]
+    assert readout.rejected[shard_object_name(JOB, 1)].startswith(why), readout.rejected

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
+from tests.operator.attested import honest_logs
 
 from mcp_bench.engines import run_plan
 from mcp_bench.results.document import dumps_document
@@ -124,7 +125,9 @@ async def test_merged_status_carries_the_diagnosis() -> None:
         doc.shard_index = i
         doc.origin = {"runUid": UID, "job": JOB, "pod": f"{JOB}-{i}-x", "podUid": f"p{i}"}
         texts.append(PublishedObject(shard_object_name(JOB, i), frozenset({UID}), dumps_document(doc, KEY)))
-    readout = read_shards(RunIdentity(uid=UID, job=JOB, shards=2, key=KEY, pods={"p0": 0, "p1": 1}), texts)
+    pods = {"p0": 0, "p1": 1}
+    run = RunIdentity(uid=UID, job=JOB, shards=2, key=KEY, pods=pods, logs=honest_logs(pods, JOB, texts))
+    readout = read_shards(run, texts)
     collected = merged_status(
         expected=2,
         succeeded=2,

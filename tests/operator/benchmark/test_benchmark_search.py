@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
+from tests.operator.attested import honest_logs
 
 from mcp_bench.engines import run_plan
 from mcp_bench.results.document import dumps_document
@@ -90,9 +91,11 @@ async def test_status_shows_the_max_goodput_load_and_the_knee(tmp_path: Path) ->
     doc.shard_index = 0
     doc.origin = {"runUid": UID, "job": JOB, "pod": f"{JOB}-0-x", "podUid": "pod-uid-0"}
     name = shard_object_name(JOB, 0)
+    objects = [PublishedObject(name, frozenset({UID}), dumps_document(doc, KEY))]
+    pods = {"pod-uid-0": 0}
     readout = read_shards(
-        RunIdentity(uid=UID, job=JOB, shards=1, key=KEY, pods={"pod-uid-0": 0}),
-        [PublishedObject(name, frozenset({UID}), dumps_document(doc, KEY))],
+        RunIdentity(uid=UID, job=JOB, shards=1, key=KEY, pods=pods, logs=honest_logs(pods, JOB, objects)),
+        objects,
     )
     collected = merged_status(
         expected=1,

@@ -21,11 +21,12 @@ import pytest
 from aiohttp import web
 from tests.operator.fakekube import FakeKube
 
-from mcp_bench.results.document import loads_document
+from mcp_bench.results.document import dumps_document, loads_document
 from mcp_operator.api import MCPBenchmarkSpec
 from mcp_operator.api.benchmark import KIND
 from mcp_operator.api.common import API_VERSION
 from mcp_operator.benchmark import reconcile
+from mcp_operator.benchmark.attestation import ATTESTATION_PREFIX
 from mcp_operator.benchmark.contract import (
     ENV_BENCHMARK_UID,
     ENV_COMPLETION_INDEX,
@@ -44,6 +45,7 @@ from mcp_operator.benchmark.contract import (
     RESULT_KEY,
     progress_object_name,
     shard_object_name,
+    shard_result_patch,
 )
 from mcp_operator.benchmark.job import job_name, shard_job
 from mcp_operator.benchmark.plan import plan_from_spec
@@ -126,12 +128,17 @@ async def _run() -> int:
     return await asyncio.to_thread(run_shard)
 
 
+async def _run_in_pod(kube: FakeKube, shard: Shard) -> int:
+    """As ``_run``, with its stdout kept as the pod's log (where it attests its result)."""
+    return await asyncio.to_thread(kube.run_in_pod, NS, shard.pod["metadata"]["name"], run_shard)
+
+
 async def test_shard_fills_in_its_result_object_and_the_collector_accepts_it(
     kube_fake: FakeKube, refserver: RunningServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     shard = await _shard(kube_fake, monkeypatch, tmp_path, refserver.url)
     before = len(kube_fake.calls)
-    assert await _run() == 0
+    assert await _run_in_pod(kube_fake, shard) == 0
     # one call for the result: the data of its own, pre-created object; never a create, never
     # labels or owners; the rest are progress reports into its own progress object, likewise
     calls = kube_fake.calls[before:]
@@ -300,3 +307,61 @@ async def test_fingerprint_probe_carries_the_secret_header_too(
     await _shard(kube_fake, monkeypatch, tmp_path, url, target={"url": url, "headers": [header]})
     assert await _run() == 0
     assert set(seen) == {TOKEN}
+
+
+async def _collected(kube: FakeKube, shard: Shard) -> dict[str, str]:
+    """What the collector rejects of this run (shard ``INDEX`` ran; the other index did not)."""
+    state = reconcile.JobState(True, 1, 0, shard.job_uid, 2)
+    key = await reconcile.read_run_key(NS, shard.job)
+    readout, _ = await reconcile.read_results(NS, UID, shard.job, state, key)
+    assert [d.shard_index for d in readout.documents] in ([], [INDEX])
+    return readout.rejected
+
+
+async def test_a_secret_reader_s_re_signed_result_is_rejected(
+    kube_fake: FakeKube, refserver: RunningServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The run's key signs, but only the shard's container writes its log: a result re-signed by
+    anyone who may read the key's Secret (completed x 10) is not the one the log attests."""
+    shard = await _shard(kube_fake, monkeypatch, tmp_path, refserver.url)
+    assert await _run_in_pod(kube_fake, shard) == 0
+    assert ATTESTATION_PREFIX in kube_fake.logs[(NS, shard.pod["metadata"]["name"])]
+    published = kube_fake.get("ConfigMap", NS, shard.result_name)
+    assert published is not None
+    doc = loads_document(published["data"][RESULT_KEY], shard.key.encode())
+    for level in doc.levels:
+        level.completed *= 10
+    forged = dumps_document(doc, shard.key.encode())  # the Secret reader's key: a valid HMAC
+    kube_fake.core.patch_namespaced_config_map(shard.result_name, NS, shard_result_patch(forged))
+    assert await _collected(kube_fake, shard) == {shard.result_name: "the pod's log attests another document"}
+
+
+async def test_a_result_its_pod_s_log_does_not_attest_is_rejected(
+    kube_fake: FakeKube, refserver: RunningServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    shard = await _shard(kube_fake, monkeypatch, tmp_path, refserver.url)
+    assert await _run() == 0  # its stdout went elsewhere: the pod's log holds nothing
+    assert await _collected(kube_fake, shard) == {shard.result_name: "not attested by the pod's log"}
+
+
+@pytest.mark.parametrize(
+    ("status", "says"),
+    [
+        (403, "403 Forbidden: the operator may not get pods/log here"),
+        (404, "404: the pod or its container's log is gone"),
+        (500, "500: the kubelet's answer did not come through"),
+    ],
+)
+async def test_an_unreadable_log_accepts_nothing(
+    kube_fake: FakeKube,
+    refserver: RunningServer,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    status: int,
+    says: str,
+) -> None:
+    shard = await _shard(kube_fake, monkeypatch, tmp_path, refserver.url)
+    assert await _run_in_pod(kube_fake, shard) == 0
+    kube_fake.refuse("read", "PodLog", status)
+    rejected = await _collected(kube_fake, shard)
+    assert rejected[shard.result_name].startswith(f"not attested: the pod's log cannot be read ({says}")

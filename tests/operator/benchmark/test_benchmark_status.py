@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 import pytest
+from tests.operator.attested import honest_logs
 
 from mcp_bench.engines import run_plan
 from mcp_bench.results.document import ResultDocument, dumps_document, loads_document
@@ -40,15 +41,16 @@ def _publish(doc: ResultDocument, index: int) -> str:
     return dumps_document(doc, KEY)
 
 
-def _run(expected: int) -> RunIdentity:
+def _run(expected: int, objects: list[PublishedObject]) -> RunIdentity:
+    pods = {f"pod-uid-{i}": i for i in range(expected)}
     return RunIdentity(
-        uid=UID, job=JOB, shards=expected, key=KEY, pods={f"pod-uid-{i}": i for i in range(expected)}
+        uid=UID, job=JOB, shards=expected, key=KEY, pods=pods, logs=honest_logs(pods, JOB, objects)
     )
 
 
 def _read(texts: list[tuple[str, str | None]], expected: int = 2) -> Any:
     objects = [PublishedObject(name, frozenset({UID}), text) for name, text in texts]
-    return read_shards(_run(expected), objects)
+    return read_shards(_run(expected, objects), objects)
 
 
 def _spec(slo: dict[str, Any] | None = None, path: str = "/delay?ms=2") -> MCPBenchmarkSpec:

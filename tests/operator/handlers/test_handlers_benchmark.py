@@ -472,7 +472,7 @@ async def _run_pods(
             for var, value in kube.container_env(pod).items():
                 env.setenv(var, value)
             env.setenv("MCP_TERMINATION_MESSAGE_PATH", str(termination))
-            code = await asyncio.to_thread(run_shard)
+            code = await asyncio.to_thread(kube.run_in_pod, NS, name, run_shard)
         message = termination.read_text()
         phase = "Succeeded" if code == 0 else "Failed"
         statuses = [container_status("shard", exit_code=code, message=message)]
