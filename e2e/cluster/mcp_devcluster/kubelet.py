@@ -55,6 +55,7 @@ log = logging.getLogger("mcp_devcluster.kubelet")
 
 WATCH_TIMEOUT_S = 60
 EXIT_REPORT_WITHIN_S = 300.0  # how long a pod's end is retried through an API outage
+STATUS_TIMEOUT_S = 10.0  # one status update; a real kubelet's client has a timeout too
 
 
 class KubeletTls(NamedTuple):
@@ -309,7 +310,10 @@ class LocalKubelet:
         the caller can try again."""
         try:
             self.core.patch_namespaced_pod_status(
-                pod.metadata.name, pod.metadata.namespace, {"status": status}
+                pod.metadata.name,
+                pod.metadata.namespace,
+                {"status": status},
+                _request_timeout=STATUS_TIMEOUT_S,  # a call caught in an API restart is tried again
             )
         except ApiException as exc:
             if exc.status == 404:

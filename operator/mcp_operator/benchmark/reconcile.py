@@ -26,6 +26,7 @@ from .collect import (
     read_shards,
 )
 from .contract import (
+    ANNOTATION_COMPLETION_INDEX,
     KEY_SECRET_KEY,
     LABEL_BENCHMARK_UID,
     LABEL_JOB,
@@ -161,6 +162,25 @@ async def read_job(namespace: str, job: str) -> JobState | None:
         obj.metadata.uid,
         obj.spec.completions or 1,
     )
+
+
+def settled_by_pods(state: JobState, pods: list[Any]) -> JobState:
+    """The Job finished when each completion index has a Succeeded pod the Job owns: the fact
+    the Job controller's own Complete is made of, read from the pods the kubelet reports. After
+    an API-server outage the controller's informers relist with backoff and its Complete came
+    25 s after the last shard ended; the verdict need not wait for that."""
+    if state.finished:
+        return state
+    done = {
+        (pod.metadata.annotations or {}).get(ANNOTATION_COMPLETION_INDEX)
+        for pod in pods
+        if pod.status is not None
+        and pod.status.phase == "Succeeded"
+        and any(ref.controller and ref.uid == state.uid for ref in pod.metadata.owner_references or [])
+    }
+    if state.uid and all(str(i) in done for i in range(state.completions)):
+        return JobState(True, state.completions, state.failed, state.uid, state.completions)
+    return state
 
 
 async def run_pods(namespace: str, job: str) -> list[Any]:

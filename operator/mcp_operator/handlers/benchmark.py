@@ -203,11 +203,12 @@ async def collect_benchmark(
         patch.status.update(job_missing_status(conditions, generation, job, utc_now()))
         return
     shards = dict(status.get("shards") or {})
+    pods = await reconcile.run_pods(namespace, job)
+    state = reconcile.settled_by_pods(state, pods)
     if not state.finished:
         progress = shard_progress(shards, state.succeeded, state.failed)
         if progress is not None:
             patch.status.update(progress)
-        pods = await reconcile.run_pods(namespace, job)
         live = await run_progress(namespace, job, state, pods, MCPBenchmarkSpec.model_validate(spec))
         if live is not None and live != status.get("progress"):
             patch.status["progress"] = live
@@ -218,9 +219,7 @@ async def collect_benchmark(
             if stuck is not None:
                 events.warning(body, "Unschedulable", redact_text(stuck))
         return
-    final = await run_progress(
-        namespace, job, state, await reconcile.run_pods(namespace, job), MCPBenchmarkSpec.model_validate(spec)
-    )
+    final = await run_progress(namespace, job, state, pods, MCPBenchmarkSpec.model_validate(spec))
     if final is not None and final != status.get("progress"):
         patch.status["progress"] = final  # the shards' last reports
     key = await reconcile.read_run_key(namespace, job)  # verifies the results, signs the report
