@@ -36,7 +36,8 @@ def test_kustomize_base_and_overlay_pass_server_side_validation(kube: Any) -> No
         assert applied.returncode == 0, applied.stderr
         assert "deployment.apps/mcp-operator serverside-applied (server dry run)" in applied.stdout
         assert f"{rights} (server dry run)" in applied.stdout
-        assert "clusterrole.rbac.authorization.k8s.io/mcp-operator-faults serverside-applied" in applied.stdout
+        faults = "clusterrole.rbac.authorization.k8s.io/mcp-operator-faults serverside-applied"
+        assert faults in applied.stdout
         if target.endswith("namespaced"):
             assert "clusterrole.rbac.authorization.k8s.io/mcp-operator " not in applied.stdout
 

@@ -93,13 +93,14 @@ async def place_samplers(
         return []
     lacking = await access.missing(kube.authz(), namespace, SAMPLER_RIGHTS)
     if lacking:
+        shown = ", ".join(r.shown(namespace) for r in lacking)
         return SpecProblem(
             "GpuSamplerNotPermitted",
-            f"spec.observe.gpuSampler: the operator may not {', '.join(r.shown(namespace) for r in lacking)}: "
-            "sampler pods run only where the namespace's owner binds the ClusterRole "
-            f"mcp-operator-gpu-sampler (<release>-gpu-sampler from the Helm chart) to the operator's "
-            f"ServiceAccount (kubectl -n {namespace} create rolebinding mcp-operator-gpu-sampler "
-            "--clusterrole=mcp-operator-gpu-sampler --serviceaccount=<operator namespace>:<operator account>)",
+            f"spec.observe.gpuSampler: the operator may not {shown}: sampler pods run only where the "
+            "namespace's owner binds the ClusterRole mcp-operator-gpu-sampler (<release>-gpu-sampler "
+            f"from the Helm chart) to the operator's ServiceAccount (kubectl -n {namespace} create "
+            "rolebinding mcp-operator-gpu-sampler --clusterrole=mcp-operator-gpu-sampler "
+            "--serviceaccount=<operator namespace>:<operator account>)",
         )
     ns = ref.namespace or namespace
     nodes = await nodes_of_service(ns, ref.name)

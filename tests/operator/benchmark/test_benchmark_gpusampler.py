@@ -281,3 +281,20 @@ def test_a_status_row_carries_the_serving_gpus_and_the_servers_figures() -> None
     assert row["servingGpuSource"] == "unavailable: gpu-sampler:node-a: no NVML"
     bare = level_row(summarize(doc, level.model_copy(update={"server_metrics": None}))).to_wire()
     assert "servingGpuSource" not in bare and not bare.get("serverMetrics")
+
+
+async def test_samplers_wait_for_the_namespace_owners_grant_and_create_nothing(kube_fake: Any) -> None:
+    from mcp_operator.benchmark.gpusampler_kube import place_samplers
+
+    kube_fake.deny("create", "pods", "ml")
+    problem = await place_samplers(
+        spec=spec(target={"serviceRef": {"name": "vllm"}}, observe={"gpuSampler": {}}),
+        namespace="ml",
+        benchmark="b",
+        uid="u",
+        job="b-1",
+        image="img",
+    )
+    assert isinstance(problem, SpecProblem) and problem.reason == "GpuSamplerNotPermitted", problem
+    assert "create pods in ml" in problem.message and "mcp-operator-gpu-sampler" in problem.message
+    assert not [c for c in kube_fake.calls if c.verb == "create" and c.kind in ("Pod", "Service")]
