@@ -222,11 +222,13 @@ class LocalKubelet:
 
     def _wait(self, pod: client.V1Pod, running: RunningPod) -> None:
         codes = [c.proc.wait() for c in running.containers]
+        log.info("pod %s/%s ended: exit codes %s", pod.metadata.namespace, pod.metadata.name, codes)
         running.stopped.set()
         self._release(running)
         if running.deleted:
             return
         self._report_exit(pod, completed_status(pod, running.containers, codes))
+        log.info("pod %s/%s: its end reported", pod.metadata.namespace, pod.metadata.name)
 
     def _report_exit(self, pod: client.V1Pod, status: dict[str, Any]) -> None:
         """A pod's end is reported until the API server takes it, as a real kubelet's status
