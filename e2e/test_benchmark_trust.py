@@ -39,6 +39,16 @@ def _state(kube: Any, name: str, operator: Any) -> str:
     return f"{obj}\n{maps}\noperator log: {operator.process.log_tail(3000)}"
 
 
+def _rejected(kube: Any, name: str, operator: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The benchmark's status and Ready condition once it is judged not Ready, and not a Pass."""
+    waited = kube.wait(f"mcpbenchmark/{name}", "condition=Ready=false", timeout_s=90)
+    assert waited.returncode == 0, _state(kube, name, operator)
+    status = kube.get("mcpbenchmark", name)["status"]
+    ready = stack.condition_of({"status": status})
+    assert ready["reason"] == "ShardResultRejected" and status["verdict"] != "Pass"
+    return status, ready
+
+
 @contextlib.contextmanager
 def _finished_without_operator(
     kube: Any, operator: Any, tmp_path: Any, name: str, spec: dict[str, Any]
@@ -89,12 +99,7 @@ def test_forged_and_copied_shard_results_are_rejected_not_merged(
             "-p",
             json.dumps({"data": {"result.json": genuine}}),
         )
-    assert kube.wait("mcpbenchmark/forged", "condition=Ready=false", timeout_s=90).returncode == 0, _state(
-        kube, "forged", operator
-    )
-    status = kube.get("mcpbenchmark", "forged")["status"]
-    ready = stack.condition_of({"status": status})
-    assert ready["reason"] == "ShardResultRejected" and status["verdict"] != "Pass"
+    status, ready = _rejected(kube, "forged", operator)
     assert status["shards"]["reported"] == 1 and status["shards"]["rejected"] == 2
     assert f"{job}-shard-7" in ready["message"] and "unexpected result object" in ready["message"]
     assert f"{job}-shard-1" in ready["message"] and "holds shard 0's result" in ready["message"]
@@ -152,12 +157,7 @@ def test_a_secret_reader_s_re_signed_result_is_rejected(
         patch = json.dumps({"data": {"result.json": forged}})
         kube.run("patch", "configmap", f"{job}-shard-0", "--type=merge", "-p", patch, reader)
         assert kube.run("logs", "-l", f"job-name={job}", reader, check=False).returncode != 0
-    assert kube.wait("mcpbenchmark/resigned", "condition=Ready=false", timeout_s=90).returncode == 0, _state(
-        kube, "resigned", operator
-    )
-    status = kube.get("mcpbenchmark", "resigned")["status"]
-    ready = stack.condition_of({"status": status})
-    assert ready["reason"] == "ShardResultRejected" and status["verdict"] != "Pass"
+    status, ready = _rejected(kube, "resigned", operator)
     assert status["shards"]["reported"] == 1 and status["shards"]["rejected"] == 1
     assert f"{job}-shard-0 (the pod's log attests another document)" in ready["message"]
     shard1 = loads_document(kube.get("configmap", f"{job}-shard-1")["data"]["result.json"])

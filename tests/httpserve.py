@@ -1,5 +1,6 @@
-"""Serve an aiohttp app for a test: a real server on loopback, port chosen by the kernel; and
-answer JSON from a standard-library request handler."""
+"""Serve an aiohttp app for a test: a real server on loopback, port chosen by the kernel; a
+server that records the paths it was sent; and answer JSON from a standard-library request
+handler."""
 
 from __future__ import annotations
 
@@ -33,3 +34,19 @@ async def serving(app: web.Application) -> AsyncIterator[str]:
         yield f"http://127.0.0.1:{runner.addresses[0][1]}"
     finally:
         await runner.cleanup()
+
+
+@contextlib.asynccontextmanager
+async def recording(body: str) -> AsyncIterator[tuple[str, list[str]]]:
+    """A real server answering ``body`` on every path; yields its base URL and the paths it was
+    sent, in order (a test of a refused dial asserts the list stays empty)."""
+    hits: list[str] = []
+
+    async def answer(request: web.Request) -> web.Response:
+        hits.append(request.path)
+        return web.Response(text=body)
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", answer)
+    async with serving(app) as url:
+        yield url, hits

@@ -11,8 +11,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import requests
-from aiohttp import web
-from tests.httpserve import serving
+from tests.httpserve import recording
 
 from mcp_bench import dialguard
 from mcp_bench.dialguard import REFUSED, AddressRule, DialRefused
@@ -42,15 +41,7 @@ def policy() -> Iterator[None]:
 @pytest.fixture
 async def server() -> AsyncIterator[tuple[str, list[str]]]:
     """A real server that records every request it was sent."""
-    hits: list[str] = []
-
-    async def answer(request: web.Request) -> web.Response:
-        hits.append(request.path)
-        return web.Response(text="ok\n# TYPE up gauge\nup 1\n")
-
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", answer)
-    async with serving(app) as url:
+    async with recording("ok\n# TYPE up gauge\nup 1\n") as (url, hits):
         yield url, hits
 
 

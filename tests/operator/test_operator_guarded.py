@@ -17,8 +17,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp import web
-from tests.httpserve import serving
+from tests.httpserve import recording
 
 from mcp_bench.dialguard import REFUSED, DialRefused, is_refusal
 from mcp_operator import guarded
@@ -46,15 +45,7 @@ class Rebinding:
 
 @pytest.fixture
 async def server() -> AsyncIterator[tuple[int, list[str]]]:
-    hits: list[str] = []
-
-    async def answer(request: web.Request) -> web.Response:
-        hits.append(request.path)
-        return web.Response(text="# TYPE requests_total counter\nrequests_total 3\n")
-
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", answer)
-    async with serving(app) as url:
+    async with recording("# TYPE requests_total counter\nrequests_total 3\n") as (url, hits):
         yield int(url.rsplit(":", 1)[1]), hits
 
 
