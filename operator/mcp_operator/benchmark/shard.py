@@ -135,6 +135,9 @@ def shard_gate(*, job: str, namespace: str, index: int, pod_uid: str, key: str) 
     )
 
 
+WRITER_STOP_S = 15.0  # for the progress writer's last report once the result is published
+
+
 def run_shard() -> int:
     try:
         plan = RunPlan.from_dict(json.loads(_env(ENV_PLAN)), source=ENV_PLAN)
@@ -176,4 +179,11 @@ def run_shard() -> int:
     completed = sum(level.completed for level in document.levels)
     failed = sum(level.failed for level in document.levels)
     termination_message(f"shard {index}: {completed} requests completed, {failed} failed; result published")
+    if not gate.writer.close(timeout_s=WRITER_STOP_S):
+        # the last progress report is still being retried: a daemon thread inside an HTTPS call
+        # while the interpreter shuts down aborted the process (SIGABRT, exit -6, after an API
+        # outage) and the Job ran the shard again; leave without finalizing instead
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     return 0

@@ -52,13 +52,15 @@ class ProgressWriter:
             self._urgent = self._urgent or urgent
             self._cond.notify()
 
-    def close(self, timeout_s: float = 10.0) -> None:
-        """Write what is pending, then stop."""
+    def close(self, timeout_s: float = 10.0) -> bool:
+        """Write what is pending, then stop; whether the thread has stopped (a write still being
+        retried through an API outage keeps it going past ``timeout_s``)."""
         with self._cond:
             self._closed = True
             self._urgent = True
             self._cond.notify()
         self._thread.join(timeout_s)
+        return not self._thread.is_alive()
 
     def _run(self) -> None:
         while True:

@@ -223,6 +223,21 @@ def test_a_progress_write_refused_by_a_restarted_api_server_is_tried_again() -> 
     assert attempts == ["waiting"] * 2 and writer.failures == 1
 
 
+def test_closing_says_whether_the_writer_stopped_or_still_retries() -> None:
+    """The shard leaves without finalizing while its last report is still retried (a daemon
+    thread inside an HTTPS call at interpreter shutdown aborted a shard after an API outage)."""
+
+    def refused(text: str) -> None:
+        raise ConnectionRefusedError("the API server is away")
+
+    away = ProgressWriter(refused, interval_s=2.0)
+    away.offer("finished", urgent=True)
+    assert away.close(timeout_s=0.5) is False and away.failures >= 1
+    fine = ProgressWriter(lambda text: None, interval_s=2.0)
+    fine.offer("finished", urgent=True)
+    assert fine.close(timeout_s=5.0) is True and fine.written == 1
+
+
 def test_every_shard_gets_the_barrier_and_progress_env_and_one_shard_no_barrier() -> None:
     def env(shards: int, **extra: Any) -> dict[str, str]:
         spec = MCPBenchmarkSpec.model_validate(
