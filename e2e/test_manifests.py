@@ -44,6 +44,8 @@ def test_kustomize_base_and_overlay_pass_server_side_validation(kube: Any) -> No
 
 def test_helm_chart_installs_and_rolls_out(kube: Any) -> None:
     helm = str(build.binary("helm", "helm"))
+    team = f"{kube.namespace}-team"  # a watched namespace gets the operator's Role: it must exist
+    stack.kubectl(kube.kubeconfig, "create", "namespace", team)
     env_args = [f"--kubeconfig={kube.kubeconfig}", "--namespace", kube.namespace]
     install = subprocess.run(
         [
@@ -56,7 +58,7 @@ def test_helm_chart_installs_and_rolls_out(kube: Any) -> None:
             "--set",
             "nodeSelector.type=kwok",
             "--set",
-            "watchNamespaces={team-a}",
+            f"watchNamespaces={{{team}}}",
             "--wait",
             "--timeout",
             "90s",
@@ -71,8 +73,13 @@ def test_helm_chart_installs_and_rolls_out(kube: Any) -> None:
         deployment = kube.get("deployment", "gate")
         assert deployment["status"]["availableReplicas"] == 1
         command = deployment["spec"]["template"]["spec"]["containers"][0]["command"]
-        assert "--namespace=team-a" in command
-        role = json.loads(kube.run("get", "clusterrole", "gate", "-o", "json").stdout)
+        assert f"--namespace={team}" in command
+        role = json.loads(
+            stack.kubectl(kube.kubeconfig, "-n", team, "get", "role", "gate", "-o", "json").stdout
+        )
         assert any("mcpbenchmarks/status" in rule["resources"] for rule in role["rules"])
+        reads = json.loads(kube.run("get", "clusterrole", "gate-cluster", "-o", "json").stdout)
+        assert not any("mcpbenchmarks/status" in rule["resources"] for rule in reads["rules"])
     finally:
         subprocess.run([helm, "uninstall", "gate", *env_args], capture_output=True, timeout=60, check=False)
+        stack.kubectl(kube.kubeconfig, "delete", "namespace", team, "--wait=false", check=False)
