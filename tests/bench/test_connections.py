@@ -150,8 +150,14 @@ async def test_warm_against_a_closed_port_leaves_the_failures_to_the_requests(cl
 
 async def test_csv_row_carries_the_connection_figures() -> None:
     async with await start_refserver(RefServerConfig(ttft_ms=2, tpot_ms=1)) as srv:
+        before = await _server_connections(srv.url)
         doc = await run_plan(_plan(srv.url, "cold", concurrency=[4]))
+        conns = await _server_connections(srv.url) - before - 1
     (row,) = csv.DictReader(io.StringIO(csv_text(doc)))
-    assert row["connections"] == "cold" and row["new_connection_requests"] == "4"
-    assert row["connect_count"] == "4" and float(row["connect_p50_ms"]) > 0
+    # cold: opened on demand, at most one per stream; on a busy host a stream that starts late
+    # takes a connection another already returned (3 of 4 was seen), which the server counts too
+    opened = int(row["new_connection_requests"])
+    assert row["connections"] == "cold" and 1 <= opened <= 4
+    assert opened + 1 <= conns <= opened + 2  # the fingerprint probe's connection besides
+    assert row["connect_count"] == str(opened) and float(row["connect_p50_ms"]) > 0
     assert row["tls_count"] == "0" and row["tls_p50_ms"] == ""  # plain TCP: no TLS, never 0 ms
