@@ -3,6 +3,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -59,3 +64,49 @@ def test_the_hog_really_burns_a_core_and_stops() -> None:
 def test_a_cluster_without_simulated_nodes_needs_no_kwok(tmp_path: Path) -> None:
     assert DevCluster(tmp_path, nodes=[]).components == ["kubernetes", "etcd"]
     assert DevCluster(tmp_path).components == ["kubernetes", "etcd", "kwok"]
+
+
+def test_a_sigterm_stops_the_hog_and_the_running_tests(tmp_path: Path) -> None:
+    """Killed with a plain SIGTERM (as `kill` or a CI timeout does), nothing it started runs on."""
+    started = tmp_path / "started"
+    target = _test_file(
+        tmp_path, f"import pathlib, time; pathlib.Path({str(started)!r}).touch(); time.sleep(60)"
+    )
+    stress = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mcp_devcluster.cli",
+            "stress",
+            "--runs",
+            "1",
+            "--no-cluster",
+            "--",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(target),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while not started.exists():
+        assert time.monotonic() < deadline and stress.poll() is None, (
+            stress.stdout.read() if stress.stdout else ""
+        )
+        time.sleep(0.1)
+    children = Path(f"/proc/{stress.pid}/task/{stress.pid}/children").read_text().split()
+    try:
+        assert len(children) == 2  # the hog and pytest
+        stress.send_signal(signal.SIGTERM)
+        assert stress.wait(timeout=30) != 0
+        time.sleep(0.5)
+        for pid in children:
+            alive = Path(f"/proc/{pid}").exists() and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+            assert not alive, f"process {pid} outlived the stress run"
+    finally:  # a failure here must not leave a hog burning a core
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)

@@ -10,6 +10,7 @@ prints one line with its exit code and time.
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import tempfile
@@ -44,8 +45,15 @@ def second_cluster(state_dir: Path) -> Iterator[str]:
         cluster.down()
 
 
+def _exit_on_sigterm(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def run_stressed(pytest_args: list[str], runs: int, *, hog: bool = True, cluster: bool = True) -> int:
-    """``runs`` pytest runs under load; 0 only when every one passed."""
+    """``runs`` pytest runs under load; 0 only when every one passed. A SIGTERM ends it through
+    the same cleanup as a normal end (the hog, the second control plane and the running pytest
+    stopped): stopped by a plain ``kill``, it left both running for hours."""
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     codes: list[int] = []
     with tempfile.TemporaryDirectory(prefix="mcp-stress-") as tmp, ExitStack() as load:
         kubeconfig = load.enter_context(second_cluster(Path(tmp) / "cluster")) if cluster else None
