@@ -26,7 +26,6 @@ from .collect import (
     read_shards,
 )
 from .contract import (
-    ANNOTATION_COMPLETION_INDEX,
     KEY_SECRET_KEY,
     LABEL_BENCHMARK_UID,
     LABEL_JOB,
@@ -169,16 +168,10 @@ def settled_by_pods(state: JobState, pods: list[Any]) -> JobState:
     the Job controller's own Complete is made of, read from the pods the kubelet reports. After
     an API-server outage the controller's informers relist with backoff and its Complete came
     25 s after the last shard ended; the verdict need not wait for that."""
-    if state.finished:
+    if state.finished or not state.uid:
         return state
-    done = {
-        (pod.metadata.annotations or {}).get(ANNOTATION_COMPLETION_INDEX)
-        for pod in pods
-        if pod.status is not None
-        and pod.status.phase == "Succeeded"
-        and any(ref.controller and ref.uid == state.uid for ref in pod.metadata.owner_references or [])
-    }
-    if state.uid and all(str(i) in done for i in range(state.completions)):
+    succeeded = [p for p in pods if p.status is not None and p.status.phase == "Succeeded"]
+    if set(range(state.completions)) <= set(pod_indices(succeeded, state.uid).values()):
         return JobState(True, state.completions, state.failed, state.uid, state.completions)
     return state
 
@@ -202,16 +195,16 @@ async def read_run_key(namespace: str, job: str) -> bytes | None:
 
 
 async def read_results(
-    namespace: str, uid: str, job: str, state: JobState, key: bytes | None
+    namespace: str, uid: str, job: str, state: JobState, key: bytes | None, pods: list[Any]
 ) -> tuple[ShardReadout, list[str]]:
     """Every result object of the run, verified against the run's ``key`` (see ``collect``;
-    ``read_run_key``) and its writer pod's log (``podlogs``), and what failed shard pods said."""
+    ``read_run_key``) and its writer pod's log (``podlogs``), and what failed shard pods said
+    (``pods``: the Job's pods, ``run_pods``)."""
     maps = await kube.call(
         kube.core().list_namespaced_config_map, namespace, label_selector=f"{LABEL_JOB}={job}"
     )
-    pods = await kube.call(kube.core().list_namespaced_pod, namespace, label_selector=f"job-name={job}")
-    indices = pod_indices(pods.items, state.uid)
-    logs = await read_pod_logs(namespace, pods.items, set(indices))  # where each shard attests
+    indices = pod_indices(pods, state.uid)
+    logs = await read_pod_logs(namespace, pods, set(indices))  # where each shard attests
     run = RunIdentity(uid=uid, job=job, shards=state.completions, key=key, pods=indices, logs=logs)
     objects = [
         PublishedObject(
@@ -221,7 +214,7 @@ async def read_results(
         )
         for m in maps.items
     ]
-    return read_shards(run, objects), pod_failure_messages(pods.items)
+    return read_shards(run, objects), pod_failure_messages(pods)
 
 
 async def write_report(namespace: str, name: str, uid: str, merged: ResultDocument, key: bytes | None) -> str:

@@ -223,7 +223,7 @@ async def collect_benchmark(
     if final is not None and final != status.get("progress"):
         patch.status["progress"] = final  # the shards' last reports
     key = await reconcile.read_run_key(namespace, job)  # verifies the results, signs the report
-    readout, pod_failures = await reconcile.read_results(namespace, meta["uid"], job, state, key)
+    readout, pod_failures = await reconcile.read_results(namespace, meta["uid"], job, state, key, pods)
     metrics.SHARD_RESULTS.labels("merged").inc(len(readout.documents))
     metrics.SHARD_RESULTS.labels("rejected").inc(len(readout.rejected))
     collected = merged_status(

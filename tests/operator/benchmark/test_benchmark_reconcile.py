@@ -17,7 +17,10 @@ def _pod(index: int, phase: str, owner: str = "job-uid", controller: bool = True
         api_version="batch/v1", kind="Job", name="j", uid=owner, controller=controller
     )
     meta = client.V1ObjectMeta(
-        name=f"j-{index}", annotations={ANNOTATION_COMPLETION_INDEX: str(index)}, owner_references=[ref]
+        name=f"j-{index}",
+        uid=f"pod-{index}-{phase}-{owner}",
+        annotations={ANNOTATION_COMPLETION_INDEX: str(index)},
+        owner_references=[ref],
     )
     return client.V1Pod(metadata=meta, status=client.V1PodStatus(phase=phase))
 

@@ -186,7 +186,9 @@ async def test_shard_fills_in_its_result_object_and_the_collector_accepts_it(
     # what the collector makes of it: shard 1 counts, shard 0 (not run) is missing, not rejected
     state = reconcile.JobState(True, 1, 0, shard.job_uid, 2)
     key = await reconcile.read_run_key(NS, shard.job)
-    readout, failures = await reconcile.read_results(NS, UID, shard.job, state, key)
+    readout, failures = await reconcile.read_results(
+        NS, UID, shard.job, state, key, await reconcile.run_pods(NS, shard.job)
+    )
     assert [d.shard_index for d in readout.documents] == [INDEX]
     assert readout.rejected == {} and failures == []
 
@@ -313,7 +315,9 @@ async def _collected(kube: FakeKube, shard: Shard) -> dict[str, str]:
     """What the collector rejects of this run (shard ``INDEX`` ran; the other index did not)."""
     state = reconcile.JobState(True, 1, 0, shard.job_uid, 2)
     key = await reconcile.read_run_key(NS, shard.job)
-    readout, _ = await reconcile.read_results(NS, UID, shard.job, state, key)
+    readout, _ = await reconcile.read_results(
+        NS, UID, shard.job, state, key, await reconcile.run_pods(NS, shard.job)
+    )
     assert [d.shard_index for d in readout.documents] in ([], [INDEX])
     return readout.rejected
 
