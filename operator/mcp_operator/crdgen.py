@@ -166,10 +166,28 @@ DEFINITIONS = [
         description="A production readiness gate for an inference service; wait on its Ready condition.",
         columns=[
             _column("Ready", '.status.conditions[?(@.type=="Ready")].status', description="Ready condition"),
-            _column("Verdict", ".status.verdict", description="Worst check verdict"),
-            _column("Score %", ".status.score", "integer", description="Share of checks passed (%)"),
+            # Evaluating while a round runs; Verdict and Score are then empty (running_status
+            # removes the previous round's), never the previous release's figures
+            _column(
+                "Reason",
+                '.status.conditions[?(@.type=="Ready")].reason',
+                description="Reason of the Ready condition: Evaluating while an evaluation runs",
+            ),
+            _column("Verdict", ".status.verdict", description="Worst check verdict; empty while one runs"),
+            _column(
+                "Score %",
+                ".status.score",
+                "integer",
+                description="Share of checks passed (%); empty while an evaluation runs",
+            ),
             _column("Stage", ".status.stage", description="The drill's stage now (i/n)"),
-            _column("Reason", '.status.conditions[?(@.type=="Ready")].reason', priority=1),
+            _column("Phase", ".status.phase", priority=1),
+            _column(
+                "Last",
+                ".status.history[-1:].verdict",
+                priority=1,
+                description="Verdict of the last finished evaluation (shown while the next one runs)",
+            ),
             _column("Target", ".status.targetUrl", priority=1),
             AGE,
         ],

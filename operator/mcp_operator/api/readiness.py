@@ -534,8 +534,17 @@ class MCPReadinessStatus(ApiModel):
     phase: str | None = Field(
         default=None, description="Pending, Running, Succeeded, Failed, Invalid, Suspended or Aborted."
     )
-    verdict: Verdict | None = Field(default=None, description="Worst verdict over all checks.")
-    score: int | None = Field(default=None, ge=0, le=100, description="Share of checks passed, 0-100.")
+    verdict: Verdict | None = Field(
+        default=None,
+        description="Worst verdict over all checks; absent while an evaluation that turned Ready Unknown "
+        "runs (history keeps the previous one's).",
+    )
+    score: int | None = Field(
+        default=None,
+        ge=0,
+        le=100,
+        description="Share of checks passed, 0-100; absent while such an evaluation runs.",
+    )
     target_url: str | None = Field(default=None, description="URL the checks ran against.")
     started_at: str | None = Field(default=None, description="Start of the last evaluation.")
     completed_at: str | None = Field(default=None, description="End of the last evaluation.")

@@ -219,9 +219,20 @@ def running_status(
     now: str,
     message: str = "checks are running",
 ) -> dict[str, Any]:
+    """Status when an evaluation starts: Ready Unknown (Evaluating), and the verdict and score
+    of the one before removed (null in the merge patch), so neither a printer column nor a
+    ``jsonpath={.status.verdict}=Pass`` wait reads the previous release's verdict as this one's;
+    ``status.history`` keeps it."""
     conds = set_condition(conditions, "Accepted", True, "SpecAccepted", "spec is valid", generation, now)
     conds = set_condition(conds, "Ready", None, "Evaluating", message, generation, now)
-    fields = {"phase": "Running", "targetUrl": redact_url(base_url), "startedAt": now, "conditions": conds}
+    fields = {
+        "phase": "Running",
+        "verdict": None,
+        "score": None,
+        "targetUrl": redact_url(base_url),
+        "startedAt": now,
+        "conditions": conds,
+    }
     return MCPReadinessStatus.model_validate(fields).to_patch()
 
 

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from tests.operator.fakekube import merge_patch
 
 from mcp_checks.verdict import CheckOutcome, Finding, Verdict
 from mcp_operator.readiness.status import (
@@ -97,3 +98,17 @@ def test_a_drill_kpi_carries_no_canary() -> None:
     }
     drill = SimpleNamespace(stages=[], kpis=[kpi], journal=[], reverted=True)
     assert CANARY not in _text(drill_status(drill, [], 1, T0))
+
+
+def test_an_evaluation_starting_removes_the_previous_verdict_and_score() -> None:
+    """The claim's patch nulls verdict and score (a merge patch removes them): a printer column or
+    a jsonpath wait never reads the previous release's verdict as this one's; history keeps it."""
+    decided, _ = verdict_status({}, 1, "http://svc:8000", T0, _leaky("http://svc:8000")[:1], T0)
+    assert decided["verdict"] == "Fail" and decided["score"] == 0
+    running = running_status(decided["conditions"], 2, "http://svc:8000", T0)
+    assert running["verdict"] is None and running["score"] is None
+    after = merge_patch({"status": decided}, {"status": running})["status"]
+    assert "verdict" not in after and "score" not in after
+    assert after["history"][-1]["verdict"] == "Fail" and after["phase"] == "Running"
+    ready = next(c for c in after["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("Unknown", "Evaluating")
