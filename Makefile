@@ -20,7 +20,7 @@ TEST_COMPONENTS := kwok helm luahealth xdsbed
 PYTEST := $(BIN)/pytest -q -n 2 --dist loadfile --durations=25 -rs
 STRESS_RUNS ?= 3
 
-.PHONY: demo demo-vllm test test-stress lint unit e2e toolchain demo-toolchain python-env python-test-env \
+.PHONY: demo demo-vllm test test-stress lint docs unit e2e toolchain demo-toolchain python-env python-test-env \
 	system-packages clean
 
 # $(call step,NAME,COMMAND): run COMMAND quietly, print NAME and its time, or its log on failure
@@ -70,7 +70,12 @@ demo: demo-toolchain
 demo-vllm: demo-toolchain  # the same samples against a real vLLM (its CPU build, installed on first use)
 	$(BIN)/mcp-devcluster demo --target vllm
 
-lint: $(BIN)/.installed
+# the documentation site (mkdocs.yml, docs/), built strictly: a broken link or anchor, or a page
+# left out of nav, fails it (and so `make lint` and `make test`)
+docs: $(BIN)/.installed
+	$(call step,docs-site,$(BIN)/mkdocs build --strict -d $(LOGS)/site)
+
+lint: $(BIN)/.installed docs
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
