@@ -4,40 +4,33 @@
 manifest asks for (``all``: every one it enables, concurrently), through the same builder the
 operator uses; flags give one check without a manifest.
 
-Exit codes: 0 when the verdict is Pass or Warn, 1 on Fail, 3 on Inconclusive or Error (could
-not measure), 2 for usage errors; ``--json`` prints the check rows for machines and
-``--junit FILE`` writes a JUnit XML report for CI.
+``--json`` prints the check rows for machines and ``--junit FILE`` writes a JUnit XML report
+for CI (with each check's time).
 
 ``mcp-check gate mcpreadiness/NAME`` (also ``kubectl mcp gate``) waits for the operator's verdict
-of this release instead (``mcp_checks.gate``), with codes of its own: 0 Pass or Warn, 1 Fail at
-once, 2 Inconclusive, Error or usage, 3 timeout.
+of this release instead (``mcp_checks.gate``). Both exit with the codes of
+``mcp_checks.exitcodes`` (the table below); a bad or missing flag is a usage error (2) that names
+the flag, before anything runs.
 """
 
 from __future__ import annotations
 
+# Start-up: ``--help`` and usage errors load the standard library and this package's small
+# modules only; the checks' dependencies (aiohttp, gRPC, the Prometheus and Kubernetes clients,
+# YAML) are imported where a check runs, so a wrong flag costs no more than ``--help``.
 import argparse
-import asyncio
-import json
 import sys
 from collections.abc import Mapping
-from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
-import yaml
-
+from . import argtypes as types
 from . import gate
-from .junit import write_junit
-from .verdict import CheckOutcome, Verdict, decide
+from .exitcodes import ExitCode, for_verdict, table
 
-EXIT_USAGE = 2
-EXIT_CODES = {
-    Verdict.PASS: 0,
-    Verdict.WARN: 0,
-    Verdict.FAIL: 1,
-    Verdict.INCONCLUSIVE: 3,
-    Verdict.ERROR: 3,
-}
+if TYPE_CHECKING:
+    from .verdict import CheckOutcome
+
 SUBCOMMAND_KEYS = {
     "health": "healthProbe",
     "xds": "xdsSync",
@@ -46,124 +39,188 @@ SUBCOMMAND_KEYS = {
 }
 
 
-def _ratio(text: str) -> float:
-    value = float(text)
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {value}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def _duration(text: str) -> float:
-    """Seconds, plain or with a unit (``90``, ``90s``, ``2m``), above zero."""
-    scale = {"s": 1.0, "m": 60.0}.get(text[-1:])
-    try:
-        value = float(text[:-1]) * scale if scale else float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (90, 90s or 2m)") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be above zero")
-    return value
+class Usage(Exception):
+    """A usage error found after parsing (a flag missing for the check asked, a manifest that
+    cannot be read): ``main`` reports it through the subcommand's ``parser.error`` (exit 2)."""
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "-f", "--file", type=Path, help="an MCPReadiness manifest: run what its spec.checks asks"
+        "-f",
+        "--file",
+        type=types.existing_file,
+        help="an MCPReadiness manifest: run what its spec.checks asks",
     )
-    parser.add_argument("--url", help="target base URL (default: the manifest's spec.target.url)")
+    parser.add_argument(
+        "--url", type=types.http_url, help="target base URL (default: the manifest's spec.target.url)"
+    )
     parser.add_argument(
         "--namespace", help="namespace of pods and config (default: the manifest's, or default)"
     )
-    parser.add_argument("--kubeconfig", help="for config consistency and proxies selected by label")
+    parser.add_argument(
+        "--kubeconfig",
+        type=types.existing_file,
+        help="for config consistency and proxies selected by label",
+    )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    parser.add_argument("--junit", type=Path, help="write a JUnit XML report here")
+    parser.add_argument(
+        "--junit", type=types.output_file, metavar="FILE", help="write a JUnit XML report here"
+    )
+
+
+def _subcommand(sub: Any, name: str, text: str, **kwargs: Any) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name, help=text, epilog=table(), formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs
+    )
+    parser.set_defaults(usage_error=parser.error)
+    return parser
 
 
 def build_parser(prog: str = "mcp-check") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog=prog, description=__doc__, epilog=table(), formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = parser.add_subparsers(dest="check", required=True)
-    gated = sub.add_parser(
+    gated = _subcommand(
+        sub,
         "gate",
-        help="wait for the operator's verdict of this release of an MCPReadiness",
+        "wait for the operator's verdict of this release of an MCPReadiness",
         description=gate.__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     gate.add_arguments(gated)
-    health = sub.add_parser("health", help="HTTP health probe round")
+    health = _subcommand(sub, "health", "HTTP health probe round")
     _common(health)
-    health.add_argument("--path", default=None, help="with --url: the path probed (default /health)")
-    health.add_argument("--requests", type=_positive_int)
-    health.add_argument("--concurrency", type=_positive_int)
-    health.add_argument("--timeout-ms", type=float)
-    health.add_argument("--expected-status", type=int, action="append", help="repeatable; default 200")
-    health.add_argument("--min-success-ratio", type=_ratio)
-    health.add_argument("--max-p50-ms", type=float)
-    health.add_argument("--max-p99-ms", type=float)
-    health.add_argument("--max-round-ms", type=float)
-    health.add_argument("--warn-p99-ms", type=float)
-    health.add_argument("--max-prober-lag-ms", type=float)
-    xds = sub.add_parser("xds", help="Envoy xDS sync of the target's proxies")
+    health.add_argument(
+        "--path", type=types.url_path, default=None, help="with --url: the path probed (default /health)"
+    )
+    health.add_argument(
+        "--requests", type=types.integer(minimum=1, maximum=100000), help="probes in the round"
+    )
+    health.add_argument("--concurrency", type=types.integer(minimum=1, maximum=256), help="probes in flight")
+    health.add_argument(
+        "--timeout-ms", type=types.number(above=0, maximum=60000), help="per-request timeout (ms)"
+    )
+    health.add_argument(
+        "--expected-status",
+        type=types.integer(minimum=100, maximum=599),
+        action="append",
+        help="an HTTP status that counts as success (repeatable; default 200)",
+    )
+    health.add_argument(
+        "--min-success-ratio",
+        type=types.number(
+            minimum=0.5, maximum=1, hint="a share: 0.99 is 99%; below 0.5 a failing server passes"
+        ),
+        help="lowest share of successful probes, 0.5 to 1 (0.99 is 99%%)",
+    )
+    for flag, text in (
+        ("--max-p50-ms", "highest median latency (ms)"),
+        ("--max-p99-ms", "highest P99 latency (ms)"),
+        ("--max-round-ms", "highest wall time of the round (ms)"),
+        ("--warn-p99-ms", "a P99 above this (and within --max-p99-ms) warns (ms)"),
+    ):
+        health.add_argument(flag, type=types.number(above=0), help=text)
+    health.add_argument(
+        "--max-prober-lag-ms",
+        type=types.number(above=0, maximum=10000),
+        help="the prober's own lag above which a breach is no evidence (ms)",
+    )
+    xds = _subcommand(sub, "xds", "Envoy xDS sync of the target's proxies")
     _common(xds)
-    xds.add_argument("--csds", action="append", default=[], help="CSDS host:port (repeatable)")
-    xds.add_argument("--syncz", action="append", default=[], help="istiod debug base URL (repeatable)")
-    xds.add_argument("--envoy-admin", action="append", default=[], help="Envoy admin base URL (repeatable)")
+    xds.add_argument(
+        "--csds",
+        type=types.host_port,
+        action="append",
+        default=[],
+        metavar="HOST:PORT",
+        help="a CSDS gRPC service, plaintext (repeatable)",
+    )
+    xds.add_argument(
+        "--syncz",
+        type=types.http_url,
+        action="append",
+        default=[],
+        metavar="URL",
+        help="istiod debug base URL, e.g. http://istiod:15014 (repeatable)",
+    )
+    xds.add_argument(
+        "--envoy-admin",
+        type=types.http_url,
+        action="append",
+        default=[],
+        metavar="URL",
+        help="Envoy admin base URL, e.g. http://pod:15000 (repeatable)",
+    )
     xds.add_argument("--proxy", action="append", help="node ID that must be synced (repeatable)")
-    xds.add_argument("--grace-seconds", type=float)
+    xds.add_argument(
+        "--grace-seconds",
+        type=types.duration(minimum=0, maximum=3600),
+        metavar="SECONDS",
+        help="stale for less than this warns, longer fails (0 to 3600; default 30)",
+    )
     xds.add_argument(
         "--expected-version", help="the version every proxy must have ACKed (another one counts as stale)"
     )
     xds.add_argument(
         "--wait",
-        type=_duration,
+        type=types.duration(above=0),
         default=0.0,
         metavar="SECONDS",
         help="poll until every proxy is synced (exit 0), one NACKs (exit 1) or SECONDS pass "
         "(Inconclusive ConvergenceTimeout, exit 3); without it one look, where not converged yet "
         "is Inconclusive",
     )
-    config = sub.add_parser("config", help="config hash against the rollout and Argo CD")
+    config = _subcommand(sub, "config", "config hash against the rollout and Argo CD")
     _common(config)
     config.add_argument("--deployment", help="workload (Deployment) name")
     config.add_argument("--configmap", action="append", default=[], help="ConfigMap hashed (repeatable)")
     config.add_argument("--secret", action="append", default=[], help="Secret hashed (repeatable)")
     config.add_argument("--annotation", help="checksum annotation (default checksum/config)")
     config.add_argument("--application", help="Argo CD Application name (namespace argocd)")
-    drift = sub.add_parser("drift", help="Prometheus recording-rule drift")
+    drift = _subcommand(sub, "drift", "Prometheus recording-rule drift")
     _common(drift)
-    drift.add_argument("--prometheus", help="Prometheus base URL")
-    drift.add_argument("--rule", action="append", default=[], help="record name, or record=expr (repeatable)")
-    drift.add_argument("--threshold", type=float)
+    drift.add_argument("--prometheus", type=types.http_url, metavar="URL", help="Prometheus base URL")
+    drift.add_argument(
+        "--rule",
+        type=types.recording_rule,
+        action="append",
+        default=[],
+        help="record name, or record=expr (repeatable)",
+    )
+    drift.add_argument(
+        "--threshold",
+        type=types.number(above=0, maximum=1, hint="a relative drift: 0.003 is 0.3%"),
+        metavar="RATIO",
+        help="relative drift that fails, above 0 and at most 1 (default 0.003, i.e. 0.3%%)",
+    )
     reference = drift.add_mutually_exclusive_group()
     reference.add_argument(
         "--reference-file",
-        type=Path,
+        type=types.existing_file,
         help="a Prometheus rules file (or PrometheusRule manifests): what the rules named without "
         "=expr must be; without a reference such a rule is Inconclusive (NoIndependentReference)",
     )
     reference.add_argument(
         "--reference-prometheusrules",
+        type=types.slash_parts("NAMESPACE[/NAME]", 1, optional=1),
         metavar="NAMESPACE[/NAME]",
         help="the PrometheusRule objects of a namespace (or one by name) as the reference",
     )
     reference.add_argument(
-        "--reference-configmap", metavar="NAMESPACE/NAME/KEY", help="a rules file in a ConfigMap key"
+        "--reference-configmap",
+        type=types.slash_parts("NAMESPACE/NAME/KEY", 3),
+        metavar="NAMESPACE/NAME/KEY",
+        help="a rules file in a ConfigMap key",
     )
     drift.add_argument(
         "--reference-selector",
+        type=types.key_value,
         action="append",
         default=[],
         metavar="KEY=VALUE",
         help="with --reference-prometheusrules NAMESPACE: only those with this label (repeatable)",
     )
-    every = sub.add_parser("all", help="every check the manifest enables, concurrently")
+    every = _subcommand(sub, "all", "every check the manifest enables, concurrently")
     _common(every)
     return parser
 
@@ -220,20 +277,16 @@ def _flag_entry(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _drift_reference(args: argparse.Namespace) -> dict[str, Any] | None:
-    """``metricDrift.reference`` from the drift flags (a usage error when malformed)."""
-    from .suite import SpecError
-
+    """``metricDrift.reference`` from the drift flags (each flag's form is checked by its type)."""
     if args.reference_selector and not args.reference_prometheusrules:
-        raise SpecError("--reference-selector goes with --reference-prometheusrules NAMESPACE")
+        raise Usage("--reference-selector goes with --reference-prometheusrules NAMESPACE")
     if args.reference_file is not None:
         return {"file": str(args.reference_file)}
     if args.reference_prometheusrules:
         namespace, _, name = args.reference_prometheusrules.partition("/")
-        selector = dict(pair.split("=", 1) for pair in args.reference_selector if "=" in pair)
-        if not namespace or len(selector) != len(args.reference_selector) or (name and selector):
-            raise SpecError(
-                "--reference-prometheusrules NAMESPACE[/NAME], or NAMESPACE with --reference-selector K=V"
-            )
+        selector = dict(pair.split("=", 1) for pair in args.reference_selector)
+        if name and selector:
+            raise Usage("--reference-selector picks by label in a namespace: not with NAMESPACE/NAME")
         return {
             "prometheusRules": {
                 "namespace": namespace,
@@ -243,27 +296,43 @@ def _drift_reference(args: argparse.Namespace) -> dict[str, Any] | None:
         }
     if args.reference_configmap:
         parts = args.reference_configmap.split("/")
-        if len(parts) != 3 or not all(parts):
-            raise SpecError("--reference-configmap NAMESPACE/NAME/KEY")
         return {"configMap": dict(zip(("namespace", "name", "key"), parts, strict=True))}
     return None
 
 
 def _manifest(path: Path) -> Mapping[str, Any]:
-    from .suite import SpecError
+    import yaml
 
-    docs = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d]
-    gates = [d for d in docs if d.get("kind") == "MCPReadiness"]
+    try:
+        docs = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d]
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise Usage(f"argument -f/--file: {path}: {exc}") from exc
+    gates = [d for d in docs if isinstance(d, Mapping) and d.get("kind") == "MCPReadiness"]
     if len(gates) != 1:
-        raise SpecError(f"{path}: expected one MCPReadiness, found {len(gates)}")
+        raise Usage(f"argument -f/--file: {path}: expected one MCPReadiness, found {len(gates)}")
     gate: Mapping[str, Any] = gates[0]
     return gate
 
 
-def _plan(args: argparse.Namespace) -> tuple[dict[str, Any], str | None, str]:
-    """The ``spec.checks`` to run, the target URL and the namespace."""
-    from .suite import SpecError
+def _missing(check: str, entry: Mapping[str, Any]) -> str | None:
+    """What the check asked for lacks that neither the flags nor the manifest gave."""
+    manifest = f"or -f MANIFEST with spec.checks.{SUBCOMMAND_KEYS.get(check, '')}"
+    if check == "xds" and not entry.get("sources"):
+        return f"name a source: --csds HOST:PORT, --syncz URL or --envoy-admin URL ({manifest}.sources)"
+    if check == "drift" and not entry.get("prometheusUrl"):
+        return f"--prometheus URL is required ({manifest}.prometheusUrl)"
+    if check == "drift" and not entry.get("rules"):
+        return f"--rule is required: a record name, or record=expr ({manifest}.rules)"
+    if check == "config" and not (entry.get("workload") or {}).get("name"):
+        return f"--deployment is required ({manifest}.workload.name)"
+    if check == "config" and not entry.get("configMaps") and not entry.get("secrets"):
+        return f"--configmap or --secret is required: name what is hashed ({manifest}.configMaps)"
+    return None
 
+
+def _plan(args: argparse.Namespace) -> tuple[dict[str, Any], str | None, str]:
+    """The ``spec.checks`` to run, the target URL and the namespace; ``Usage`` when the flags
+    (with the manifest's) do not make a check."""
     checks: dict[str, Any] = {}
     url, namespace = args.url, args.namespace
     if args.file is not None:
@@ -275,27 +344,35 @@ def _plan(args: argparse.Namespace) -> tuple[dict[str, Any], str | None, str]:
     if args.check != "all":
         key = SUBCOMMAND_KEYS[args.check]
         entry = {**(checks.get(key) or {}), **_flag_entry(args)}
+        missing = _missing(args.check, entry)
+        if missing:
+            raise Usage(missing)
         checks = {"healthProbe": {"enabled": False}, key: {**entry, "enabled": True}}
     elif args.file is None:
-        raise SpecError("mcp-check all needs -f MANIFEST")
+        raise Usage("-f MANIFEST is required: `all` runs every check a manifest enables")
     if (checks.get("healthProbe") or {}).get("enabled", True) and not url:
-        raise SpecError("the health probe needs a target: --url or a manifest's spec.target.url")
+        raise Usage("--url is required for the health probe (or -f MANIFEST with spec.target.url)")
     return checks, url, namespace or "default"
 
 
-def _api_client(kubeconfig: str | None) -> Any:
+def _api_client(kubeconfig: Path | None) -> Any:
     from kubernetes import client, config
 
     try:
-        config.load_kube_config(config_file=kubeconfig)
-    except (config.ConfigException, OSError, TypeError):
+        config.load_kube_config(config_file=None if kubeconfig is None else str(kubeconfig))
+    except (config.ConfigException, OSError, TypeError, ValueError) as exc:
         if kubeconfig is not None:
-            raise
+            raise Usage(f"argument --kubeconfig: {kubeconfig} is not a usable kubeconfig: {exc}") from exc
         return None
     return client.ApiClient()
 
 
 def _print(outcomes: list[CheckOutcome], as_json: bool) -> None:
+    import json
+    from dataclasses import asdict
+
+    from .verdict import decide
+
     verdict = decide(outcomes)
     if as_json:
         print(
@@ -319,27 +396,45 @@ def _print(outcomes: list[CheckOutcome], as_json: bool) -> None:
     print(f"verdict: {verdict.outcome.value} score={verdict.score} ready={verdict.ready}")
 
 
+def _usage(args: argparse.Namespace, message: str) -> NoReturn:
+    args.usage_error(message)  # the subcommand's parser.error: its usage line, the message, exit 2
+    raise SystemExit(ExitCode.USAGE)  # not reached
+
+
 def main(argv: list[str] | None = None, prog: str = "mcp-check") -> int:
     args = build_parser(prog).parse_args(argv)
     if args.check == "gate":
         return gate.run(args)
-    # the checks' dependencies (gRPC, Prometheus client) load only here: the gate starts fast
-    from .suite import CheckContext, SpecError, plan_checks, run_checks
-
     try:
         checks, url, namespace = _plan(args)
+    except Usage as exc:
+        _usage(args, str(exc))
+    # the checks' dependencies (aiohttp, gRPC, the Prometheus and Kubernetes clients) load only
+    # here, once the flags are known to make a check
+    import asyncio
+    import time
+
+    from .junit import write_junit
+    from .suite import CheckContext, SpecError, plan_checks, run_checks
+    from .verdict import decide
+
+    try:
         planned = plan_checks(checks)
         if not planned:
             raise SpecError("no check enabled")
-    except (SpecError, OSError, yaml.YAMLError) as exc:
-        print(f"mcp-check: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    context = CheckContext(namespace, url, _api_client(args.kubeconfig))
+        api_client = _api_client(args.kubeconfig)
+    except SpecError as exc:
+        _usage(args, f"{args.file}: {exc}" if args.file is not None else str(exc))
+    except Usage as exc:
+        _usage(args, str(exc))
+    context = CheckContext(namespace, url, api_client)
+    started = time.monotonic()
     outcomes = asyncio.run(run_checks(planned, context))
+    elapsed_s = time.monotonic() - started
     _print(outcomes, args.json)
     if args.junit is not None:
-        write_junit(outcomes, args.junit)
-    return EXIT_CODES[decide(outcomes).outcome]
+        write_junit(outcomes, args.junit, elapsed_s=elapsed_s)
+    return int(for_verdict(decide(outcomes).outcome))
 
 
 def kubectl_main(argv: list[str] | None = None) -> int:

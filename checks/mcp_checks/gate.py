@@ -7,13 +7,15 @@ evaluation that is complete (``status.release.completedAt``), of the MCPReadines
 and either of the given release (``--release REV``: ``status.release.revision``) or started
 after a point in time (``--since``, by default when the command started: ``status.release.startedAt``).
 It watches the object (a watch from the resourceVersion it read, so it hears the verdict as soon
-as it is written) and answers as soon as that verdict is there:
+as it is written) and answers as soon as that verdict is there, with the exit codes of
+``mcp-check`` (``mcp_checks.exitcodes``):
 
     0  Pass or Warn
     1  Fail (at once: no timeout is waited out)
-    2  Inconclusive or Error (nothing was verified: an unreachable target, a rejected spec,
-       a suspended gate), or a usage error, or an API error other than a passing outage
-    3  timeout: no such evaluation finished in time
+    2  a usage error (a bad flag, an unreadable kubeconfig)
+    3  Inconclusive or Error (nothing was verified: an unreachable target, a rejected spec,
+       a suspended gate), or an API error other than a passing outage
+    4  timeout: no such evaluation finished in time
 
 It prints the verdict table (one row per check) and, with ``--junit FILE``, writes it as JUnit XML.
 It talks to the API server with the ``kubernetes`` client only (get, list and watch of
@@ -26,7 +28,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import re
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -34,22 +35,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from .junit import junit_xml
+from . import argtypes
+from .exitcodes import ExitCode, for_verdict
 from .verdict import CheckOutcome, Finding, Verdict
 
 GROUP, VERSION, PLURAL = "mcp2026.io", "v1alpha1", "mcpreadinesses"
 RESOURCE_NAMES = frozenset(
     {"mcpreadiness", "mcpreadinesses", "mcpr", f"mcpreadiness.{GROUP}", f"mcpreadinesses.{GROUP}"}
 )
-EXIT_PASS, EXIT_FAIL, EXIT_NOT_VERIFIED, EXIT_TIMEOUT = 0, 1, 2, 3
-EXIT_USAGE = 2
-CODES = {"Pass": EXIT_PASS, "Warn": EXIT_PASS, "Fail": EXIT_FAIL}  # anything else: not verified
 FINAL_PHASES = ("Succeeded", "Failed", "Invalid", "Aborted")
 WATCH_CHUNK_S = 60  # one watch request at most this long, then read again
 RETRY_S = 1.0
 IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 Obj = Mapping[str, Any]
 
 
@@ -62,18 +59,13 @@ class GateApiError(Exception):
 
 
 def parse_duration(text: str) -> float:
-    """Seconds from ``90``, ``90s``, ``10m``, ``1h30m``, ``500ms`` (kubectl's forms)."""
-    text = text.strip()
+    """Seconds above zero from ``90``, ``90s``, ``10m``, ``1h30m``, ``500ms`` (kubectl's forms)."""
     try:
-        seconds = float(text)
-    except ValueError:
-        if not text or _DURATION.sub("", text):
-            raise UsageError(
-                f"--timeout {text!r}: use seconds or a duration such as 90s, 10m, 1h30m"
-            ) from None
-        seconds = sum(float(n) * _UNITS[unit] for n, unit in _DURATION.findall(text))
+        seconds = argtypes.parse_seconds(text)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     if seconds <= 0:
-        raise UsageError(f"--timeout must be positive, got {text!r}")
+        raise UsageError(f"must be above 0 (seconds), got {text!r}")
     return seconds
 
 
@@ -96,6 +88,20 @@ def parse_resource(text: str) -> str:
     if not name:
         raise UsageError(f"{text!r}: name the gate, e.g. mcpreadiness/release-gate")
     return name
+
+
+def _argument(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """``parse`` as an argparse ``type=``: its ``UsageError`` becomes argparse's, which names
+    the flag and exits 2 before anything runs."""
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except UsageError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = parse.__name__
+    return convert
 
 
 @dataclass(frozen=True)
@@ -175,7 +181,7 @@ def judge(obj: Obj, wanted: Wanted) -> Decision | None:
     if spec.get("suspend"):
         message = "spec.suspend is true: the gate evaluates nothing, so no verdict will come"
         row = CheckOutcome("gate", Verdict.ERROR, "Suspended", message)
-        return Decision(EXIT_NOT_VERIFIED, "Error", "Suspended", message, [row])
+        return Decision(ExitCode.NOT_VERIFIED, "Error", "Suspended", message, [row])
     release = dict(status.get("release") or {})
     if status.get("phase") not in FINAL_PHASES or not release.get("completedAt"):
         return None  # an evaluation is running, or none has finished since it was claimed
@@ -196,7 +202,7 @@ def judge(obj: Obj, wanted: Wanted) -> Decision | None:
     outcomes = [row_outcome(r) for r in status.get("checks") or []]
     if not outcomes:  # a rejected spec: the Ready condition says why
         outcomes = [CheckOutcome("gate", _verdict(verdict), reason, message)]
-    return Decision(CODES.get(verdict, EXIT_NOT_VERIFIED), verdict, reason, message, outcomes, release)
+    return Decision(for_verdict(verdict), verdict, reason, message, outcomes, release)
 
 
 def timed_out(obj: Obj | None, wanted: Wanted, waited_s: float) -> Decision:
@@ -213,11 +219,11 @@ def timed_out(obj: Obj | None, wanted: Wanted, waited_s: float) -> Decision:
         )
     message = f"no verdict for {wanted.describe()} after {waited_s:.0f}s; last seen: {seen}"
     return Decision(
-        EXIT_TIMEOUT,
+        ExitCode.TIMEOUT,
         "Timeout",
         "TimedOut",
         message,
-        [CheckOutcome("gate", Verdict.ERROR, "TimedOut", message)],
+        [CheckOutcome("gate", Verdict.ERROR, "TimedOut", message, duration_s=waited_s)],
     )
 
 
@@ -382,17 +388,35 @@ def print_decision(name: str, namespace: str, decision: Decision, took_s: float,
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("resource", help="the gate: mcpreadiness/NAME")
+    """The gate's flags; each value is checked as it is parsed (a usage error names the flag)."""
+    parser.add_argument(
+        "resource", type=_argument(parse_resource), metavar="mcpreadiness/NAME", help="the gate"
+    )
     parser.add_argument("-n", "--namespace", help="its namespace (default: the kubeconfig's, or the pod's)")
-    parser.add_argument("--timeout", default="10m", help="how long to wait: 90s, 10m, 1h (default 10m)")
+    parser.add_argument(
+        "--timeout",
+        type=_argument(parse_duration),
+        default="10m",
+        help="how long to wait: 90s, 10m, 1h30m (default 10m)",
+    )
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--release", help="wait for the evaluation of this release (status.release.revision)")
     which.add_argument(
-        "--since", help="wait for an evaluation started at or after this RFC 3339 time (default: now)"
+        "--since",
+        type=_argument(parse_time),
+        metavar="TIME",
+        help="wait for an evaluation started at or after this RFC 3339 time (default: now)",
     )
-    parser.add_argument("--junit", type=Path, help="write the verdict table as JUnit XML here")
     parser.add_argument(
-        "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)"
+        "--junit",
+        type=argtypes.output_file,
+        metavar="FILE",
+        help="write the verdict table as JUnit XML here",
+    )
+    parser.add_argument(
+        "--kubeconfig",
+        type=argtypes.existing_file,
+        help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)",
     )
     parser.add_argument("--context", help="kubeconfig context")
 
@@ -403,9 +427,10 @@ def _connect(kubeconfig: str | None, context: str | None) -> tuple[Any, str | No
 
     try:
         api = config.new_client_from_config(config_file=kubeconfig, context=context)
-    except (config.ConfigException, OSError, TypeError) as exc:
+    except (config.ConfigException, OSError, TypeError, ValueError) as exc:
         if kubeconfig is not None or context is not None:
-            raise UsageError(f"kubeconfig: {exc}") from exc
+            flags = "/".join(f for f, v in (("--kubeconfig", kubeconfig), ("--context", context)) if v)
+            raise UsageError(f"argument {flags}: {exc}") from exc
         try:
             configuration = client.Configuration()
             config.load_incluster_config(client_configuration=configuration)
@@ -429,21 +454,24 @@ def run(args: argparse.Namespace, source: GateSource | None = None, out: Any = N
     began = dt.datetime.now(dt.UTC)
     clock_start = time.monotonic()
     out = out or sys.stdout
+    name, timeout_s = args.resource, args.timeout  # checked by their argparse types
+    wanted = Wanted(args.release, args.since)
+    if wanted.release is None and wanted.since is None:
+        wanted = Wanted(since=began)
+    namespace = args.namespace
     try:
-        name = parse_resource(args.resource)
-        timeout_s = parse_duration(args.timeout)
-        wanted = Wanted(args.release, parse_time(args.since) if args.since else None)
-        if wanted.release is None and wanted.since is None:
-            wanted = Wanted(since=began)
-        namespace = args.namespace
         if source is None:
-            api, configured = _connect(args.kubeconfig, args.context)
+            kubeconfig = None if args.kubeconfig is None else str(args.kubeconfig)
+            api, configured = _connect(kubeconfig, args.context)
             namespace = namespace or configured or "default"
             source = ApiSource(api, namespace, name)
         namespace = namespace or "default"
-    except UsageError as exc:
+    except UsageError as exc:  # the kubeconfig or its context: argparse's usage error, exit 2
+        usage_error = getattr(args, "usage_error", None)
+        if usage_error is not None:
+            usage_error(str(exc))
         print(f"mcp-check gate: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return int(ExitCode.USAGE)
     print(
         f"mcpreadiness/{name} ({namespace}): waiting up to {timeout_s:.0f}s for {wanted.describe()}", file=out
     )
@@ -454,7 +482,7 @@ def run(args: argparse.Namespace, source: GateSource | None = None, out: Any = N
     except GateApiError as exc:
         message = f"the API server refused: {exc}"
         decision = Decision(
-            EXIT_NOT_VERIFIED,
+            ExitCode.NOT_VERIFIED,
             "Error",
             "ApiError",
             message,
@@ -462,5 +490,19 @@ def run(args: argparse.Namespace, source: GateSource | None = None, out: Any = N
         )
     print_decision(name, namespace, decision, time.monotonic() - clock_start, out)
     if args.junit is not None:
-        args.junit.write_text(junit_xml(decision.outcomes, suite=f"mcpreadiness/{name}"), encoding="utf-8")
-    return decision.code
+        from .junit import junit_xml
+
+        report = junit_xml(decision.outcomes, suite=f"mcpreadiness/{name}", elapsed_s=_evaluation_s(decision))
+        args.junit.write_text(report, encoding="utf-8")
+    return int(decision.code)
+
+
+def _evaluation_s(decision: Decision) -> float | None:
+    """How long the operator's evaluation took (``startedAt`` to ``completedAt``), for the JUnit
+    suite's time; None where the release does not say (the rows' times are summed instead)."""
+    try:
+        started = parse_time(str(decision.release["startedAt"]))
+        completed = parse_time(str(decision.release["completedAt"]))
+    except (KeyError, UsageError):
+        return None
+    return max(0.0, (completed - started).total_seconds())

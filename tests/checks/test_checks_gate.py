@@ -1,5 +1,5 @@
-"""``mcp-check gate``: which evaluation counts, the exit codes (0 Pass/Warn, 1 Fail at once,
-2 Inconclusive/Error/usage, 3 timeout), the verdict table and JUnit XML.
+"""``mcp-check gate``: which evaluation counts, the exit codes (``mcp-check``'s: 0 Pass/Warn,
+1 Fail at once, 2 usage, 3 Inconclusive/Error, 4 timeout), the verdict table and JUnit XML.
 
 The decision logic runs against a scripted source (the object now, then watch events); the
 command as a process runs against a small HTTP server that answers the two requests the
@@ -137,7 +137,7 @@ def run(*argv: str, source: Script) -> tuple[int, str, float]:
 
 
 @pytest.mark.parametrize(
-    ("verdict", "code"), [("Pass", 0), ("Warn", 0), ("Fail", 1), ("Inconclusive", 2), ("Error", 2)]
+    ("verdict", "code"), [("Pass", 0), ("Warn", 0), ("Fail", 1), ("Inconclusive", 3), ("Error", 3)]
 )
 def test_exit_code_of_each_verdict(verdict: str, code: int, tmp_path: Path) -> None:
     report = tmp_path / "gate.xml"
@@ -185,16 +185,16 @@ def test_since_takes_an_evaluation_started_at_or_after_it() -> None:
     code, out, _ = run(
         "--since", "2026-05-01T12:00:00.501Z", "--timeout", "1s", source=Script(obj(started=started))
     )
-    assert code == 3, out
+    assert code == 4, out
 
 
-def test_timeout_exits_3_with_what_was_seen_last(tmp_path: Path) -> None:
+def test_timeout_exits_4_with_what_was_seen_last(tmp_path: Path) -> None:
     report = tmp_path / "gate.xml"
     running = obj("Pass", revision="r2", completed=False)
     code, out, took = run(
         "--release", "r2", "--timeout", "1s", "--junit", str(report), source=Script(running)
     )
-    assert code == 3 and 0.9 < took < 5, (out, took)
+    assert code == 4 and 0.9 < took < 5, (out, took)
     assert "Timeout (TimedOut)" in out and "phase Running" in out
     error = ET.parse(report).getroot().find("testcase/error")
     assert error is not None and "no verdict for release r2 after 1s" in (error.get("message") or "")
@@ -215,16 +215,16 @@ def test_a_rejected_spec_and_a_suspended_gate_are_not_verified() -> None:
         reason="TargetNotFound", message="Service shop/triton not found"
     )
     code, out, _ = run("--release", "r1", source=Script(invalid))
-    assert code == 2 and "gate" in out and "TargetNotFound" in out
+    assert code == 3 and "gate" in out and "TargetNotFound" in out
     code, out, _ = run("--release", "r1", source=Script(obj("Pass", suspend=True)))
-    assert code == 2 and "Suspended" in out
+    assert code == 3 and "Suspended" in out
 
 
 def test_api_errors_forbidden_at_once_transient_retried() -> None:
     source = Script(obj("Pass"))
     source.errors = [GateApiError("403 Forbidden: cannot get mcpreadinesses")]
     code, out, took = run("--release", "r1", source=source)
-    assert code == 2 and "ApiError" in out and took < 1
+    assert code == 3 and "ApiError" in out and took < 1
     source = Script(obj("Pass"))
     source.errors = [Transient("503 Service Unavailable"), Transient("ConnectionRefusedError")]
     assert run("--release", "r1", source=source)[0] == 0
@@ -236,19 +236,27 @@ def test_a_gate_that_does_not_exist_yet_is_waited_for() -> None:
 
 
 @pytest.mark.parametrize(
-    "argv",
+    ("argv", "flag"),
     [
-        ["gate", "deployment/web"],
-        ["gate", "mcpreadiness/x", "--timeout", "soon"],
-        ["gate", "mcpreadiness/x", "--timeout", "0s"],
-        ["gate", "mcpreadiness/x", "--since", "2026-05-01T12:00:00"],
-        ["gate", "mcpreadiness/x", "--since", "yesterday"],
+        (["gate", "deployment/web"], "mcpreadiness/NAME"),
+        (["gate", "mcpreadiness/"], "mcpreadiness/NAME"),
+        (["gate", "mcpreadiness/x", "--timeout", "soon"], "--timeout"),
+        (["gate", "mcpreadiness/x", "--timeout", "0s"], "--timeout"),
+        (["gate", "mcpreadiness/x", "--timeout", "-5"], "--timeout"),
+        (["gate", "mcpreadiness/x", "--since", "2026-05-01T12:00:00"], "--since"),
+        (["gate", "mcpreadiness/x", "--since", "yesterday"], "--since"),
+        (["gate", "mcpreadiness/x", "--kubeconfig", "/no/such/kubeconfig"], "--kubeconfig"),
+        (["gate", "mcpreadiness/x", "--junit", "/no/such/dir/gate.xml"], "--junit"),
     ],
 )
-def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
-    args = cli.build_parser().parse_args(argv)
-    assert gate.run(args, source=Script(obj())) == 2
-    assert "mcp-check gate:" in capsys.readouterr().err
+def test_usage_errors_exit_2_and_name_the_flag(
+    argv: list[str], flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert exited.value.code == 2, err
+    assert "usage: mcp-check gate" in err and f"mcp-check gate: error: argument {flag}:" in err, err
 
 
 def test_release_and_since_exclude_each_other_and_kubectl_names_the_plugin(
@@ -373,8 +381,8 @@ def test_the_process_fails_fast_on_a_watched_fail(tmp_path: Path) -> None:
     assert "resourceVersion=20" in watch  # the namespace came from the kubeconfig's context
 
 
-def test_the_process_times_out_with_exit_3(tmp_path: Path) -> None:
+def test_the_process_times_out_with_exit_4(tmp_path: Path) -> None:
     with FakeApiServer(obj("Pass", revision="r1"), []) as api:
         code, out, took = _process(api.kubeconfig(tmp_path / "kc"), "--release", "r2", "--timeout", "2s")
     assert took < 30
-    assert code == 3 and "TimedOut" in out, out
+    assert code == 4 and "TimedOut" in out, out

@@ -1,11 +1,17 @@
 """JUnit XML of a check run: each testcase and the testsuite carry ``time`` (seconds), as CI
-systems read it; the suite's time is the run's wall time where measured."""
+systems read it; from ``mcp-check`` the suite's time is the run's wall time, from the gate the
+operator's evaluation (``startedAt`` to ``completedAt``)."""
 
 from __future__ import annotations
 
+import argparse
+import io
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+from mcp_checks import gate
 from mcp_checks.junit import junit_xml, write_junit
 from mcp_checks.verdict import CheckOutcome, Verdict
 
@@ -37,3 +43,53 @@ def test_the_suite_time_is_the_wall_time_when_measured(tmp_path: Path) -> None:
     assert suite == "1.300" and cases["health-probe"] == "1.235"
     root = ET.parse(path).getroot()
     assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("3", "1", "1")
+
+
+class _Once:
+    """The gate's source: one completed evaluation, read at once."""
+
+    def __init__(self, obj: dict[str, Any]) -> None:
+        self.obj = obj
+
+    def get(self) -> dict[str, Any]:
+        return self.obj
+
+    def changes(self, resource_version: str | None, timeout_s: float) -> Iterator[tuple[str, Any]]:
+        return iter(())
+
+
+def test_the_gate_report_has_the_rows_times_and_the_evaluations(tmp_path: Path) -> None:
+    obj = {
+        "metadata": {"name": "g", "generation": 1, "resourceVersion": "1"},
+        "spec": {},
+        "status": {
+            "observedGeneration": 1,
+            "phase": "Succeeded",
+            "verdict": "Pass",
+            "release": {
+                "revision": "r1",
+                "generation": 1,
+                "startedAt": "2026-05-01T12:00:00.250Z",
+                "completedAt": "2026-05-01T12:00:04.000Z",
+            },
+            "checks": [
+                {"name": "health-probe", "verdict": "Pass", "reason": "ChecksPassed", "durationMs": 3500},
+                {"name": "xds-sync", "verdict": "Pass", "reason": "ProxiesSynced", "durationMs": 20},
+            ],
+        },
+    }
+    report = tmp_path / "gate.xml"
+    args = argparse.Namespace(
+        resource="g", timeout=5.0, release="r1", since=None, namespace="ns", kubeconfig=None, context=None
+    )
+    args.junit = report
+    assert gate.run(args, source=_Once(obj), out=io.StringIO()) == 0
+    suite, cases = _times(report.read_text(encoding="utf-8"))
+    assert cases == {"health-probe": "3.500", "xds-sync": "0.020"}
+    assert suite == "3.750"  # startedAt to completedAt
+
+
+def test_a_gate_timeout_row_takes_the_wait() -> None:
+    decision = gate.timed_out(None, gate.Wanted(release="r2"), 2.5)
+    suite, cases = _times(junit_xml(decision.outcomes, suite="mcpreadiness/g"))
+    assert cases == {"gate": "2.500"} and suite == "2.500"
