@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import shlex
+import subprocess
+from pathlib import Path
+
 import pytest
 
+from mcp_devcluster import build
 from mcp_devcluster.cli import build_parser, main
+from mcp_devcluster.cluster import ClusterState
 
 
 @pytest.mark.parametrize(
@@ -34,3 +41,63 @@ def test_every_subcommand_is_wired() -> None:
 def test_status_without_a_cluster_says_so(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["status", "--state-dir", str(tmp_path)]) == 1
     assert "no cluster recorded" in capsys.readouterr().err
+
+
+def _recorded(state_dir: Path) -> None:
+    ClusterState(
+        state_dir=str(state_dir),
+        kubeconfig=str(state_dir / "kubeconfig"),
+        server="https://127.0.0.1:1",
+        etcd_port=1,
+        apiserver_port=1,
+        pids={},
+        started_at=0.0,
+        startup_seconds={"total": 1.0},
+    ).save()
+
+
+def test_env_puts_the_built_kubectl_first_on_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``eval "$(mcp-devcluster env)"`` runs the kubectl built with the API server (v1.36), not
+    an older one earlier on the user's PATH."""
+    monkeypatch.setenv("MCP_OPERATOR_CACHE", str(tmp_path / "my cache"))  # a space: quoted
+    kubectl = build.components()["kubernetes"].binary("kubectl")
+    assert build.KUBERNETES_VERSION in str(kubectl)
+    kubectl.parent.mkdir(parents=True)
+    kubectl.write_text("#!/bin/sh\necho built\n")
+    kubectl.chmod(0o755)
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "kubectl").write_text("#!/bin/sh\necho old\n")
+    (old / "kubectl").chmod(0o755)
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    _recorded(state_dir)
+
+    assert main(["env", "--state-dir", str(state_dir)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.splitlines() == [
+        f"export KUBECONFIG={state_dir / 'kubeconfig'}",
+        f'export PATH={shlex.quote(str(kubectl.parent))}:"$PATH"',
+    ]
+    shell = subprocess.run(
+        ["sh", "-c", 'eval "$1"; kubectl; printf "%s\\n" "$KUBECONFIG"', "sh", printed],
+        env={**os.environ, "PATH": f"{old}:{os.environ['PATH']}"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    assert shell.stdout.splitlines() == ["built", str(state_dir / "kubeconfig")]
+
+
+def test_env_without_a_built_kubectl_leaves_path_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("MCP_OPERATOR_CACHE", str(tmp_path / "empty-cache"))
+    _recorded(tmp_path)
+    assert main(["env", "--state-dir", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert out == f"export KUBECONFIG={tmp_path / 'kubeconfig'}\n"
+    assert "is not built" in err and not (tmp_path / "empty-cache").exists()  # nothing was built

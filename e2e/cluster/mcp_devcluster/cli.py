@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -32,7 +33,7 @@ def dev_cluster(action: str, state_dir: Path | None, components: list[str] | Non
         print(f"no cluster recorded in {directory}", file=sys.stderr)
         return 1
     if action == "env":
-        print(f"export KUBECONFIG={state.kubeconfig}")
+        print(env_exports(state))
     else:
         shown = {
             "server": state.server,
@@ -44,6 +45,22 @@ def dev_cluster(action: str, state_dir: Path | None, components: list[str] | Non
         }
         print(json.dumps(shown, indent=2))
     return 0
+
+
+def env_exports(state: ClusterState) -> str:
+    """The shell lines ``env`` prints (``eval "$(mcp-devcluster env)"``): the cluster's KUBECONFIG
+    and, first on PATH, the directory of the kubectl built beside the API server (v1.36), so an
+    older kubectl of the user's is not the one that runs."""
+    lines = [f"export KUBECONFIG={shlex.quote(state.kubeconfig)}"]
+    kubectl = build.components()["kubernetes"].binary("kubectl")  # where it is; nothing is built
+    if kubectl.is_file():
+        lines.append(f'export PATH={shlex.quote(str(kubectl.parent))}:"$PATH"')
+    else:
+        print(
+            f"{kubectl} is not built (mcp-devcluster build kubernetes): PATH is left as it is",
+            file=sys.stderr,
+        )
+    return "\n".join(lines)
 
 
 def _cmd_dev_cluster(args: argparse.Namespace) -> int:
@@ -70,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("build", "build the control-plane binaries into the cache (once per version)"),
         ("up", "start the local control plane and print its KUBECONFIG"),
         ("down", "stop the local control plane"),
-        ("env", "print the KUBECONFIG of the running control plane"),
+        ("env", "print the running control plane's KUBECONFIG, and its kubectl first on PATH (eval it)"),
         ("status", "print the running control plane's server, address ranges, pids and start-up times"),
     ):
         cmd = sub.add_parser(action, help=text)
