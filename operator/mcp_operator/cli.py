@@ -1,5 +1,5 @@
 """The ``mcp-operator`` command: run the operator, generate CRDs, run a shard, render a
-benchmark's report. (The local control plane and the demo belong to the test harness:
+benchmark's or a drill's report. (The local control plane and the demo belong to the test harness:
 ``mcp-devcluster``.)"""
 
 from __future__ import annotations
@@ -69,13 +69,20 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from mcp_bench.reportfiles import MissingExtraError, write_report
 
     from .benchmark.report import ReportError, default_namespace, read_report, status_tables
+    from .board.read import READINESS, ReadError, read_object
+    from .report import write_readiness_report
 
     namespace = args.namespace or default_namespace()
+    html = args.output or Path(f"{args.name}.html")
     try:
-        doc, benchmark, verified = read_report(args.name, namespace)
-        html = args.output or Path(f"{args.name}.html")
-        written = write_report(doc, html, args.junit, status_tables(benchmark, verified))
-    except (ReportError, MissingExtraError) as exc:
+        if args.kind == READINESS:
+            obj = read_object(READINESS, args.name, namespace)
+            written = write_readiness_report(obj, html, args.junit)
+            verified = "the MCPReadiness's status, as the API server returned it"
+        else:
+            doc, benchmark, verified = read_report(args.name, namespace)
+            written = write_report(doc, html, args.junit, status_tables(benchmark, verified))
+    except (ReportError, ReadError, MissingExtraError) as exc:
         print(f"mcp-operator report: {exc}", file=sys.stderr)
         return 2
     for path in written:
@@ -85,6 +92,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .board.read import BENCHMARK, kind_arg
+
     parser = argparse.ArgumentParser(prog="mcp-operator", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -125,12 +134,25 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=_cmd_run)
 
     report = sub.add_parser(
-        "report", help="render a finished MCPBenchmark's report as one HTML file (as mcp-bench report)"
+        "report",
+        help="render a finished MCPBenchmark's report (as mcp-bench report), or an MCPReadiness's drill "
+        "report (--kind mcpr), as one HTML file",
     )
-    report.add_argument("name", help="the MCPBenchmark")
+    report.add_argument("name", help="the MCPBenchmark, or with --kind mcpr the MCPReadiness")
+    report.add_argument(
+        "--kind",
+        type=kind_arg,
+        default=BENCHMARK,
+        help="mcpb (MCPBenchmark, the default: its merged result document) or mcpr (MCPReadiness: its "
+        "verdict, a timeline of its drill, KPI board, checks, stages and faults)",
+    )
     report.add_argument("--namespace", "-n", help="default: the kubeconfig's current namespace")
     report.add_argument("--output", "-o", type=Path, help="HTML to write (default: NAME.html)")
-    report.add_argument("--junit", type=Path, help="also write the SLO judgements as JUnit XML, for CI")
+    report.add_argument(
+        "--junit",
+        type=Path,
+        help="also write JUnit XML, for CI: an MCPBenchmark's SLO judgements, an MCPReadiness's checks",
+    )
     report.set_defaults(func=_cmd_report)
 
     shard = sub.add_parser("shard", help="benchmark shard entrypoint (inside a Job pod)")

@@ -14,7 +14,7 @@ from mcp_operator.api.benchmark import MCPBenchmarkStatus
 from mcp_operator.api.drill import DrillSpec
 from mcp_operator.api.readiness import MCPReadinessStatus
 from mcp_operator.readiness.drill import journal as jr
-from mcp_operator.readiness.drill.kpi import FaultTiming, board
+from mcp_operator.readiness.drill.kpi import FaultTiming, board, jump_points
 from mcp_operator.readiness.drill.load import StageFigures, WindowFigures
 from mcp_operator.readiness.drill.profile import expand
 from mcp_operator.readiness.status import drill_status, running_status, verdict_status
@@ -45,16 +45,24 @@ SPEC = DrillSpec.model_validate(
 )
 
 
-def _figures(p99: float, rate: float, errors: int = 0, seconds: float = 30.0) -> StageFigures:
+def _figures(
+    p99: float, rate: float, errors: int = 0, seconds: float = 30.0, jump: float | None = None
+) -> StageFigures:
+    """A stage of two windows; with ``jump``, the second one's P99 (and all errors) is that."""
     completed = int(rate * seconds)
+    half = completed // 2
+    windows = (
+        WindowFigures(0.0, p99, half, 0 if jump else errors // 2),
+        WindowFigures(seconds / 2, jump or p99, completed - half, errors - (0 if jump else errors // 2)),
+    )
     return StageFigures(
         requested=f"{rate:g} req/s",
         achieved_rps=completed / seconds,
         p50_ms=p99 / 3,
-        p99_ms=p99,
+        p99_ms=max(p99, jump or 0),
         completed=completed,
         errors=errors,
-        windows=(WindowFigures(0.0, p99, completed, errors),),
+        windows=windows,
         sent=completed + errors,
     )
 
@@ -108,7 +116,10 @@ def drill_object(*, failing: bool = False, name: str = "mcp2026") -> dict[str, A
     figures = [
         ("baseline", _figures(12.0, 250)),
         ("mixed", _figures(18.0, 1600, errors=3 if failing else 0)),
-        ("spike", _figures(240.0 if failing else 30.0, 4480, errors=900 if failing else 0, seconds=45)),
+        (
+            "spike",
+            _figures(30.0, 4480, errors=900 if failing else 0, seconds=45, jump=240.0 if failing else None),
+        ),
     ]
     recoveries = [
         FaultTiming("mixed-0", "mixed", "scaleDown", 2.5, outage=True),
@@ -123,8 +134,10 @@ def drill_object(*, failing: bool = False, name: str = "mcp2026") -> dict[str, A
         thresholds=SPEC.kpis,
     )
     stages = [_stage_row(n, f) for n, f in figures]
-    if failing:
-        stages[2]["p99JumpAtSeconds"] = 15.0
+    jumped = {j.stage: j.offset_s for j in jump_points(figures, SPEC.kpis.p99_jump_factor)}
+    for row in stages:  # as the drill adds them
+        if row["name"] in jumped:
+            row["p99JumpAtSeconds"] = round(jumped[row["name"]], 2)
     drill = SimpleNamespace(
         stages=stages,
         kpis=[r.to_wire() for r in rows],

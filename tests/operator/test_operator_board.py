@@ -78,7 +78,7 @@ def test_a_failing_drill_shows_what_failed_and_exits_1() -> None:
     assert _row(text, "recoverySeconds mixed-1").startswith("recoverySeconds mixed-1 never, within the drill")
     assert "❌ Fail" in _row(text, "recoverySeconds mixed-1")
     assert "⚠️ Warn" in _row(text, "p99JumpPoint")
-    assert _row(text, "spike") == "spike Done 4480 req/s 4480.0 req/s 80.00 ms 240.00 ms at 15 s 900 0"
+    assert _row(text, "spike") == "spike Done 4480 req/s 4480.0 req/s 10.00 ms 240.00 ms at 22.5 s 900 0"
     assert _row(text, "mixed-1") == (
         "mixed-1 podKill mixed Pod/srv-abc RevertFailed 12:00:50Z - - never, within the drill ❌"
     )

@@ -47,6 +47,10 @@ STYLES = {
     "Stopped": "red",
 }
 NONE = "-"
+KPI_HEADERS = ["KPI", "Value", "Bound", "Warn", "Verdict", "Evidence"]
+CHECK_HEADERS = ["Check", "Value", "Bound", "Verdict", "Reason"]
+STAGE_HEADERS = ["Stage", "State", "Planned", "Achieved", "P50", "P99", "P99 jump", "Errors", "Dropped"]
+FAULT_HEADERS = ["Fault", "Kind", "Stage", "Target", "State", "Injected", "Reverted", "Held", "Recovery"]
 CELL = 80  # a figure or a bound longer than this is cut (the YAML has it whole)
 MESSAGE = 240
 Obj = Mapping[str, Any]
@@ -69,8 +73,8 @@ def _condition(status: Obj, kind: str) -> Obj:
     return next((c for c in status.get("conditions") or [] if c.get("type") == kind), {})
 
 
-def _figures(values: Mapping[str, Any] | None) -> str:
-    return _cut(", ".join(f"{k}={v}" for k, v in (values or {}).items())) or NONE
+def _figures(values: Mapping[str, Any] | None, limit: int = CELL) -> str:
+    return _cut(", ".join(f"{k}={v}" for k, v in (values or {}).items()), limit) or NONE
 
 
 def _time(value: object) -> dt.datetime | None:
@@ -167,7 +171,9 @@ def _recoveries(kpis: Sequence[Obj]) -> dict[str, str]:
     }
 
 
-def kpi_rows(kpis: Sequence[Obj]) -> list[list[Text | str]]:
+def kpi_rows(kpis: Sequence[Obj], limit: int = CELL) -> list[list[Text | str]]:
+    """One row per KPI: name (and the fault it judges), value, bound, warn band, verdict, evidence;
+    cells cut at ``limit`` characters."""
     rows: list[list[Text | str]] = []
     for k in kpis:
         name = str(k.get("name", "")) + (f" {k['fault']}" if k.get("fault") else "")
@@ -177,23 +183,23 @@ def kpi_rows(kpis: Sequence[Obj]) -> list[list[Text | str]]:
         rows.append(
             [
                 name,
-                _cut(_str(k.get("measured"))),
-                _cut(_str(k.get("threshold"))),
+                _cut(_str(k.get("measured")), limit),
+                _cut(_str(k.get("threshold")), limit),
                 _str(k.get("warn")),
                 verdict,
-                _cut(_str(k.get("evidence"))),
+                _cut(_str(k.get("evidence")), limit),
             ]
         )
     return rows
 
 
-def check_rows(checks: Sequence[Obj]) -> list[list[Text | str]]:
+def check_rows(checks: Sequence[Obj], limit: int = CELL) -> list[list[Text | str]]:
     """The verdict table's rows, less a drill's KPI rows (``kpi:...``: the KPI table has them)."""
     return [
         [
             str(c.get("name", "")),
-            _figures(c.get("observed")),
-            _figures(c.get("thresholds")),
+            _figures(c.get("observed"), limit),
+            _figures(c.get("thresholds"), limit),
             _styled(c.get("verdict")),
             _str(c.get("reason")),
         ]
@@ -227,14 +233,16 @@ def stage_rows(stages: Sequence[Obj]) -> list[list[Text | str]]:
     return rows
 
 
-def fault_rows(faults: Sequence[Obj], kpis: Sequence[Obj]) -> list[list[Text | str]]:
+def fault_rows(faults: Sequence[Obj], kpis: Sequence[Obj], limit: int = 48) -> list[list[Text | str]]:
+    """One row per journal entry: when it was injected and reverted, how long it was held, and
+    the recovery KPI that judged it."""
     recovery = _recoveries(kpis)
     return [
         [
             str(f.get("id", "")),
             str(f.get("kind", "")),
             str(f.get("stage", "")),
-            _cut(_str(f.get("target")), 48),
+            _cut(_str(f.get("target")), limit),
             _styled(f.get("phase")),
             _clock(f.get("injectedAt")),
             _clock(f.get("revertedAt")),
@@ -278,21 +286,18 @@ def readiness_board(obj: Obj) -> RenderableType:
         parts.append(where)
     kpis = list(status.get("kpis") or [])
     if kpis:
-        headers = ["KPI", "Value", "Bound", "Warn", "Verdict", "Evidence"]
-        parts.append(_table("KPIs", headers, kpi_rows(kpis)))
+        parts.append(_table("KPIs", KPI_HEADERS, kpi_rows(kpis)))
     checks = check_rows(list(status.get("checks") or []))
     if checks:
-        parts.append(_table("Checks", ["Check", "Value", "Bound", "Verdict", "Reason"], checks))
+        parts.append(_table("Checks", CHECK_HEADERS, checks))
     stages = list(status.get("stages") or [])
     if stages:
-        headers = ["Stage", "State", "Planned", "Achieved", "P50", "P99", "P99 jump", "Errors", "Dropped"]
-        parts.append(_table("Stages", headers, stage_rows(stages)))
+        parts.append(_table("Stages", STAGE_HEADERS, stage_rows(stages)))
         bound = [f"{s.get('name')}: {s['clientBound']}" for s in stages if s.get("clientBound")]
         parts.extend(Text(_cut(f"client bound in {b}", MESSAGE), style="yellow") for b in bound)
     faults = list(status.get("faults") or [])
     if faults:
-        headers = ["Fault", "Kind", "Stage", "Target", "State", "Injected", "Reverted", "Held", "Recovery"]
-        parts.append(_table("Faults", headers, fault_rows(faults, kpis)))
+        parts.append(_table("Faults", FAULT_HEADERS, fault_rows(faults, kpis)))
     if not (kpis or checks or stages or faults):
         parts.append(Text("no rows yet: nothing has been measured", style="dim"))
     return Group(*parts)

@@ -1,0 +1,151 @@
+"""``mcp-operator report NAME --kind mcpr``: a drill's HTML report from the object alone (the
+status built by the operator's own builders), its timeline, and the command's paths."""
+
+from __future__ import annotations
+
+import base64
+import re
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.operator.drillstatus import drill_object, evaluating_object, readiness_object
+
+from mcp_bench.reportfiles import MissingExtraError
+from mcp_checks.verdict import CheckOutcome, Verdict
+from mcp_operator import report
+from mcp_operator.board import read
+from mcp_operator.cli import main
+from mcp_operator.readiness.status import verdict_status
+
+
+def _table(page: str, table_id: str) -> list[list[str]]:
+    """A table's body rows by id, as cell texts."""
+    body = page.split(f'<table id="{table_id}"', 1)[1].split("</table>", 1)[0].split("<tbody>", 1)[1]
+    return [re.findall(r"<td[^>]*>(.*?)</td>", row, re.S) for row in body.split("<tr>")[1:]]
+
+
+def test_the_timeline_lays_out_the_plan_and_marks_the_faults_as_held() -> None:
+    line = report.timeline(drill_object(failing=True)["status"])
+    assert line is not None
+    # MCP2026 at scale 0.5: 30 s, 30 s, 45 s, back to back
+    assert [(s.name, s.start_s, s.end_s) for s in line.stages] == [
+        ("baseline", 0.0, 30.0),
+        ("mixed", 30.0, 60.0),
+        ("spike", 60.0, 105.0),
+    ]
+    assert [(s.p99_ms, s.errors) for s in line.stages] == [(12.0, 0), (18.0, 3), (240.0, 900)]
+    assert line.stages[2].jump_s == 60.0 + 22.5  # the stage's start plus where its P99 jumped
+    held, failed = line.faults
+    # the scaleDown at 5 s into mixed, held 10 s by the journal; the podKill at 20 s, never reverted
+    assert (held.id, held.injected_s, held.reverted_s) == ("mixed-0", 35.0, 45.0)
+    assert (failed.id, failed.phase) == ("mixed-1", "RevertFailed")
+    assert (failed.injected_s, failed.reverted_s) == (50.0, None)
+
+
+def test_a_fault_never_injected_is_listed_but_not_placed() -> None:
+    obj = drill_object()
+    obj["status"]["faults"].append(
+        {"id": "spike-0", "stage": "spike", "kind": "nodeDrain", "target": "", "phase": "Skipped"}
+    )
+    line = report.timeline(obj["status"])
+    assert line is not None and line.faults[-1].injected_s is None
+    page = report.render_readiness_html(obj)
+    assert _table(page, "faults")[-1][:5] == ["spike-0", "nodeDrain", "spike", "-", "Skipped"]
+
+
+def test_the_page_has_the_verdict_the_timeline_and_the_boards_rows() -> None:
+    page = report.render_readiness_html(drill_object(failing=True))
+    assert '<span id="verdict" class="verdict Fail">Fail</span>' in page
+    assert "border-collapse" in page  # mcp-bench report's style
+    chart = re.search(r'id="chart-timeline"[^>]*\s+src="data:image/png;base64,([^"]+)"', page)
+    assert chart is not None and base64.b64decode(chart.group(1)).startswith(b"\x89PNG")
+    kpis = {row[0]: row for row in _table(page, "kpis")}
+    assert kpis["recoverySeconds mixed-1"][1:5] == ["never, within the drill", "&lt;= 17 s", "-", "❌ Fail"]
+    assert '<td class="Fail">❌ Fail</td>' in page
+    assert [row[0] for row in _table(page, "checks")] == ["health-probe"]
+    assert _table(page, "stages")[2][5:7] == ["240.00 ms", "at 22.5 s"]
+    faults = {row[0]: row for row in _table(page, "faults")}
+    assert faults["mixed-0"][4:8] == ["Reverted", "12:00:35Z", "12:00:45Z", "10.0 s"]
+    assert faults["mixed-1"][4] == "RevertFailed" and faults["mixed-1"][-1] == "ApiException: 503"
+    assert [row[1] for row in _table(page, "history")] == ["Fail"]
+    assert {row[0] for row in _table(page, "conditions")} >= {"Ready", "FaultsReverted", "Complete"}
+
+
+def test_an_evaluation_in_progress_is_evaluating() -> None:
+    page = report.render_readiness_html(evaluating_object())
+    assert '<span id="verdict" class="verdict Evaluating">Evaluating</span>' in page
+    assert [row[1] for row in _table(page, "stages")] == ["Done", "Running", "Pending"]
+
+
+def test_a_gate_without_a_drill_has_no_timeline_and_text_is_escaped() -> None:
+    leak = {"body": "<script>x</script>"}
+    rows = [CheckOutcome("health-probe", Verdict.FAIL, "HealthBelowThreshold", "m", leak)]
+    status, _ = verdict_status({}, 1, "http://svc:8000", "2026-05-01T12:00:00Z", rows, "2026-05-01T12:00:05Z")
+    obj = readiness_object("plain", status)
+    assert report.timeline(obj["status"]) is None
+    page = report.render_readiness_html(obj)
+    assert "chart-timeline" not in page and "<script>" not in page
+    assert _table(page, "checks")[0][1] == "body=&lt;script&gt;x&lt;/script&gt;"
+    assert 'id="kpis"' not in page and 'id="faults"' not in page  # no empty tables
+
+
+def test_junit_carries_the_check_rows(tmp_path: Path) -> None:
+    html, junit = tmp_path / "r.html", tmp_path / "r.xml"
+    assert report.write_readiness_report(drill_object(failing=True), html, junit) == [html, junit]
+    suite = ET.parse(junit).getroot()
+    failed = {case.get("name") for case in suite.iter("testcase") if case.find("failure") is not None}
+    assert failed == {"kpi:healthSuccessRatio", "kpi:recoverySeconds:mixed-1"}
+
+
+def test_without_the_plot_extra_nothing_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "jinja2", None)  # import jinja2 fails as when not installed
+    with pytest.raises(MissingExtraError, match=r"mcp-operator\[plot\]"):
+        report.write_readiness_report(drill_object(), tmp_path / "r.html")
+    assert not (tmp_path / "r.html").exists()
+
+
+# --- the command ---
+
+
+def _serve(monkeypatch: pytest.MonkeyPatch, obj: dict[str, Any] | Exception) -> list[tuple[str, str, str]]:
+    seen: list[tuple[str, str, str]] = []
+
+    def read_object(kind: read.Kind, name: str, namespace: str) -> dict[str, Any]:
+        seen.append((kind.name, name, namespace))
+        if isinstance(obj, Exception):
+            raise obj
+        return obj
+
+    monkeypatch.setattr(read, "read_object", read_object)
+    monkeypatch.setattr("mcp_operator.benchmark.report.default_namespace", lambda: "current")
+    return seen
+
+
+def test_report_kind_mcpr_writes_the_drill_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen = _serve(monkeypatch, drill_object())
+    html = tmp_path / "drill.html"
+    assert main(["report", "mcp2026", "--kind", "mcpr", "-n", "demo", "-o", str(html)]) == 0
+    assert seen == [("MCPReadiness", "mcp2026", "demo")]
+    assert f"wrote {html}" in capsys.readouterr().out
+    assert 'id="chart-timeline"' in html.read_text(encoding="utf-8")
+
+
+def test_report_of_a_missing_mcpreadiness_is_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _serve(monkeypatch, read.ReadError("MCPReadiness current/gone not found", missing=True))
+    html = tmp_path / "gone.html"
+    assert main(["report", "gone", "--kind", "mcpreadiness", "-o", str(html)]) == 2
+    assert "mcp-operator report: MCPReadiness current/gone not found" in capsys.readouterr().err
+    assert not html.exists()
+
+
+def test_report_kind_must_be_one_of_the_two(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["report", "x", "--kind", "pods"])
+    assert exited.value.code == 2 and "mcpr (MCPReadiness) or mcpb (MCPBenchmark)" in capsys.readouterr().err
