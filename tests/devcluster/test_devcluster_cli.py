@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_devcluster import build
+from mcp_devcluster import build, cli
 from mcp_devcluster.cli import build_parser, main
 from mcp_devcluster.cluster import ClusterState
 
@@ -101,3 +101,27 @@ def test_env_without_a_built_kubectl_leaves_path_alone(
     out, err = capsys.readouterr()
     assert out == f"export KUBECONFIG={tmp_path / 'kubeconfig'}\n"
     assert "is not built" in err and not (tmp_path / "empty-cache").exists()  # nothing was built
+
+
+def test_up_local_only_starts_no_simulated_node_and_prints_what_env_prints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``up --local-only`` is the quick start's cluster: the process nodes alone, so no kwok is
+    built; either way ``up`` prints the lines ``env`` prints, to be eval'ed."""
+    monkeypatch.setenv("MCP_OPERATOR_CACHE", str(tmp_path / "empty-cache"))
+    _recorded(tmp_path)
+    made: list[object] = []
+
+    class Recorder:
+        def __init__(self, state_dir: Path, *, nodes: object = None) -> None:
+            made.append(nodes)
+
+        def up(self) -> ClusterState:
+            return ClusterState.load(tmp_path)
+
+    monkeypatch.setattr(cli, "DevCluster", Recorder)
+    assert main(["up", "--local-only", "--state-dir", str(tmp_path)]) == 0
+    assert main(["up", "--state-dir", str(tmp_path)]) == 0
+    assert made == [[], None]  # none simulated; then the default nodes
+    out = capsys.readouterr().out
+    assert out == 2 * f"export KUBECONFIG={tmp_path / 'kubeconfig'}\n"

@@ -13,16 +13,20 @@ from . import build
 from .cluster import ClusterState, DevCluster, default_state_dir
 
 
-def dev_cluster(action: str, state_dir: Path | None, components: list[str] | None = None) -> int:
+def dev_cluster(
+    action: str, state_dir: Path | None, components: list[str] | None = None, local_only: bool = False
+) -> int:
+    """``local_only``: ``up`` starts only the local (process) nodes, as the demo does, so it needs
+    no kwok; the default adds the simulated nodes the tests use."""
     directory = state_dir or default_state_dir()
     if action == "build":
         for name, path in build.ensure_all(components or None).items():
             print(f"{name}: {path}")
         return 0
     if action == "up":
-        state = DevCluster(directory).up()
+        state = DevCluster(directory, nodes=[] if local_only else None).up()
         print(f"control plane ready in {state.startup_seconds['total']:.1f}s", file=sys.stderr)
-        print(f"export KUBECONFIG={state.kubeconfig}")
+        print(env_exports(state))
         return 0
     if action == "down":
         DevCluster(directory).down()
@@ -64,7 +68,9 @@ def env_exports(state: ClusterState) -> str:
 
 
 def _cmd_dev_cluster(args: argparse.Namespace) -> int:
-    return dev_cluster(args.action, args.state_dir, getattr(args, "components", None))
+    return dev_cluster(
+        args.action, args.state_dir, getattr(args, "components", None), getattr(args, "local_only", False)
+    )
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -85,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     for action, text in (
         ("build", "build the control-plane binaries into the cache (once per version)"),
-        ("up", "start the local control plane and print its KUBECONFIG"),
+        ("up", "start the local control plane and print what env prints (eval it)"),
         ("down", "stop the local control plane"),
         ("env", "print the running control plane's KUBECONFIG, and its kubectl first on PATH (eval it)"),
         ("status", "print the running control plane's server, address ranges, pids and start-up times"),
@@ -98,6 +104,12 @@ def build_parser() -> argparse.ArgumentParser:
                 nargs="*",
                 choices=[*build.components(), []],
                 help="what to build (default: everything the tests use)",
+            )
+        if action == "up":
+            cmd.add_argument(
+                "--local-only",
+                action="store_true",
+                help="only the local nodes that run pods as processes (no kwok, nothing simulated)",
             )
         cmd.set_defaults(func=_cmd_dev_cluster, action=action)
     demo = sub.add_parser(
