@@ -8,17 +8,16 @@ import datetime as dt
 import io
 import json
 import logging
-import types
 from collections.abc import Iterator
 from typing import Any
 
 import kopf
 import pytest
-from kopf._core.actions import execution, invocation
 from kopf._core.actions.loggers import ObjectLogger
 
 from mcp_operator import logs
 from mcp_operator.cli import build_parser, main
+from mcp_operator.handlers.common import about_object
 from mcp_operator.handlers.startup import current_object
 
 TOKEN = "s3cr3t-T0KEN"
@@ -72,20 +71,24 @@ def test_kopf_object_logger_lines_name_their_object(root: logging.Logger) -> Non
 
 async def test_module_loggers_inside_a_handler_and_its_tasks_name_the_object(root: logging.Logger) -> None:
     """A module-level logger used in a handler (and in a task the handler starts, as a drill
-    does) is attributed through kopf's current cause, exactly as kopf sets it for a handler."""
+    does) is attributed through the object every handler binds from the body kopf hands it
+    (``handlers.common.about_object``)."""
     stream = _setup("json")
     log = logging.getLogger("mcp_operator.handlers.readiness")
-    cause = types.SimpleNamespace(body=kopf.Body(BODY))
+    started: list[asyncio.Task[None]] = []
 
     async def task() -> None:
         await asyncio.sleep(0)
         log.warning("from the drill task")
 
-    with invocation.context([(execution.cause_var, cause)]):
+    @about_object
+    async def handler(body: kopf.Body, **_: Any) -> None:
         log.info("in the handler")
-        started = asyncio.create_task(task())
+        started.append(asyncio.create_task(task()))
+
+    await handler(body=kopf.Body(BODY))
     log.info("outside any handler")
-    await started
+    await started[0]
     inside, outside, from_task = _lines(stream)
     assert (inside["namespace"], inside["name"]) == ("team-a", "gate")
     assert (from_task["namespace"], from_task["name"], from_task["level"]) == ("team-a", "gate", "warning")

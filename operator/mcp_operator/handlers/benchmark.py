@@ -45,7 +45,7 @@ from ..policy import UNRESOLVED
 from ..redact import redact_text, redact_url
 from ..settings import OperatorSettings
 from ..targets import SpecProblem
-from .common import reject, wait_for_names
+from .common import about_object, reject, wait_for_names
 
 ACTIVE_PHASES = ("Pending", "Running", "Suspended")
 CHILD_REJECTED = "ChildRejected"
@@ -76,6 +76,7 @@ def _reject(
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
 @metrics.counted_errors("start_benchmark")
+@about_object
 async def start_benchmark(
     spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta, body: kopf.Body, patch: kopf.Patch, **_: Any
 ) -> None:
@@ -193,6 +194,7 @@ async def start_benchmark(
     when=lambda status, **_: status.get("phase") == "Running" and bool(status.get("jobName")),
 )
 @metrics.counted_errors("collect_benchmark")
+@about_object
 async def collect_benchmark(
     spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta, body: kopf.Body, patch: kopf.Patch, **_: Any
 ) -> None:

@@ -1,18 +1,60 @@
-"""What both resources' handlers do the same way: record a rejected spec once, and wait for a
-name that does not resolve yet."""
+"""What both resources' handlers do the same way: say which object the log lines of a handler
+(and of the tasks it starts) are about, record a rejected spec once, and wait for a name that
+does not resolve yet."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, NoReturn
+import contextvars
+import functools
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any, NoReturn, TypeVar, cast
 
 import kopf
 
-from .. import events, kube, metrics
+from .. import events, kube, logs, metrics
 from ..conditions import utc_now
 from ..rejection import problems_message
 from ..targets import SpecProblem
 from ..unresolved import RETRY_S, waiting_conditions
+
+F = TypeVar("F", bound=Callable[..., Any])
+_HANDLED: contextvars.ContextVar[logs.ObjectRef | None] = contextvars.ContextVar(
+    "mcp_handled_object", default=None
+)
+
+
+def current_object() -> logs.ObjectRef | None:
+    """The object whose handler is running in this context (a task it started inherits it):
+    the object source the CLI hands ``logs.setup``."""
+    return _HANDLED.get()
+
+
+def about_object(fn: F) -> F:
+    """Run a kopf handler with the object of its ``body`` kwarg (kopf passes one to every
+    resource handler) as :func:`current_object`, async or not. ``functools.wraps`` keeps the
+    handler's id (kopf derives it from the wrapped function's name)."""
+    if inspect.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def run_async(*args: Any, **kwargs: Any) -> Any:
+            token = _HANDLED.set(logs.ref_from_body(kwargs.get("body")))
+            try:
+                return await fn(*args, **kwargs)
+            finally:
+                _HANDLED.reset(token)
+
+        return cast(F, run_async)
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        token = _HANDLED.set(logs.ref_from_body(kwargs.get("body")))
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _HANDLED.reset(token)
+
+    return cast(F, run)
 
 
 def reject(

@@ -58,7 +58,7 @@ from ..readiness.status import (
 from ..settings import OperatorSettings
 from ..targets import SpecProblem
 from ..unresolved import split
-from .common import reject, wait_for_names
+from .common import about_object, reject, wait_for_names
 
 log = logging.getLogger(__name__)
 CLAIMS = Claims()
@@ -127,6 +127,7 @@ async def _settle_drills(uid: str, generation: int, obj: Mapping[str, Any]) -> d
     when=lambda status, **_: any(f.get("phase") == "RevertFailed" for f in status.get("faults") or []),
 )
 @metrics.counted_errors("retry_reverts")
+@about_object
 async def retry_failed_reverts(meta: kopf.Meta, **_: Any) -> None:
     """A fault whose revert failed is tried again until it is reverted, also when nothing else
     happens to the object (a drill that ended with one, a replay that failed)."""
@@ -138,6 +139,7 @@ async def retry_failed_reverts(meta: kopf.Meta, **_: Any) -> None:
 
 @kopf.on.delete(GROUP, VERSION, PLURAL, when=lambda spec, **_: bool(spec.get("drill")))
 @metrics.counted_errors("revert_on_delete")
+@about_object
 async def revert_on_delete(meta: kopf.Meta, status: kopf.Status, body: kopf.Body, **_: Any) -> None:
     """A deleted drill stops at once and every fault it injected is reverted before the
     finalizer lets the object go; a fault that cannot be reverted keeps it (retried) until it is,
@@ -260,6 +262,7 @@ async def _claim(obj: Mapping[str, Any], fields: dict[str, Any]) -> bool:
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
 @metrics.counted_errors("evaluate_readiness")
+@about_object
 async def evaluate_readiness(
     spec: kopf.Spec, meta: kopf.Meta, body: kopf.Body, patch: kopf.Patch, **_: Any
 ) -> None:
@@ -434,6 +437,7 @@ def _end_drill(
     ),
 )
 @metrics.counted_errors("recheck_readiness")
+@about_object
 async def recheck_readiness(spec: kopf.Spec, meta: kopf.Meta, body: kopf.Body, **_: Any) -> None:
     """A standing gate: evaluate again once the interval has passed; Ready stays as it was while
     the checks run, so consumers see a change only when the verdict changes."""
@@ -493,6 +497,7 @@ async def recheck_readiness(spec: kopf.Spec, meta: kopf.Meta, body: kopf.Body, *
     ),
 )
 @metrics.counted_errors("watch_release")
+@about_object
 async def watch_release(spec: kopf.Spec, meta: kopf.Meta, body: kopf.Body, **_: Any) -> None:
     """Level-triggered: when what ``spec.watch`` shows (the workload's pod template, the
     Application's synced revision) differs from what the last evaluation recorded, a new release
@@ -584,6 +589,7 @@ async def _still_wanted(namespace: str, name: str, generation: int) -> bool:
     ),
 )
 @metrics.counted_errors("sync_pod_gate")
+@about_object
 async def sync_pod_gate(
     spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta, patch: kopf.Patch, **_: Any
 ) -> None:

@@ -1,11 +1,10 @@
 """Operator-wide settings: our own annotation prefixes and finalizer, sane timeouts, probes, how
 long a shutdown may take (``MCP_SHUTDOWN_TIMEOUT_SECONDS``: kopf's ultimate exiting timeout; see
-``handlers.lifecycle``), and the object a log line is about (:func:`current_object`)."""
+``handlers.lifecycle``), and the object a log line is about (:func:`current_object`, set by
+every handler: ``handlers.common.about_object``)."""
 
 from __future__ import annotations
 
-import contextvars
-import importlib
 import logging
 from typing import Any
 
@@ -13,34 +12,15 @@ import kopf
 
 from mcp_bench import dialguard
 
-from .. import logs, metrics
+from .. import metrics
 from ..leadership import leader_identity
 from ..policy import TargetPolicy
 from ..settings import OperatorSettings
+from .common import current_object
+
+__all__ = ["PREFIX", "api_reachable", "configure", "current_object", "leader"]
 
 PREFIX = "mcp2026.io"
-
-
-def _kopf_cause_var() -> contextvars.ContextVar[Any] | None:
-    """kopf's context variable holding the cause of the handler that runs (what ``kopf.adopt``
-    reads); None should a kopf release move it, and the logs then go without that context."""
-    try:
-        module = importlib.import_module("kopf._core.actions.execution")
-    except ImportError:
-        return None
-    var = getattr(module, "cause_var", None)
-    return var if isinstance(var, contextvars.ContextVar) else None
-
-
-_CAUSE = _kopf_cause_var()
-
-
-def current_object() -> logs.ObjectRef | None:
-    """The object whose handler is running in this context (a task it started inherits it)."""
-    if _CAUSE is None:
-        return None
-    cause = _CAUSE.get(None)
-    return logs.ref_from_body(getattr(cause, "body", None))
 
 
 @kopf.on.startup()

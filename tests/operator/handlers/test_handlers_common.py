@@ -132,3 +132,24 @@ async def test_a_benchmark_waits_for_its_target_name_instead_of_a_refusal_that_s
     _dns_answers(monkeypatch, "10.96.0.20")
     started = await _call(benchmark_handlers.start_benchmark, stored)
     assert started["jobName"] and started["phase"] in ("Pending", "Running"), started
+
+
+def test_a_handler_names_its_object_for_the_logs_sync_or_async() -> None:
+    """``about_object`` binds the body's object while a handler runs (kopf runs a sync handler
+    in a thread with the context copied), keeps the handler's id, and unbinds it afterwards."""
+    from kopf._core.intents.registries import get_callable_id
+
+    from mcp_operator.handlers.common import about_object, current_object
+    from mcp_operator.logs import ObjectRef
+
+    seen: list[ObjectRef | None] = []
+
+    @about_object
+    def sync_handler(body: kopf.Body, **_: Any) -> None:
+        seen.append(current_object())
+
+    raw = _raw(READINESS, "named", {})
+    sync_handler(body=kopf.Body(cast(kopf.RawBody, raw)))
+    assert seen == [ObjectRef(NS, "named", READINESS)] and current_object() is None
+    assert get_callable_id(sync_handler).endswith("<locals>.sync_handler")  # its own qualname
+    assert get_callable_id(readiness_handlers.evaluate_readiness) == "evaluate_readiness"
