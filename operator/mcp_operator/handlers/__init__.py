@@ -1,7 +1,7 @@
-"""kopf handler modules; importing this package registers every handler. The order matters for
-the cleanup handlers, which kopf runs in registration order: ``lifecycle`` (stop drills, then
-worker processes) before ``readiness`` (the prober's pool and the drills' load processes)."""
+"""kopf handler modules; importing this package registers every handler. No order among them
+matters: the one cleanup handler (``lifecycle``) closes the runtime, whose ``close`` holds the
+shutdown's order."""
 
-from . import benchmark, lifecycle, monitoring, readiness, startup
+from . import benchmark, drills, lifecycle, monitoring, readiness, startup
 
-__all__ = ["benchmark", "lifecycle", "monitoring", "readiness", "startup"]
+__all__ = ["benchmark", "drills", "lifecycle", "monitoring", "readiness", "startup"]

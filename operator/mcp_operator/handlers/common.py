@@ -1,6 +1,6 @@
 """What both resources' handlers do the same way: say which object the log lines of a handler
-(and of the tasks it starts) are about, record a rejected spec once, and wait for a name that
-does not resolve yet."""
+(and of the tasks it starts) are about, post events through one callable the domain code takes,
+record a rejected spec once, and wait for a name that does not resolve yet."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import kopf
 
 from .. import events, kube, logs, metrics
 from ..conditions import utc_now
+from ..readiness.drill.run import Announce
 from ..rejection import problems_message
 from ..targets import SpecProblem
 from ..unresolved import RETRY_S, waiting_conditions
@@ -55,6 +56,15 @@ def about_object(fn: F) -> F:
             _HANDLED.reset(token)
 
     return cast(F, run)
+
+
+def announcer(body: events.Subject) -> Announce:
+    """Events on ``body`` as the domain code posts them: (warning, reason, message)."""
+
+    def announce(warning: bool, reason: str, message: str) -> None:
+        (events.warning if warning else events.normal)(body, reason, message)
+
+    return announce
 
 
 def reject(

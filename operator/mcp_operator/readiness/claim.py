@@ -18,6 +18,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
+
+from .. import kube
+from ..api.common import GROUP, VERSION
+from ..api.readiness import PLURAL
+
 INSTANCE = uuid.uuid4().hex[:12]  # this operator process
 FINAL_PHASES = ("Succeeded", "Failed", "Invalid", "Suspended")
 
@@ -67,3 +73,37 @@ def skip_reason(status: Mapping[str, Any], generation: int, running: set[str]) -
     if status.get("observedGeneration") == generation and status.get("phase") in FINAL_PHASES:
         return "AlreadyEvaluated"
     return None
+
+
+def orphaned_watch_round(status: Mapping[str, Any], generation: int, running: set[str]) -> bool:
+    """A watch round of this generation still marked Running that no task here runs: it failed
+    before its verdict (a change handler's round is retried by kopf itself)."""
+    marker = status.get("evaluation") or {}
+    return (
+        status.get("phase") == "Running"
+        and (status.get("release") or {}).get("trigger") == "Watch"
+        and marker.get("generation") == generation
+        and marker.get("id") not in running
+    )
+
+
+async def write_claim(obj: Mapping[str, Any], fields: dict[str, Any]) -> bool:
+    """Write the marker (and progress) only if nobody changed the object since we read it:
+    False when the API server refused the write as a conflict (409)."""
+    meta = obj["metadata"]
+    body = {"metadata": {"resourceVersion": meta["resourceVersion"]}, "status": fields}
+    try:
+        await kube.call(
+            kube.custom().patch_namespaced_custom_object_status,
+            GROUP,
+            VERSION,
+            meta["namespace"],
+            PLURAL,
+            meta["name"],
+            body,
+        )
+    except ApiException as exc:
+        if exc.status == 409:
+            return False
+        raise
+    return True

@@ -1,46 +1,81 @@
-"""A graceful shutdown: the cleanup order kopf will follow, drills stopped (and so reverted)
-first, worker processes ended, and the shutdown deadline below the pod's grace period."""
+"""The operator's life: the runtime created by a startup handler and closed by the one cleanup
+handler, in the order ``Runtime.close`` writes down (drills stopped, and so reverted, while
+their loads still run; then worker processes, the prober's pool and the loads), and the shutdown
+deadline below the pod's grace period."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import multiprocessing
 import time
+from collections.abc import Callable, Iterator
+from typing import Any, cast
 
 import kopf
 import pytest
-from kopf._core.intents.causes import Activity
 
-from mcp_operator.handlers import lifecycle, readiness, startup
+from mcp_operator import runtime
+from mcp_operator.handlers import lifecycle, startup
 from mcp_operator.settings import OperatorSettings
 
 
-def test_cleanup_stops_drills_before_the_loads_are_killed() -> None:
-    """kopf runs cleanup handlers in registration order: ours before readiness's stop_prober,
-    which kills the drills' load processes (a drill whose load dies under it ends DrillFailed)."""
-    handlers = kopf.get_default_registry()._activities.get_handlers(activity=Activity.CLEANUP)
-    ids = [h.id for h in handlers]
-    assert ids.index("graceful-shutdown") < ids.index("stop_prober"), ids
+@pytest.fixture
+def own_runtime() -> Iterator[None]:
+    """These tests start and stop the process's runtime themselves; the module's is put back."""
+    before = runtime._current
+    yield
+    runtime._current = before
 
 
-async def test_stop_drills_cancels_each_and_waits_for_its_revert(monkeypatch: pytest.MonkeyPatch) -> None:
-    reverted: list[str] = []
+def test_one_cleanup_handler_closes_the_runtime() -> None:
+    """Nothing of the shutdown's order rests on the order modules register handlers in."""
+    registry = kopf.get_default_registry()
+    cleanup = [h.id for h in registry._activities.get_all_handlers() if h.activity.value == "cleanup"]
+    startup_ids = [h.id for h in registry._activities.get_all_handlers() if h.activity.value == "startup"]
+    assert cleanup == ["graceful-shutdown"]
+    assert "runtime" in startup_ids
+
+
+async def test_startup_creates_the_runtime_and_cleanup_closes_it(own_runtime: None) -> None:
+    logger = logging.getLogger(__name__)
+    await cast(Callable[..., Any], lifecycle.start_runtime)(logger=logger)
+    started = runtime.current()
+    assert started.prober.max_concurrent == OperatorSettings.from_env().max_concurrent_checks
+    await cast(Callable[..., Any], lifecycle.graceful_shutdown)(logger=logger)
+    assert runtime.started() is None
+    with pytest.raises(RuntimeError, match="not started"):
+        runtime.current()
+
+
+async def test_close_stops_drills_before_their_loads_and_the_pools(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A drill reverts its faults while its load still runs (a drill whose load dies under it
+    ends DrillFailed); only then are worker processes, the prober's pool and the loads ended."""
+    order: list[str] = []
+    closing = runtime.Runtime.from_settings(OperatorSettings.from_env())
 
     async def drill(uid: str) -> None:
         try:
             await asyncio.sleep(3600)
         finally:
             await asyncio.sleep(0.05)  # the revert's API calls
-            reverted.append(uid)
+            order.append(f"reverted {uid}")
 
-    drills = readiness.Drills()
-    monkeypatch.setattr(readiness, "DRILLS", drills)
+    def workers(grace_seconds: float) -> list[int]:
+        order.append("workers")
+        return [4242]
+
+    monkeypatch.setattr(runtime, "terminate_workers", workers)
+    monkeypatch.setattr(closing.prober, "close", lambda: order.append("prober"))
+    monkeypatch.setattr(closing.loads, "close", lambda: order.append("loads"))
     for uid in ("a", "b"):
-        drills.start(uid, 1, asyncio.create_task(drill(uid)))
+        closing.drills.start(uid, 1, asyncio.create_task(drill(uid)))
     await asyncio.sleep(0)
-    assert await lifecycle.stop_drills() == 2
-    assert sorted(reverted) == ["a", "b"]
-    assert await lifecycle.stop_drills() == 0
+    closed = await closing.close()
+    assert closed == runtime.Closed(drills=2, workers=[4242])
+    assert sorted(order[:2]) == ["reverted a", "reverted b"]
+    assert order[2:] == ["workers", "prober", "loads"]
+    assert await closing.stop_drills() == 0
 
 
 # targets the spawned interpreter can import (a test module it cannot)
@@ -58,7 +93,7 @@ def test_worker_processes_are_ended_even_one_that_ignores_sigterm() -> None:
     stubborn.start()
     assert ready.wait(60)  # the stubborn one ignores SIGTERM from here on
     started = time.monotonic()
-    stopped = lifecycle.terminate_workers(grace_seconds=1.0)
+    stopped = runtime.terminate_workers(grace_seconds=1.0)
     assert {polite.pid, stubborn.pid} <= set(stopped)
     assert not polite.is_alive() and not stubborn.is_alive()
     assert stubborn.exitcode == -9 and polite.exitcode == -15

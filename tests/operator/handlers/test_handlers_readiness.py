@@ -12,18 +12,20 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import socket
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 import kopf
 import pytest
 from tests.operator.fakekube import EventLog, FakeKube, PostedEvent, custom_kind, pod_object
 
+from mcp_operator import runtime
 from mcp_operator.api import MCPReadinessStatus
 from mcp_operator.api.common import API_VERSION, GROUP
 from mcp_operator.api.readiness import KIND, PLURAL
 from mcp_operator.conditions import condition, utc_now
 from mcp_operator.handlers import readiness as handlers
+from mcp_operator.readiness import readers
 from mcp_operator.readiness import release as release_module
 from mcp_refserver import RunningServer
 
@@ -37,13 +39,6 @@ Handler = Callable[..., Awaitable[None]]
 # the tests call the plain async functions with what the handlers read, as their ``**_`` allows
 evaluate_readiness = cast(Handler, handlers.evaluate_readiness)
 recheck_readiness = cast(Handler, handlers.recheck_readiness)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _stop_prober() -> Iterator[None]:
-    """The prober's worker processes live as long as the operator; here, as long as this module."""
-    yield
-    cast(Callable[[], None], handlers.stop_prober)()  # a kopf cleanup activity
 
 
 def _spec(url: str, **overrides: Any) -> dict[str, Any]:
@@ -183,11 +178,11 @@ async def test_a_round_in_progress_is_not_started_twice_but_a_crashed_one_is_tak
     kube_fake: FakeKube, posted_events: EventLog, refserver: RunningServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     claimed = {"phase": "Running", "evaluation": {"generation": 1, "id": "r0und1d", "instance": "x"}}
-    monkeypatch.setattr(handlers.CLAIMS, "running", {"r0und1d"})
+    monkeypatch.setattr(runtime.current().claims, "running", {"r0und1d"})
     assert await _evaluate(kube_fake, _spec(refserver.url), status=claimed) == {}
     assert [(c.verb, c.kind) for c in kube_fake.calls] == [("read", CR)]
     # the same marker with no round behind it any more (the operator died): evaluated again
-    monkeypatch.setattr(handlers.CLAIMS, "running", set())
+    monkeypatch.setattr(runtime.current().claims, "running", set())
     await _evaluate(kube_fake, _spec(refserver.url), status=claimed)
     status = _stored(kube_fake)
     assert status["phase"] == "Succeeded" and status["evaluation"]["id"] != "r0und1d"
@@ -369,7 +364,7 @@ watch_release = cast(Handler, handlers.watch_release)
 def apps(kube_fake: FakeKube, monkeypatch: pytest.MonkeyPatch) -> FakeKube:
     """Deployments from the fake too (the handlers build their AppsV1Api on ``kube.api_client``),
     and the settle loop polling every few milliseconds."""
-    monkeypatch.setattr(handlers, "_apps", lambda: kube_fake.apps)
+    monkeypatch.setattr(readers, "_apps", lambda: kube_fake.apps)
     monkeypatch.setattr(release_module, "POLL_S", 0.01)
     return kube_fake
 
@@ -526,7 +521,7 @@ async def test_a_gate_deleted_while_its_release_settles_writes_no_verdict(
     await _evaluate(apps, _watching(refserver.url))
     await deleting
     assert len(apps.calls_to("patch", CR)) == 1  # the claim only
-    assert handlers.CLAIMS.running == set() and posted_events.events == []
+    assert runtime.current().claims.running == set() and posted_events.events == []
 
 
 async def test_a_due_recheck_leaves_a_new_release_to_the_watch(
@@ -591,10 +586,10 @@ async def test_a_watch_round_left_running_by_a_failure_is_taken_over_once(
         "release": {"trigger": "Watch", "generation": 1, "startedAt": "2026-05-01T12:00:00.000Z"},
     }
     _seed(apps, _watching(refserver.url), left, 1)
-    monkeypatch.setattr(handlers.CLAIMS, "running", {"d3adr0und"})  # still running here: hands off
+    monkeypatch.setattr(runtime.current().claims, "running", {"d3adr0und"})  # still running here: hands off
     await _tick(apps)
     assert apps.calls_to("patch", CR) == []
-    monkeypatch.setattr(handlers.CLAIMS, "running", set())  # its task failed: taken over
+    monkeypatch.setattr(runtime.current().claims, "running", set())  # its task failed: taken over
     await _tick(apps)
     status = _stored(apps)
     assert status["phase"] == "Succeeded" and status["evaluations"] == 2

@@ -1,0 +1,44 @@
+"""kopf handlers for what MCPReadiness drills leave behind: a fault whose revert failed is tried
+again until it is reverted, and a deleted gate with a drill is let go only once every fault it
+injected is reverted (``readiness.drills``). The rounds themselves are ``handlers.readiness``'s."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+
+from .. import metrics, runtime
+from ..api.common import GROUP, VERSION
+from ..api.readiness import PLURAL
+from ..readiness import drills
+from .common import about_object, announcer
+
+
+@kopf.timer(
+    GROUP,
+    VERSION,
+    PLURAL,
+    interval=drills.REVERT_RETRY_INTERVAL_S,
+    initial_delay=drills.REVERT_RETRY_INTERVAL_S,
+    when=lambda status, **_: any(f.get("phase") == "RevertFailed" for f in status.get("faults") or []),
+)
+@metrics.counted_errors("retry_reverts")
+@about_object
+async def retry_failed_reverts(meta: kopf.Meta, body: kopf.Body, **_: Any) -> None:
+    """A fault whose revert failed is tried again until it is reverted, also when nothing else
+    happens to the object (a drill that ended with one, a replay that failed)."""
+    where = (str(meta["namespace"]), str(meta["name"]), str(meta["uid"]))
+    await drills.retry_reverts(runtime.current(), *where, announcer(body))
+
+
+@kopf.on.delete(GROUP, VERSION, PLURAL, when=lambda spec, **_: bool(spec.get("drill")))
+@metrics.counted_errors("revert_on_delete")
+@about_object
+async def revert_on_delete(meta: kopf.Meta, status: kopf.Status, body: kopf.Body, **_: Any) -> None:
+    """A deleted drill stops at once and every fault it injected is reverted before the
+    finalizer lets the object go; a fault that cannot be reverted keeps it (retried) until it is,
+    or until a person sets the release annotation, which is announced with what is left."""
+    left = await drills.revert_deleted(runtime.current(), meta, status, announcer(body))
+    if left is not None:
+        raise kopf.TemporaryError(f"not reverted yet: {left}; retrying", delay=10)

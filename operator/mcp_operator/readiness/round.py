@@ -1,0 +1,279 @@
+"""One round of a gate, the same for the three ways one starts (``status.release.trigger``): a
+new spec generation (``Spec``), a due recheck of a standing gate (``Recheck``), and a new
+release that ``spec.watch`` saw (``Watch``).
+
+A round resolves the target, records the release it judges, claims the round in
+``status.evaluation`` against the object as the API server has it now (``readiness.claim``), and
+evaluates while the claim is held: wait for the watched rollout to settle, run the drill and the
+checks, write the verdict, count it, and post an event when it is news. So one generation (or
+one due recheck, or one release) is evaluated exactly once however often kopf replays an older
+body or a timer ticks.
+
+What differs by trigger is written here once: a recheck keeps ``Ready`` as it was while its
+checks run (no progress written, an event only when the verdict changes); the change handler's
+drill runs as a task of its own (``readiness.drills``).
+
+No kopf here: the handler hands in the gate (with an ``announce`` callable for events) and turns
+a lost claim into kopf's retry where that is its policy.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from mcp_checks.verdict import CheckOutcome, RunVerdict, Verdict
+
+from .. import kube, logs, metrics
+from ..api.readiness import KIND, PLURAL, MCPReadinessSpec
+from ..conditions import condition, utc_now
+from ..runtime import Runtime
+from ..targets import SpecProblem
+from . import drills, podgate
+from .claim import Marker, new_marker, write_claim
+from .drill.run import Announce, DrillOutcome
+from .evaluate import resolve_target, run_checks
+from .readers import readers, still_wanted
+from .release import (
+    Abandoned,
+    Observation,
+    Trigger,
+    precise_now,
+    recorded_fingerprint,
+    release_record,
+    settle,
+)
+from .release import observe as observe_release
+from .status import STATUS_TOO_LARGE, drill_status, running_status, too_large_status, verdict_status
+
+log = logging.getLogger(__name__)
+QUIET: tuple[Trigger, ...] = ("Recheck",)  # Ready stays as it was while the checks run
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The MCPReadiness a handler was called for, and how to post an event on it."""
+
+    namespace: str
+    name: str
+    uid: str
+    generation: int
+    announce: Announce
+
+    @property
+    def where(self) -> tuple[str, str]:
+        return self.namespace, self.name
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A claimed round: what it judges and what the status said before it."""
+
+    parsed: MCPReadinessSpec
+    target: str
+    previous: Mapping[str, Any]  # the status as the round found it, with what the claim wrote
+    marker: Marker
+    release: dict[str, Any]
+    announce: bool  # an event for every verdict, not only for a change of Ready
+    previous_ready: str | None
+    outcomes: list[CheckOutcome] | None = None  # already known: the checks cannot run
+
+
+async def observe(parsed: MCPReadinessSpec, namespace: str) -> Observation | None:
+    """What ``spec.watch`` shows now (None without a watch)."""
+    return None if parsed.watch is None else await observe_release(parsed.watch, namespace, readers())
+
+
+def running_message(release: Mapping[str, Any]) -> str:
+    what = [
+        f"{label} {release[key]}"
+        for key, label in (
+            ("revision", "revision"),
+            ("workloadTemplateHash", "template"),
+            ("applicationRevision", "Application revision"),
+        )
+        if release.get(key)
+    ]
+    message = "checks are running" if not what else f"evaluating release {', '.join(what)}"
+    if release.get("workload") or release.get("applicationRevision"):
+        message += ": waiting for the release to settle, then the checks run"
+    return message
+
+
+def ready_status(status: Mapping[str, Any]) -> str | None:
+    ready = condition(list(status.get("conditions") or []), "Ready")
+    return None if ready is None else str(ready.get("status"))
+
+
+def checked_target(
+    target: str | SpecProblem, status: Mapping[str, Any]
+) -> tuple[str, list[CheckOutcome] | None]:
+    """A standing gate whose Service went away is not ready, and keeps checking for its return:
+    the round's one row says why, against the target it judged last."""
+    if isinstance(target, SpecProblem):
+        row = CheckOutcome("target", Verdict.ERROR, target.reason, target.message)
+        return str(status.get("targetUrl") or ""), [row]
+    return target, None
+
+
+async def run_round(
+    rt: Runtime,
+    gate: Gate,
+    obj: Mapping[str, Any],
+    parsed: MCPReadinessSpec,
+    trigger: Trigger,
+    observation: Observation | None,
+    target: str | None = None,
+    status: Mapping[str, Any] | None = None,
+) -> bool:
+    """Claim a round of ``trigger`` and evaluate it; False when the object changed since
+    ``obj`` was read (nothing written: the caller retries or looks again at its next tick).
+    ``target`` is resolved here unless the caller has (and has refused what does not resolve);
+    ``status`` is ``obj``'s unless the caller has brought it up to date (drills settled)."""
+    status = status if status is not None else obj.get("status") or {}
+    if target is None:
+        url, outcomes = checked_target(
+            await resolve_target(parsed, gate.namespace, kube.service_exists), status
+        )
+    else:
+        url, outcomes = target, None
+    release = release_record(parsed, observation, trigger, gate.generation, precise_now())
+    now = utc_now()
+    marker = new_marker(gate.generation, now, None if observation is None else observation.fingerprint)
+    if trigger in QUIET:
+        progress: dict[str, Any] = {}
+        previous = {**status, "startedAt": now}
+    else:
+        progress = running_status(
+            list(status.get("conditions") or []), gate.generation, url, now, running_message(release)
+        )
+        previous = {**status, **progress}
+    if not await write_claim(obj, {**progress, "evaluation": marker.to_wire(), "release": release}):
+        return False
+    if trigger == "Watch":
+        log.info(
+            "%s/%s: release changed (%s -> %s); evaluating",
+            gate.namespace,
+            gate.name,
+            recorded_fingerprint(status),
+            marker.fingerprint,
+        )
+    claimed = Claimed(
+        parsed, url, previous, marker, release, trigger not in QUIET, ready_status(status), outcomes
+    )
+    if trigger == "Spec" and parsed.drill is not None:
+        drills.start(
+            rt, gate.uid, gate.generation, marker, evaluate(rt, gate, claimed), gate.where, gate.announce
+        )
+    else:
+        await evaluate(rt, gate, claimed)
+    return True
+
+
+async def evaluate(rt: Runtime, gate: Gate, claimed: Claimed) -> None:
+    """One claimed round, its log lines (and those of the tasks it starts) tagged with its id."""
+    with logs.evaluation(claimed.marker.id):
+        await _evaluate(rt, gate, claimed)
+
+
+async def _evaluate(rt: Runtime, gate: Gate, claimed: Claimed) -> None:
+    """Wait for the watched release to settle (``spec.watch``), run the checks (unless the round
+    already knows why they cannot run), write the verdict and what it judged while the claim is
+    held, count it, and post an event when it is news."""
+    rt.claims.running.add(claimed.marker.id)
+    try:
+        settled = await _settled(gate, claimed)
+        if settled is None:
+            log.info("%s/%s changed or went away while its release settled", gate.namespace, gate.name)
+            return
+        claimed, rollout = settled
+        drill = None
+        if claimed.outcomes is None and claimed.parsed.drill is not None:
+            drill = await drills.run(rt, claimed.parsed, claimed.target, *gate.where, gate.announce)
+        outcomes = claimed.outcomes if claimed.outcomes is not None else await _run_checks(rt, gate, claimed)
+        if drill is not None:
+            outcomes = drill.outcomes + outcomes
+        new_status, verdict = await _verdict(gate, claimed, rollout + outcomes, drill)
+        too_large = await kube.patch_status_or(
+            PLURAL,
+            gate.namespace,
+            gate.name,
+            new_status,
+            lambda why: too_large_status(new_status, gate.generation, utc_now(), why),
+        )
+    finally:
+        rt.claims.running.discard(claimed.marker.id)
+    if too_large is not None:  # written without its rows, once: the spec leaves them no room
+        gate.announce(True, STATUS_TOO_LARGE, f"the verdict's check rows did not fit: {too_large}")
+    _count_and_announce(gate, claimed, verdict)
+
+
+async def _settled(gate: Gate, claimed: Claimed) -> tuple[Claimed, list[CheckOutcome]] | None:
+    """A watching gate's round waits until its rollout settled: the rollout row, and the release
+    record of what settled; None when the gate changed or went away meanwhile."""
+    watch = claimed.parsed.watch
+    if claimed.outcomes is not None or watch is None:
+        return claimed, []
+    try:
+        observation, row = await settle(
+            watch,
+            gate.namespace,
+            readers(),
+            lambda: still_wanted(gate.namespace, gate.name, gate.generation),
+        )
+    except Abandoned:
+        return None
+    trigger, started = claimed.release["trigger"], str(claimed.release["startedAt"])
+    release = release_record(claimed.parsed, observation, trigger, gate.generation, started)
+    return replace(claimed, release=release), [row]
+
+
+async def _run_checks(rt: Runtime, gate: Gate, claimed: Claimed) -> list[CheckOutcome]:
+    started = time.monotonic()
+    outcomes = await run_checks(
+        claimed.parsed,
+        claimed.target,
+        gate.namespace,
+        health_probe=rt.prober.run_round,
+        probe_slot=rt.prober.slot,
+        api_client=kube.api_client(),
+    )
+    for outcome in outcomes:
+        took = outcome.duration_s if outcome.duration_s is not None else time.monotonic() - started
+        metrics.CHECK_SECONDS.labels(outcome.name).observe(took)
+    return outcomes
+
+
+async def _verdict(
+    gate: Gate, claimed: Claimed, outcomes: list[CheckOutcome], drill: DrillOutcome | None
+) -> tuple[dict[str, Any], RunVerdict]:
+    """The verdict's status (with the drill's part, and the gated pods at once rather than at
+    the next gate sync) and the verdict."""
+    previous, generation = claimed.previous, gate.generation
+    new_status, verdict = verdict_status(
+        previous, generation, claimed.target, str(previous["startedAt"]), outcomes, utc_now(), claimed.release
+    )
+    if drill is not None:
+        new_status.update(drill_status(drill, new_status["conditions"], generation, utc_now()))
+    pod_gate = claimed.parsed.pod_readiness_gate
+    if pod_gate is not None:
+        ready = condition(new_status["conditions"], "Ready") or {}
+        new_status["gatedPods"] = await podgate.sync_pods(pod_gate, gate.namespace, ready, utc_now())
+    return new_status, verdict
+
+
+def _count_and_announce(gate: Gate, claimed: Claimed, verdict: RunVerdict) -> None:
+    metrics.VERDICTS.labels(KIND, verdict.outcome.value).inc()
+    metrics.RECONCILIATIONS.labels(KIND, "evaluated").inc()
+    metrics.READY.labels(gate.namespace, gate.name).set(1 if verdict.ready else 0)
+    changed = claimed.previous_ready != ("True" if verdict.ready else "False")
+    if not (claimed.announce or changed):
+        return
+    message = f"verdict {verdict.outcome.value}: {verdict.message}"
+    if verdict.ready:
+        gate.announce(False, "Ready", message)
+    else:
+        gate.announce(True, verdict.reason, message)
