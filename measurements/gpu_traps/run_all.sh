@@ -80,20 +80,21 @@ bench_run() {  # PLAN NAME [mcp-bench run flags]
 
 if [[ $PHASES == *server* ]]; then
   D=$W/server && mkdir -p "$D"
-  S=$HERE/gpu_server.py
+  S=$REPO/measurements/gpu_model_server/server.py
+  TRAP=(--preset trap --max-batch 1)  # the traps' model, one request at a time
   # trap 12: a compile per new prompt length; none after a warm-up of every bucket on the serving
   # thread; and the same warm-up on the main thread instead
   for mode in shapes buckets buckets_main_thread; do
     flags=(--compile "${mode%_main_thread}")
     [[ $mode == *main_thread ]] && flags+=(--warmup-thread main)
-    $PY "$S" --port 8100 "${flags[@]}" >"$D/server_$mode.log" 2>&1 &
+    $PY "$S" "${TRAP[@]}" --port 8100 "${flags[@]}" >"$D/server_$mode.log" 2>&1 &
     pid=$!
     wait_up 8100 && bench_run "$HERE/trap12_shapes.yaml" "compile_$mode"
     stop $pid
   done
-  $PY "$S" --port 8101 --instance 0 >"$D/instance0.log" 2>&1 &
+  $PY "$S" "${TRAP[@]}" --port 8101 --instance 0 >"$D/instance0.log" 2>&1 &
   i0=$!
-  $PY "$S" --port 8102 --instance 1 >"$D/instance1.log" 2>&1 &
+  $PY "$S" "${TRAP[@]}" --port 8102 --instance 1 >"$D/instance1.log" 2>&1 &
   i1=$!
   wait_up 8101 && wait_up 8102
   for weights in 8,1 1,1; do  # trap 10: two processes on one GPU, fed unevenly or evenly

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Join the per-rank PyTorch profiler traces of ``tp_server.py --profile`` into one Chrome trace,
-so ``mcp-bench diagnose --trace`` judges every GPU of the step at once.
+"""Join the per-rank PyTorch profiler traces of ``../gpu_model_server/server.py --tensor-parallel N
+--profile`` into one Chrome trace, so ``mcp-bench diagnose --trace`` judges every GPU of the step
+at once.
 
 Why: trap 5's detector groups kernels by device through the trace's process id, which the PyTorch
 profiler sets to the CUDA device index on GPU events. With one process per GPU the indices differ,

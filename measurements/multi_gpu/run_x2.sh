@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# Issue 10 in one device call on a host with 2 or more GPUs (nvidia-h200-x2, -x4, -x8): the
-# tensor-parallel server (tp_server.py, one rank per GPU, NCCL) measured by mcp-bench with NVML
-# telemetry of every GPU at 5 ms, balanced/overlapped beside its uneven and serialised twins
-# (trap 5), then two single-GPU instances fed 8:1 and 1:1 (trap 10 across GPUs). For each:
-# nvidia-smi --query-gpu sampled alongside (cross-check of the per-GPU readings), the NVLink data
-# counters (nvidia-smi nvlink -gt d) before and after, the server's /metrics, the profiler's
-# traces per rank trimmed (../gpu_traps/trim_trace.py) and merged (merge_traces.py), and
+# Issue 10 in one device call on a host with 2 or more GPUs (nvidia-h200-x2, -x4, -x8): the GPU
+# model server in tensor-parallel mode (../gpu_model_server/server.py --tensor-parallel N, one rank
+# per GPU, NCCL) measured by mcp-bench with NVML telemetry of every GPU at 5 ms, balanced/overlapped
+# beside its uneven and serialised twins (trap 5), then two single-GPU instances fed 8:1 and 1:1
+# (trap 10 across GPUs). For each: nvidia-smi --query-gpu sampled alongside (cross-check of the
+# per-GPU readings), the NVLink data counters (nvidia-smi nvlink -gt d) before and after, the
+# server's /metrics, the profiler's traces per rank trimmed (../gpu_traps/trim_trace.py) and merged (merge_traces.py), and
 # `mcp-bench diagnose` over the traces and the result documents. summarise.py writes the table.
 #
 # NVLink multicast stays off (the device notes: it can put a shared host's GPUs out of service):
 # NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1 and NVSHMEM_DISABLE_NVLS=1 are exported
-# here, and tp_server.py forces them again in every rank.
+# here, and the server forces them again in every rank.
 #
 # Needs PyTorch with CUDA and NCCL, aiohttp, and the benchmark's own dependencies: with
 # WHEELS="DIR [DIR...]" the wheels there are installed into a private folder first (on the
@@ -25,14 +25,16 @@
 #        NGPU=(all)  PRESET=large  TELEMETRY=5ms  SMI_MS=100  PLAN=tp_levels.yaml
 #        CONFIGS="balanced:overlapped uneven:overlapped balanced:serialised"
 #        PROFILE_AT=64 (batch at which the traces are taken)  PROFILE_STEPS=4  TRAP10=1  BUDGET_S=500
-#        SMOKE_ONE_GPU=1: on a one-GPU host, the server with one rank (NCCL, CUDA events, the
-#          profiler's CUDA trace, the preset's memory) checked before the multi-GPU call
+#        SMOKE_ONE_GPU=1: on a one-GPU host, the server with one rank (CUDA events, the profiler's
+#          CUDA trace, the preset's memory; one rank has no process group, so no NCCL) checked
+#          before the multi-GPU call
 #        DEVICE=cuda (cpu: a dry run of this script's plumbing with gloo on a host without GPUs)
 set -u
 OUT=${1:?usage: run_x2.sh OUT}
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 GT=$REPO/measurements/gpu_traps
+GMS=$REPO/measurements/gpu_model_server/server.py
 PY=${PYTHON:-python3}
 BPY=${BENCH_PYTHON:-$PY}
 DEVICE=${DEVICE:-cuda}
@@ -129,7 +131,8 @@ for cfg in $CONFIGS; do
   mkdir -p "$D/raw"
   log "== tp_${split}_${ar}: $NGPU ranks, preset $PRESET"
   t0=$SECONDS
-  $PY "$HERE/tp_server.py" --world "$NGPU" --device "$DEVICE" --preset "$PRESET" --split "$split" --allreduce "$ar" --port 8200 \
+  $PY "$GMS" --tensor-parallel "$NGPU" --device "$DEVICE" --preset "$PRESET" --split "$split" --allreduce "$ar" --port 8200 \
+    --max-batch 128 --prefill-tokens 4096 --threads 2 \
     --profile "$D/raw" --profile-at-batch "$PROFILE_AT" --profile-steps "$PROFILE_STEPS" >"$D/server.log" 2>&1 &
   pid=$!
   if ! wait_up 8200 $pid; then tail -40 "$D/server.log"; stop $pid; continue; fi
@@ -163,14 +166,15 @@ if [[ $TRAP10 == 1 ]] && ((SECONDS + 80 < BUDGET_S)); then
   D=$W/trap10_gpus
   mkdir -p "$D"
   log "== trap 10: an instance on GPU 0 and one on GPU 1 behind a weighted front"
-  CUDA_VISIBLE_DEVICES=0 $PY "$GT/gpu_server.py" --device "$DEVICE" --port 8101 --instance 0 >"$D/instance0.log" 2>&1 &
+  TRAP=(--preset trap --max-batch 1)  # the traps' model, one request at a time per instance
+  CUDA_VISIBLE_DEVICES=0 $PY "$GMS" "${TRAP[@]}" --device "$DEVICE" --port 8101 --instance 0 >"$D/instance0.log" 2>&1 &
   i0=$!
-  CUDA_VISIBLE_DEVICES=1 $PY "$GT/gpu_server.py" --device "$DEVICE" --port 8102 --instance 1 >"$D/instance1.log" 2>&1 &
+  CUDA_VISIBLE_DEVICES=1 $PY "$GMS" "${TRAP[@]}" --device "$DEVICE" --port 8102 --instance 1 >"$D/instance1.log" 2>&1 &
   i1=$!
   if wait_up 8101 $i0 && wait_up 8102 $i1; then
     for weights in 8,1 1,1; do
       n=instances_${weights/,/_}
-      $PY "$GT/gpu_server.py" --port 8100 --route http://127.0.0.1:8101,http://127.0.0.1:8102 \
+      $PY "$GMS" --port 8100 --route http://127.0.0.1:8101,http://127.0.0.1:8102 \
         --weights "$weights" >"$D/front_$n.log" 2>&1 &
       front=$!
       if wait_up 8100 $front; then
