@@ -18,6 +18,7 @@ from mcp_operator.api.benchmark import KIND as BENCHMARK
 from mcp_operator.api.common import API_VERSION, GROUP
 from mcp_operator.api.readiness import KIND as READINESS
 from mcp_operator.api.readiness import PLURAL as READINESS_PLURAL
+from mcp_operator.benchmark import start
 from mcp_operator.conditions import condition
 from mcp_operator.handlers import benchmark as benchmark_handlers
 from mcp_operator.handlers import readiness as readiness_handlers
@@ -126,7 +127,7 @@ async def test_a_benchmark_waits_for_its_target_name_instead_of_a_refusal_that_s
         await _call(benchmark_handlers.start_benchmark, stored)
     stored = kube_fake.get(cr, NS, "late-bench") or {}
     _waiting(stored["status"], "spec.target.url")
-    assert not benchmark_handlers._already_refused(stored["status"], 1)
+    assert not start.already_refused(stored["status"], 1)
     assert kube_fake.names("Job", NS) == []  # nothing started
 
     _dns_answers(monkeypatch, "10.96.0.20")
