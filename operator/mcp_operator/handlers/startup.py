@@ -1,11 +1,12 @@
 """Operator-wide settings: our own annotation prefixes and finalizer, sane timeouts, probes, how
 long a shutdown may take (``MCP_SHUTDOWN_TIMEOUT_SECONDS``: kopf's ultimate exiting timeout; see
-``handlers.lifecycle``), and the object a log line is about (:func:`current_object`, set by
-every handler: ``handlers.common.about_object``)."""
+``handlers.lifecycle``), kopf's retried API requests logged as retries, and the object a log line
+is about (:func:`current_object`, set by every handler: ``handlers.common.about_object``)."""
 
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 import kopf
@@ -18,9 +19,61 @@ from ..policy import TargetPolicy
 from ..settings import OperatorSettings
 from .common import current_object
 
-__all__ = ["PREFIX", "api_reachable", "configure", "current_object", "leader"]
+__all__ = [
+    "PREFIX",
+    "ApiRetryFilter",
+    "api_reachable",
+    "configure",
+    "current_object",
+    "leader",
+    "quiet_retries",
+]
 
 PREFIX = "mcp2026.io"
+# kopf's line for a failed API request it tries again (kopf._cogs.clients.api.request)
+_RETRY = re.compile(
+    r"Request attempt (?P<attempt>\S+) failed; will retry: (?P<what>.*?) -> (?P<error>.*)", re.S
+)
+_STATUS = re.compile(r"status=(\d+)\)\s*$")
+STARTING = "storage is (re)initializing"  # the API server's 429 while its watch cache fills
+
+
+class ApiRetryFilter(logging.Filter):
+    """kopf logs every failed attempt of an API request at ERROR, also those it tries again
+    (``will retry``): at start-up an API server still filling its watch cache answers
+    ``429 storage is (re)initializing`` and two ERROR lines looked like a failure. A retry is
+    not an error: that 429 becomes an INFO line saying the API server is not ready yet, any
+    other retried failure a WARNING; the last attempt (``escalating``) stays an ERROR."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.ERROR:
+            return True
+        found = _RETRY.fullmatch(record.getMessage())
+        if found is None:
+            return True
+        status = _STATUS.search(found["error"])
+        code = f"{status.group(1)} " if status else ""
+        if STARTING in found["error"]:
+            level, why = logging.INFO, f"the API server is not ready for it yet ({code}{STARTING})"
+        else:
+            level, why = logging.WARNING, f"the API server answered {found['error']}"
+        record.levelno, record.levelname = level, logging.getLevelName(level)
+        record.msg = f"retrying {found['what']}: {why}; attempt {found['attempt']} failed"
+        record.args = None
+        return True
+
+
+def quiet_retries() -> list[str]:
+    """Put :class:`ApiRetryFilter` on kopf's loggers (a logger's filter sees the records logged
+    on it, before any handler or kopf's event poster); returns their names."""
+    names = [name for name in logging.root.manager.loggerDict if name == "kopf" or name.startswith("kopf.")]
+    installed = []
+    for name in sorted(names):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, ApiRetryFilter) for f in logger.filters):
+            logger.addFilter(ApiRetryFilter())
+        installed.append(name)
+    return installed
 
 
 @kopf.on.startup()
@@ -40,6 +93,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.posting.reporting_component = "mcp-operator"  # events name us, not the framework
     settings.execution.max_workers = 8
     settings.process.ultimate_exiting_timeout = operator.shutdown_timeout_seconds
+    quiet_retries()
     metrics.serve(operator.metrics_port, operator.metrics_address)
     # the engine's clients in this process (the benchmark preflight's) check what they connect to
     dialguard.install(TargetPolicy.from_env().rule)
