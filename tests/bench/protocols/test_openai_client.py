@@ -73,13 +73,19 @@ async def test_streaming_metrics_match_the_model(cls: Client, chat: bool) -> Non
     assert med([(r.e2e_ns - t.e2e_ns) / 1e6 for r, t in pairs]) < 2.0
     assert all(r.output_tokens == N and r.tokens_from_server for r in recs)
     assert all(r.input_tokens == 3 and len(r.token_times_ns) == N for r in recs)
-    # Low load: TTFT about 1 ms above the model (the chat role delta, sent at once, must not count);
-    # the margin allows for CPU shared with other work.
-    assert med([r.ttft_ns / 1e6 for r in recs]) == pytest.approx(TTFT_MS, abs=3.0)  # type: ignore[operator]
-    assert med([r.tpot_ns / 1e6 for r in recs]) == pytest.approx(TPOT_MS, abs=0.5)  # type: ignore[operator]
+    # TTFT is never below the model's (the chat role delta, sent at once, must not count: it would
+    # be about 0 ms); how far above it is the server's own lateness on a busy host, which the
+    # truth above already accounts for
+    assert med([r.ttft_ns / 1e6 for r in recs]) >= TTFT_MS - 1.0  # type: ignore[operator]
+    # TPOT and the gaps against the server's own writes of the same requests (a shared CPU delays
+    # the server's timer as much as the client's reads)
+    served_tpot = med([t.tpot_ns / 1e6 for t in truth])  # type: ignore[operator]
+    assert served_tpot >= TPOT_MS - 0.5
+    assert med([r.tpot_ns / 1e6 for r in recs]) == pytest.approx(served_tpot, abs=0.5)  # type: ignore[operator]
     gaps = [g / 1e6 for r in recs for g in r.inter_token_gaps_ns]
-    assert len(gaps) == len(recs) * (N - 1)
-    assert med(gaps) == pytest.approx(TPOT_MS, abs=0.5)
+    served_gaps = [(b - a) / 1e6 for t in truth for a, b in zip(t.chunk_ns, t.chunk_ns[1:], strict=False)]
+    assert len(gaps) == len(recs) * (N - 1) == len(served_gaps)
+    assert med(gaps) == pytest.approx(med(served_gaps), abs=0.5)
     for r in recs:
         assert r.first_token_ns == r.token_times_ns[0] and r.end_ns >= r.token_times_ns[-1]
         # The server wakes early by at most its median timer overshoot (well under a millisecond).
@@ -88,12 +94,17 @@ async def test_streaming_metrics_match_the_model(cls: Client, chat: bool) -> Non
 
 async def test_chunks_with_several_tokens(cls: Client) -> None:
     k = 3
-    recs = await run(cls, RefServerConfig(ttft_ms=TTFT_MS, tpot_ms=TPOT_MS, tokens_per_chunk=k), max_tokens=7)
+    cfg = RefServerConfig(ttft_ms=TTFT_MS, tpot_ms=TPOT_MS, tokens_per_chunk=k)
+    recs, truth = await run_with_truth(cls, cfg, max_tokens=7)
     assert all(r.ok and r.output_tokens == 7 and r.tokens_from_server for r in recs)
     assert {len(r.token_times_ns) for r in recs} == {3}  # chunks of 3, 3, 1 tokens
-    # The first chunk leaves when its third token is generated.
+    # The first chunk leaves when its third token is generated: never before that, and the client
+    # sees it when the server wrote it (its own write times, whatever a busy host made of them)
     first = TTFT_MS + (k - 1) * TPOT_MS
-    assert med([r.ttft_ns / 1e6 for r in recs]) == pytest.approx(first, abs=3.0)  # type: ignore[operator]
+    assert med([t.ttft_ns / 1e6 for t in truth]) >= first - 1.0
+    pairs = list(zip(recs, truth, strict=True))
+    assert all(r.ttft_ns >= t.ttft_ns for r, t in pairs)  # type: ignore[operator]
+    assert med([(r.ttft_ns - t.ttft_ns) / 1e6 for r, t in pairs]) < 2.0  # type: ignore[operator]
 
 
 async def test_without_usage_chunks_are_counted(cls: Client) -> None:
