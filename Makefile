@@ -34,13 +34,13 @@ define step
 	fi
 endef
 
-$(BIN)/.installed-demo: pyproject.toml e2e/cluster/pyproject.toml
+$(BIN)/.installed-demo: pyproject.toml harness/pyproject.toml
 	$(call step,python-env,python3 -m venv $(VENV) && $(BIN)/pip install -q --upgrade pip && \
-	  $(BIN)/pip install -q -e . -e ./e2e/cluster)
+	  $(BIN)/pip install -q -e . -e ./harness)
 	@touch $@
 
 $(BIN)/.installed: $(BIN)/.installed-demo
-	$(call step,python-test-extras,$(BIN)/pip install -q -e '.[test]' -e ./e2e/cluster)
+	$(call step,python-test-extras,$(BIN)/pip install -q -e '.[test]' -e ./harness)
 	@touch $@
 
 system-packages:
@@ -62,7 +62,7 @@ python-env: $(BIN)/.installed-demo
 python-test-env: $(BIN)/.installed
 
 build-%:
-	$(call step,build-$*,PYTHONPATH=e2e/cluster python3 -m mcp_devcluster.build $*)
+	$(call step,build-$*,PYTHONPATH=harness python3 -m mcp_devcluster.build $*)
 
 demo: demo-toolchain
 	@$(BIN)/mcp-devcluster demo

@@ -45,7 +45,7 @@ def test_runtime_dependencies_are_what_the_product_imports() -> None:
     assert not names & {"jinja2", "cryptography", "matplotlib"}  # harness-only or an extra
     # the charts and the HTML report (`mcp-bench report`, `mcp-operator report`)
     assert project["optional-dependencies"]["plot"] == ["matplotlib>=3.8,<4", "jinja2>=3.1,<4"]
-    harness = tomllib.loads((REPO / "e2e" / "cluster" / "pyproject.toml").read_text())["project"]
+    harness = tomllib.loads((REPO / "harness" / "pyproject.toml").read_text())["project"]
     assert "cryptography>=42" in harness["dependencies"]
 
 

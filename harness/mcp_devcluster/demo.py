@@ -130,7 +130,7 @@ def run_demo(samples: Path, keep: bool, timeout_s: float, target: str = "refserv
             console.print(f"control plane ready in {state.startup_seconds['total']:.1f}s ({kubeconfig})")
         else:
             console.print(f"using the configured cluster ({kubeconfig})")
-        crd_dir = Path(__file__).resolve().parents[3] / "crds"  # the repository's, when run from it
+        crd_dir = Path(__file__).resolve().parents[2] / "crds"  # the repository's, when run from it
         stack.apply_crds(kubeconfig, crd_dir if crd_dir.is_dir() else Path("crds"))
         render: Callable[[str], str]
         if target == "vllm":
