@@ -117,11 +117,36 @@ async def test_chunked_stream_cut_inside_sizes_crlfs_and_data_lines(scripted: Sc
     assert json.loads(request.split(b"\r\n\r\n", 1)[1])["stream_options"] == {"include_usage": True}
 
 
+def _wait_until_the_kernel_stamps(timeout_s: float = 10.0) -> None:
+    """Linux turns receive stamping on system-wide through deferred work (a kernel worker), which
+    a busy host can run late: wait until a loopback read carries a stamp, so the client's reads
+    after it must carry one too."""
+    holder = rx_stamps.keep_enabled()
+    listener = socket.create_server(("127.0.0.1", 0))
+    deadline = perf_counter_ns() + int(timeout_s * 1e9)
+    try:
+        while True:
+            with socket.create_connection(listener.getsockname()) as out:
+                out.setsockopt(socket.SOL_SOCKET, rx_stamps.SO_TIMESTAMPNS, 1)
+                peer, _ = listener.accept()
+                with peer:
+                    peer.sendall(b"x")
+                    _, ancillary, _, _ = out.recvmsg(16, rx_stamps.ANCILLARY_SIZE)
+            if ancillary:
+                return
+            assert perf_counter_ns() < deadline, f"no receive stamp on loopback in {timeout_s} s"
+    finally:
+        listener.close()
+        if holder is not None:
+            holder.close()
+
+
 @pytest.mark.skipif(not rx_stamps.AVAILABLE, reason="kernel receive stamps need Linux")
 async def test_arrivals_are_the_kernels_receive_stamps(scripted: ScriptedServer) -> None:
     scripted.script = [CHUNKED_HEAD + chunk(STREAM) + b"0\r\n\r\n"]
     client = FastOpenAIClient(f"http://127.0.0.1:{scripted.port}", "m", timeout_s=5.0)
-    await client.open()
+    await client.open()  # holds stamping on from here (the client's own keeper)
+    await asyncio.to_thread(_wait_until_the_kernel_stamps)
     try:
         before = perf_counter_ns()
         recs = [await client.send(PAYLOAD) for _ in range(3)]
