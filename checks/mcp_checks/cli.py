@@ -355,6 +355,23 @@ def _plan(args: argparse.Namespace) -> tuple[dict[str, Any], str | None, str]:
     return checks, url, namespace or "default"
 
 
+# the parts of an MCPReadiness spec only the operator runs, and why
+OPERATOR_ONLY = {
+    "drill": "staged load and faults need the operator (apply it, then `kubectl mcp board NAME`)",
+    "release": "one evaluation per release is the operator's record",
+    "watch": "rollouts are watched by the operator",
+    "podReadinessGate": "pod conditions are written by the operator",
+    "recheckIntervalSeconds": "rechecks are the operator's timer",
+}
+
+
+def skipped_parts(manifest: Mapping[str, Any]) -> list[str]:
+    """What a manifest asks that ``mcp-check`` does not run, each with the reason (said, never
+    silently dropped: a drill manifest's verdict here is its checks' alone)."""
+    spec = manifest.get("spec") or {}
+    return [f"spec.{key}: {why}" for key, why in OPERATOR_ONLY.items() if spec.get(key) is not None]
+
+
 def _api_client(kubeconfig: Path | None) -> Any:
     from kubernetes import client, config
 
@@ -427,6 +444,9 @@ def main(argv: list[str] | None = None, prog: str = "mcp-check") -> int:
         _usage(args, f"{args.file}: {exc}" if args.file is not None else str(exc))
     except Usage as exc:
         _usage(args, str(exc))
+    if args.file is not None:
+        for part in skipped_parts(_manifest(args.file)):
+            print(f"skipped {part}", file=sys.stderr)
     context = CheckContext(namespace, url, api_client)
     started = time.monotonic()
     outcomes = asyncio.run(run_checks(planned, context))

@@ -160,3 +160,18 @@ def test_unknown_check_in_a_manifest_is_a_usage_error(tmp_path: Path) -> None:
     path = _manifest(tmp_path, "http://127.0.0.1:1", {"chaosMonkey": {}})
     code, _, err = _check("all", "-f", str(path))
     assert code == 2 and "chaosMonkey" in err
+
+
+def test_a_drill_manifest_runs_its_checks_and_says_what_it_skipped(refserver: str, tmp_path: Path) -> None:
+    """The repo's drill sample: its health probe runs, and stderr names spec.drill (staged load
+    and faults are the operator's) instead of dropping it silently."""
+    sample = Path(__file__).resolve().parents[2] / "manifests" / "samples" / "mcpreadiness-drill.yaml"
+    path = tmp_path / "drill.yaml"
+    path.write_text(stack.render_sample(sample.read_text(), refserver))
+    code, data, err = _check("all", "-f", str(path), "--json")
+    assert code == 0, err
+    assert data is not None and [row["name"] for row in data["checks"]] == ["health-probe"]
+    assert "skipped spec.drill: staged load and faults need the operator" in err
+    # a manifest with checks only skips nothing
+    plain = _manifest(tmp_path, refserver, {"healthProbe": {"requests": 20}})
+    assert "skipped" not in _check("all", "-f", str(plain))[2]
