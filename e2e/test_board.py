@@ -70,6 +70,12 @@ def test_a_drills_board_while_it_runs_and_after(kube: Any, refserver: str, tmp_p
     done = _table(kube, "-o", "wide")
     assert done["READY"] == ready["status"] and done["REASON"] == ready["reason"], done
     assert done["VERDICT"] == status["verdict"] == done["LAST"] and done["STAGE"] == "3/3", done
+    # every stage ran window by window (what the report's timeline draws), with its own times
+    for stage in status["stages"]:
+        offsets = [w["offsetSeconds"] for w in stage["windows"]]
+        assert offsets and offsets[0] == 0 and offsets == sorted(set(offsets)), stage
+        assert sum(w["errors"] for w in stage["windows"]) == stage["errors"], stage
+        assert stage["startedAt"] <= stage["endedAt"], stage
 
     env = {**os.environ, "KUBECONFIG": str(kube.kubeconfig), "COLUMNS": "160"}
     env["PATH"] = _plugin_path(tmp_path)

@@ -6,9 +6,10 @@ KPI board, the checks, the stages, the fault journal, the history and the condit
 
 Built from the object alone, as the API returns it: the same rows as ``kubectl mcp board``
 (``board.render``), in the look of ``mcp-bench report`` (its page style, its ``Table``, its
-inline PNG charts), so the file stands alone. The status holds per stage figures, not per window
-ones, and no stage times: the timeline lays the stages out as the plan (``status.plan``) times
-them, and draws each fault at its planned offset for as long as the journal shows it held.
+inline PNG charts), so the file stands alone. The timeline lays the stages out as the plan
+(``status.plan``) times them, draws P99 and errors window by window where the stage's status
+holds its windows (per stage where an older operator wrote none), and each fault at its planned
+offset for as long as the journal shows it held.
 
 Needs the ``plot`` extra (Jinja2, matplotlib) to render, as ``mcp-bench report`` does.
 """
@@ -40,10 +41,19 @@ Obj = Mapping[str, Any]
 HISTORY_KEYS = ("completedAt", "verdict", "score", "reason", "trigger", "revision")
 FULL = 1_000_000  # no cell is cut in the HTML
 TIMELINE_NOTE = (
-    "Stage bounds are the plan's (the status holds no stage times); P99 and errors are per stage "
-    "(the status holds no per-window figures; a stage's P99 jump is marked where it was found); a "
-    "fault is drawn from its planned offset in its stage for as long as the journal shows it held."
+    "Stage bounds are the plan's (each stage's start and end times are in the stage table); P99 "
+    "and errors are per window of the stage's load (per stage where the status holds no windows), "
+    "a stage's P99 jump is marked where it was found; a fault is drawn from its planned offset in "
+    "its stage for as long as the journal shows it held."
 )
+
+
+@dataclass(frozen=True)
+class WindowPoint:
+    start_s: float  # from the drill's start
+    end_s: float
+    p99_ms: float | None
+    errors: int
 
 
 @dataclass(frozen=True)
@@ -55,6 +65,7 @@ class StageSpan:
     p99_ms: float | None
     errors: int | None
     jump_s: float | None  # where P99 first jumped, from the drill's start
+    windows: tuple[WindowPoint, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -124,11 +135,28 @@ def timeline(status: Obj) -> Timeline | None:
                 p99_ms=_number(row.get("p99Ms")) if row.get("p99Ms") else None,
                 errors=int(row["errors"]) if row.get("errors") is not None else None,
                 jump_s=None if jump is None else start + float(jump),
+                windows=_window_points(row, start, end),
             )
         )
         offsets[name] = (start, stage)
         start = end
     return Timeline(spans, [_fault_mark(entry, offsets) for entry in status.get("faults") or []])
+
+
+def _window_points(row: Obj, start: float, end: float) -> tuple[WindowPoint, ...]:
+    """A stage's windows on the drill's axis; each lasts until the next one (the last one until
+    the stage's planned end)."""
+    windows = [w for w in row.get("windows") or [] if _number(w.get("offsetSeconds")) is not None]
+    offsets = [start + float(w["offsetSeconds"]) for w in windows]
+    return tuple(
+        WindowPoint(
+            start_s=at,
+            end_s=offsets[i + 1] if i + 1 < len(offsets) else max(end, at),
+            p99_ms=_number(w.get("p99Ms")) if w.get("p99Ms") is not None else None,
+            errors=int(w.get("errors") or 0),
+        )
+        for i, (at, w) in enumerate(zip(offsets, windows, strict=True))
+    )
 
 
 def _fault_mark(entry: Obj, offsets: Mapping[str, tuple[float, Obj]]) -> FaultMark:
@@ -148,8 +176,20 @@ def _fault_mark(entry: Obj, offsets: Mapping[str, tuple[float, Obj]]) -> FaultMa
     return FaultMark(fault_id, str(entry.get("kind")), stage, str(entry.get("phase")), injected_s, reverted_s)
 
 
+def _draw_windows(p99: Any, errors: Any, windows: Sequence[WindowPoint]) -> None:
+    """P99 as a step per window (a gap where a window completed nothing) and errors as bars."""
+    for w in windows:
+        if w.p99_ms is not None:
+            p99.hlines(w.p99_ms, w.start_s, w.end_s, color="tab:blue", linewidth=2, label="P99 per window")
+        if w.errors:
+            errors.bar(
+                w.start_s, w.errors, width=w.end_s - w.start_s, align="edge", color="tab:red", alpha=0.6
+            )
+
+
 def timeline_chart(line: Timeline) -> str | None:
-    """P99 and errors per stage over the drill, stage bounds shaded, faults marked; an inline PNG."""
+    """P99 and errors per window (or per stage) over the drill, stage bounds shaded, faults
+    marked; an inline PNG."""
     import matplotlib.pyplot as plt
 
     from mcp_bench.htmlreport.charts import data_uri
@@ -169,7 +209,9 @@ def timeline_chart(line: Timeline) -> str | None:
             transform=p99.get_xaxis_transform(),
             fontsize="small",
         )
-        if span.p99_ms is not None:
+        if span.windows:
+            _draw_windows(p99, errors, span.windows)
+        elif span.p99_ms is not None:
             p99.hlines(
                 span.p99_ms,
                 span.start_s,
@@ -178,7 +220,7 @@ def timeline_chart(line: Timeline) -> str | None:
                 linewidth=2.5,
                 label="P99 of the stage" if i == 0 else None,
             )
-        if span.errors:
+        if span.errors and not span.windows:
             errors.bar(
                 span.start_s,
                 span.errors,

@@ -17,6 +17,7 @@ from mcp_operator.readiness.drill import journal as jr
 from mcp_operator.readiness.drill.kpi import FaultTiming, board, jump_points
 from mcp_operator.readiness.drill.load import StageFigures, WindowFigures
 from mcp_operator.readiness.drill.profile import expand
+from mcp_operator.readiness.drill.run import window_rows
 from mcp_operator.readiness.status import drill_status, running_status, verdict_status
 
 URL = "http://srv.demo.svc:8000"
@@ -78,6 +79,7 @@ def _stage_row(name: str, figures: StageFigures | None, phase: str = "Done") -> 
             p99Ms=f"{figures.p99_ms:.2f}",
             errors=figures.errors,
             dropped=figures.dropped,
+            windows=window_rows(figures),  # the drill's own builder of the window rows
         )
     return row
 

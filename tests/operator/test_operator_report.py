@@ -45,6 +45,30 @@ def test_the_timeline_lays_out_the_plan_and_marks_the_faults_as_held() -> None:
     assert (failed.injected_s, failed.reverted_s) == (50.0, None)
 
 
+def test_the_timeline_draws_each_stage_window_by_window() -> None:
+    line = report.timeline(drill_object(failing=True)["status"])
+    assert line is not None
+    for span in line.stages:
+        # two windows a stage, back to back from the stage's start to its end
+        assert span.windows[0].start_s == span.start_s and span.windows[-1].end_s == span.end_s
+        assert all(a.end_s == b.start_s for a, b in zip(span.windows, span.windows[1:], strict=False))
+        assert sum(w.errors for w in span.windows) == span.errors
+    spike = line.stages[2]
+    assert [w.p99_ms for w in spike.windows] == [30.0, 240.0]  # calm, then the jump (at 22.5 s)
+    assert spike.windows[1].start_s == spike.jump_s
+    assert report.timeline_chart(line) is not None
+
+
+def test_a_stage_without_windows_is_drawn_per_stage() -> None:
+    """A status an older operator wrote: no windows, the stage's figures alone."""
+    status = drill_object(failing=True)["status"]
+    for row in status["stages"]:
+        row.pop("windows", None)
+    line = report.timeline(status)
+    assert line is not None and all(not s.windows for s in line.stages)
+    assert report.timeline_chart(line) is not None
+
+
 def test_a_fault_never_injected_is_listed_but_not_placed() -> None:
     obj = drill_object()
     obj["status"]["faults"].append(

@@ -225,6 +225,21 @@ class FaultRecord(ApiModel):
     )
 
 
+MAX_WINDOWS = 120  # per stage in status; a longer stage keeps its first ones (its totals stay whole)
+
+
+class WindowSummary(ApiModel):
+    """One window of a stage's load: what the timeline of ``mcp-operator report`` draws."""
+
+    offset_seconds: float = Field(ge=0, description="Start of the window, from the stage's start.")
+    p99_ms: float | None = Field(
+        default=None, description="P99 latency in the window (none: nothing completed)."
+    )
+    completed: int = Field(default=0, ge=0, description="Requests completed in the window.")
+    errors: int = Field(default=0, ge=0, description="Requests sent in the window that failed.")
+    dropped: int = Field(default=0, ge=0, description="Arrivals in the window the load generator never sent.")
+
+
 class StageSummary(ApiModel):
     name: str = Field(description="Stage name.")
     phase: Literal["Pending", "Running", "Done", "Skipped", "Stopped"] = Field(
@@ -247,6 +262,13 @@ class StageSummary(ApiModel):
     p99_jump_at_seconds: float | None = Field(
         default=None,
         description="When within the stage P99 first rose past the jump factor, or its failures passed 1 %.",
+    )
+    started_at: str | None = Field(default=None, description="When the stage started (RFC 3339).")
+    ended_at: str | None = Field(default=None, description="When the stage ended (RFC 3339).")
+    windows: list[WindowSummary] = Field(
+        default_factory=list,
+        description="The stage's load window by window (P99 and errors over time).",
+        max_length=MAX_WINDOWS,
     )
 
 

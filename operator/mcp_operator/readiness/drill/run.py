@@ -22,7 +22,7 @@ from mcp_checks.sentinel import SentinelRecord, run_sentinel
 from mcp_checks.verdict import CheckOutcome, Verdict, utc_now
 
 from ... import metrics
-from ...api.drill import DrillSpec, FaultSpec, Stage
+from ...api.drill import MAX_WINDOWS, DrillSpec, FaultSpec, Stage
 from ...guarded import check_hooks
 from ..faults import FaultRefused, PlannedFault, inject_fault, plan_fault, revert_fault
 from . import journal as jr
@@ -72,8 +72,33 @@ class _State:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
-def _summary(stage: Stage, phase: str, figures: StageFigures | None = None) -> dict[str, Any]:
+def window_rows(figures: StageFigures) -> list[dict[str, Any]]:
+    """The stage's windows for status (the first ``MAX_WINDOWS``; the stage's totals stay whole)."""
+    return [
+        {
+            "offsetSeconds": round(w.offset_s, 3),
+            "p99Ms": None if w.p99_ms is None else round(w.p99_ms, 3),
+            "completed": w.completed,
+            "errors": w.errors,
+            "dropped": w.dropped,
+        }
+        for w in figures.windows[:MAX_WINDOWS]
+    ]
+
+
+def _summary(
+    stage: Stage,
+    phase: str,
+    figures: StageFigures | None = None,
+    *,
+    started_at: str | None = None,
+    ended_at: str | None = None,
+) -> dict[str, Any]:
     row: dict[str, Any] = {"name": stage.name, "phase": phase}
+    if started_at is not None:
+        row["startedAt"] = started_at
+    if ended_at is not None:
+        row["endedAt"] = ended_at
     if stage.load is not None:
         row["requested"] = (
             f"{stage.load.rate:g} req/s"
@@ -90,6 +115,8 @@ def _summary(stage: Stage, phase: str, figures: StageFigures | None = None) -> d
         )
         if figures.client_bound:
             row["clientBound"] = "; ".join(figures.client_bound)[:1024]
+        if figures.windows:
+            row["windows"] = window_rows(figures)
     return row
 
 
@@ -130,12 +157,15 @@ class Drill:
         try:
             await self._write(stage=f"0/{len(self.stages)}", plan=[s.to_wire() for s in self.stages], kpis=[])
             for index, stage in enumerate(self.stages):
-                self.state.stages[index] = _summary(stage, "Running")
+                started_at = utc_now()
+                self.state.stages[index] = _summary(stage, "Running", started_at=started_at)
                 await self._write(stage=f"{index + 1}/{len(self.stages)}")
                 result = await self._stage(stage)
                 if result is not None:
                     figures.append((stage.name, result))
-                self.state.stages[index] = _summary(stage, "Done", result)
+                self.state.stages[index] = _summary(
+                    stage, "Done", result, started_at=started_at, ended_at=utc_now()
+                )
                 await self._write()
         finally:
             stop.set()
