@@ -18,30 +18,55 @@ import aiohttp
 
 from .dialhooks import SocketFactory
 from .prober_lag import LoopLag, LoopLagMonitor
+from .specs import HealthProbe
 from .verdict import CheckOutcome, Verdict
 
 CHECK_NAME = "health-probe"
+_DEFAULT = HealthProbe()
 
 
 @dataclass(frozen=True)
 class HealthProbeSpec:
+    """One resolved probe round; its defaults are ``specs.HealthProbe``'s (``from_spec``)."""
+
     url: str
-    requests: int = 10000
-    concurrency: int = 8
-    timeout_s: float = 1.0
-    expected_status: tuple[int, ...] = (200,)
-    min_success_ratio: float = 0.9999
-    max_p50_ms: float | None = None
-    max_p99_ms: float | None = 500.0
-    max_round_ms: float | None = None
+    requests: int = _DEFAULT.requests
+    concurrency: int = _DEFAULT.concurrency
+    timeout_s: float = _DEFAULT.timeout_ms / 1000.0
+    expected_status: tuple[int, ...] = tuple(_DEFAULT.expected_status)
+    min_success_ratio: float = _DEFAULT.min_success_ratio
+    max_p50_ms: float | None = _DEFAULT.max_p50_ms
+    max_p99_ms: float | None = _DEFAULT.max_p99_ms
+    max_round_ms: float | None = _DEFAULT.max_round_ms
     # warn bands: inside the limits but close to them (the KPI board's second state)
-    warn_success_ratio: float | None = None
-    warn_p99_ms: float | None = None
+    warn_success_ratio: float | None = _DEFAULT.warn_success_ratio
+    warn_p99_ms: float | None = _DEFAULT.warn_p99_ms
     # the prober's own loop lag (P99) above which a round is no evidence either way; None: a
     # tenth of the tightest latency limit (see ``lag_limit_ms``)
-    max_prober_lag_ms: float | None = None
+    max_prober_lag_ms: float | None = _DEFAULT.max_prober_lag_ms
     # every connection through it (the operator's target policy, on the address connected to)
     socket_factory: SocketFactory | None = field(default=None, compare=False)
+
+    @classmethod
+    def from_spec(
+        cls, spec: HealthProbe, url: str, socket_factory: SocketFactory | None = None
+    ) -> HealthProbeSpec:
+        """The round a typed spec asks for, against ``url`` (the target joined with its path)."""
+        return cls(
+            url=url,
+            requests=spec.requests,
+            concurrency=spec.concurrency,
+            timeout_s=spec.timeout_ms / 1000.0,
+            expected_status=tuple(spec.expected_status),
+            min_success_ratio=spec.min_success_ratio,
+            max_p50_ms=spec.max_p50_ms,
+            max_p99_ms=spec.max_p99_ms,
+            max_round_ms=spec.max_round_ms,
+            warn_success_ratio=spec.warn_success_ratio,
+            warn_p99_ms=spec.warn_p99_ms,
+            max_prober_lag_ms=spec.max_prober_lag_ms,
+            socket_factory=socket_factory,
+        )
 
 
 @dataclass

@@ -16,9 +16,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kubernetes import client
+from pydantic import BaseModel, ValidationError
 
 from .config import ArgoApplicationRef, ConfigConsistencySpec, WorkloadKind, run_config_consistency
 from .dialhooks import OPEN, DialHooks
@@ -32,6 +33,7 @@ from .drift import (
     run_metric_drift,
 )
 from .health import HealthProbeSpec, run_health_probe
+from .specs import HealthProbe
 from .verdict import CheckOutcome, Verdict
 from .xds import XdsSource, XdsSyncSpec, measure_convergence, run_xds_sync
 
@@ -43,6 +45,7 @@ CHECK_KEYS = {
     "metricDrift": "metric-drift",
 }
 SOURCE_KINDS = {"csds": "csds", "syncz": "syncz", "envoyAdmin": "envoy_admin"}
+_M = TypeVar("_M", bound=BaseModel)
 SLACK_S = 5.0  # beyond a check's own timeouts, before the suite gives up on it
 
 
@@ -81,39 +84,34 @@ def _join(base: str | None, path: str) -> str:
     return base.rstrip("/") + path
 
 
-def health_probe(entry: Mapping[str, Any]) -> PlannedCheck:
-    defaults = HealthProbeSpec(url="")
-    timeout_ms = float(entry.get("timeoutMs", defaults.timeout_s * 1000.0))
+def health_probe(entry: Mapping[str, Any] | HealthProbe) -> PlannedCheck:
+    probe = entry if isinstance(entry, HealthProbe) else _typed(HealthProbe, entry, "healthProbe")
+    timeout_ms = float(probe.timeout_ms)
 
     def spec_for(ctx: CheckContext) -> HealthProbeSpec:
-        return HealthProbeSpec(
-            url=_join(ctx.base_url, str(entry.get("path", "/health"))),
-            requests=int(entry.get("requests", defaults.requests)),
-            concurrency=int(entry.get("concurrency", defaults.concurrency)),
-            timeout_s=timeout_ms / 1000.0,
-            expected_status=tuple(int(s) for s in entry.get("expectedStatus", defaults.expected_status)),
-            min_success_ratio=float(entry.get("minSuccessRatio", defaults.min_success_ratio)),
-            warn_success_ratio=_opt_float(entry.get("warnSuccessRatio")),
-            max_p50_ms=_opt_float(entry.get("maxP50Ms")),
-            max_p99_ms=_opt_float(entry.get("maxP99Ms", defaults.max_p99_ms)),
-            warn_p99_ms=_opt_float(entry.get("warnP99Ms")),
-            max_round_ms=_opt_float(entry.get("maxRoundMs")),
-            max_prober_lag_ms=_opt_float(entry.get("maxProberLagMs")),
-            socket_factory=ctx.dial.socket_factory,
+        return HealthProbeSpec.from_spec(
+            probe, _join(ctx.base_url, probe.path), socket_factory=ctx.dial.socket_factory
         )
 
     async def run(ctx: CheckContext) -> CheckOutcome:
         return await ctx.health_probe(spec_for(ctx))
 
     # a round of N requests at concurrency C, each bounded by the per-request timeout
-    requests = int(entry.get("requests", defaults.requests))
-    concurrency = int(entry.get("concurrency", defaults.concurrency))
+    requests, concurrency = probe.requests, probe.concurrency
     bound = (requests / concurrency + 1) * timeout_ms / 1000.0
 
     def admit(ctx: CheckContext) -> AbstractAsyncContextManager[None]:
         return ctx.probe_slot(spec_for(ctx).url)
 
     return PlannedCheck(CHECK_KEYS["healthProbe"], bound + SLACK_S, run, admit)
+
+
+def _typed(model: type[_M], entry: Mapping[str, Any], key: str) -> _M:
+    """A manifest's check entry as its typed spec; an invalid one is a SpecError."""
+    try:
+        return model.model_validate(dict(entry))
+    except ValidationError as exc:
+        raise SpecError(f"checks.{key}: {exc.errors()[0]['msg']} at {exc.errors()[0]['loc']}") from exc
 
 
 def _opt_float(value: Any) -> float | None:
@@ -272,7 +270,7 @@ def metric_drift(entry: Mapping[str, Any]) -> PlannedCheck:
     return PlannedCheck(CHECK_KEYS["metricDrift"], spec.timeout_s * (spec.points + 4) + SLACK_S, run)
 
 
-BUILDERS: dict[str, Callable[[Mapping[str, Any]], PlannedCheck]] = {
+BUILDERS: dict[str, Callable[[Any], PlannedCheck]] = {
     "healthProbe": health_probe,
     "xdsSync": xds_sync,
     "configConsistency": config_consistency,
@@ -282,15 +280,21 @@ BUILDERS: dict[str, Callable[[Mapping[str, Any]], PlannedCheck]] = {
 
 def plan_checks(checks: Mapping[str, Any], only: set[str] | None = None) -> list[PlannedCheck]:
     """The enabled checks of ``spec.checks`` (camelCase keys), optionally only some of them.
-    The health probe is on unless it says ``enabled: false``, as the operator's API has it."""
+    The health probe is on unless it says ``enabled: false``, as the operator's API has it. An
+    entry is a manifest's mapping or, where one exists, its typed spec (``mcp_checks.specs``)."""
     planned = []
     for key, entry in {"healthProbe": {}, **checks}.items():
         if key not in BUILDERS:
             raise SpecError(f"spec.checks.{key}: unknown check (known: {', '.join(BUILDERS)})")
-        if entry is None or entry.get("enabled") is False or (only is not None and key not in only):
+        enabled = getattr(entry, "enabled", True) if isinstance(entry, BaseModel) else _enabled(entry)
+        if not enabled or (only is not None and key not in only):
             continue
         planned.append(BUILDERS[key](entry))
     return planned
+
+
+def _enabled(entry: Mapping[str, Any] | None) -> bool:
+    return entry is not None and entry.get("enabled") is not False
 
 
 async def _guarded(check: PlannedCheck, ctx: CheckContext) -> CheckOutcome:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
 from pydantic import Field, model_validator
+
+from mcp_checks.specs import HealthProbe, default_of
 
 from .common import ApiModel, Condition, TargetRef, Verdict, cel, with_rules
 from .credentials import no_credentials, no_credentials_in_query, rules_extra
@@ -36,8 +38,9 @@ class ReadinessTarget(ApiModel):
     service_ref: TargetRef | None = Field(default=None, description="In-cluster Service to assess.")
 
 
-class HealthProbeCheck(ApiModel):
-    """An HTTP health probe round: success ratio and latency percentiles against thresholds."""
+class HealthProbeCheck(HealthProbe, ApiModel):
+    """An HTTP health probe round (fields and defaults: ``mcp_checks.specs.HealthProbe``), plus the
+    rules the API server enforces."""
 
     model_config = with_rules(
         cel(
@@ -52,59 +55,12 @@ class HealthProbeCheck(ApiModel):
         ),
     )
 
-    enabled: bool = Field(
-        default=True, description="The probe runs unless this is false (it is on by default for every gate)."
-    )
     path: str = Field(
-        default="/health",
-        description="Path probed on the target; its query must not carry credentials (CredentialsInUrl).",
+        default=str(default_of(HealthProbe, "path")),
+        description=HealthProbe.model_fields["path"].description,
         pattern=r"^/",
         max_length=1024,
         json_schema_extra=rules_extra(no_credentials_in_query("healthProbe path")),
-    )
-    requests: int = Field(
-        default=10000,
-        ge=1,
-        le=100000,
-        description="Probe requests in one round; enough to verify minSuccessRatio (1/(1-ratio)).",
-    )
-    concurrency: int = Field(default=8, ge=1, le=256, description="Requests in flight at once.")
-    timeout_ms: int = Field(default=1000, ge=1, le=60000, description="Per-request timeout.")
-    expected_status: list[Annotated[int, Field(ge=100, le=599)]] = Field(
-        default_factory=lambda: [200],
-        description="HTTP status codes that count as success (100-599).",
-        min_length=1,
-        max_length=32,
-    )
-    min_success_ratio: float = Field(
-        default=0.9999,
-        ge=0.5,
-        le=1.0,
-        description="Lowest acceptable share of successful probes, at least 0.5 (below, a failing server "
-        "passes). It must be verifiable: requests >= 1/(1-ratio), so 1.0 never is (ImpossibleThreshold).",
-    )
-    max_p50_ms: float | None = Field(default=None, gt=0, description="Highest acceptable median latency.")
-    max_p99_ms: float | None = Field(default=500.0, gt=0, description="Highest acceptable P99 latency.")
-    max_round_ms: float | None = Field(
-        default=None, gt=0, description="Highest acceptable wall time of the whole probe round."
-    )
-    warn_success_ratio: float | None = Field(
-        default=None,
-        ge=0.0,
-        le=1.0,
-        description="Warn band: a success share at or above minSuccessRatio but below this is Warn "
-        "(Ready stays True, with the reason NearThreshold).",
-    )
-    warn_p99_ms: float | None = Field(
-        default=None, gt=0, description="Warn band: a P99 at or below maxP99Ms but above this is Warn."
-    )
-    max_prober_lag_ms: float | None = Field(
-        default=None,
-        gt=0,
-        le=10000,
-        description="The prober's own event-loop lag (P99) above which a breach it saw is no evidence: "
-        "Inconclusive (ProberOverloaded), never Fail (a pass stands: lag only inflates figures). Default: a "
-        "tenth of the tightest latency limit, at least 10 ms (50 ms for the default maxP99Ms of 500).",
     )
 
 

@@ -81,7 +81,7 @@ def semantic_problems(spec: MCPReadinessSpec) -> list[SpecProblem]:
                 )
             )
     try:
-        planned = plan_checks(checks_wire(spec))
+        planned = plan_checks(suite_checks(spec))
     except SpecError as exc:
         problems.append(SpecProblem("InvalidCheck", str(exc)))
     else:
@@ -107,15 +107,14 @@ async def run_checks(
     context = CheckContext(namespace, base_url, api_client, health_probe, dial=check_hooks())
     if probe_slot is not None:
         context = replace(context, probe_slot=probe_slot)
-    return await run_suite(plan_checks(checks_wire(spec)), context)
+    return await run_suite(plan_checks(suite_checks(spec)), context)
 
 
-def checks_wire(spec: MCPReadinessSpec) -> dict[str, Any]:
-    """``spec.checks`` as the suite reads it; a health probe set to null stays off (the suite
-    otherwise turns it on, as a manifest without the key means)."""
-    checks = spec.checks.to_wire()
-    if spec.checks.health_probe is None:
-        checks["healthProbe"] = None
+def suite_checks(spec: MCPReadinessSpec) -> dict[str, Any]:
+    """``spec.checks`` as the suite plans it: the health probe as its typed spec (None: off; the
+    suite otherwise turns it on, as a manifest without the key means), the other checks camelCase."""
+    checks: dict[str, Any] = spec.checks.to_wire()
+    checks["healthProbe"] = spec.checks.health_probe
     return checks
 
 

@@ -236,9 +236,9 @@ def test_the_health_probe_is_on_unless_disabled_and_nothing_enabled_is_no_checks
     assert semantic_problems(xds_only) == []
     # the probe stays on beside xdsSync, in the operator as in mcp-check -f
     from mcp_checks.suite import plan_checks
-    from mcp_operator.readiness.evaluate import checks_wire
+    from mcp_operator.readiness.evaluate import suite_checks
 
-    assert [c.name for c in plan_checks(checks_wire(xds_only))] == ["health-probe", "xds-sync"]
+    assert [c.name for c in plan_checks(suite_checks(xds_only))] == ["health-probe", "xds-sync"]
     assert [c.name for c in plan_checks({"xdsSync": {"sources": []}})] == ["health-probe", "xds-sync"]
 
 
