@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from mcp_bench.diagnose.catalog import all_detectors, known_thresholds, run_detectors
 from mcp_bench.diagnose.finding import FOUND, NO_DATA, NOT_FOUND, Finding, State
 from mcp_bench.diagnose.inputs import DiagnoseInputs
-from mcp_bench.diagnose.registry import Detector, all_detectors, known_thresholds, run_detectors
+from mcp_bench.diagnose.registry import Detector
 from mcp_bench.diagnose.sources.ncu import NcuFormatError, NcuReport, load_ncu, parse_ncu_csv
 from mcp_bench.diagnose.sources.trace import Trace, TraceFormatError, load_trace, parse_trace
 from mcp_bench.diagnose.thresholds import ThresholdError, parse_overrides

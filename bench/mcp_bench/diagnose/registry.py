@@ -1,5 +1,6 @@
 """The detectors, one per trap (and the screening), registered by the modules of
-``mcp_bench.diagnose.detectors``; :func:`run_detectors` runs each against the inputs.
+``mcp_bench.diagnose.detectors``, which import this module one way only;
+:func:`mcp_bench.diagnose.catalog.run_detectors` runs each against the inputs.
 
 A detector is a function of the inputs and its thresholds that answers one :class:`Finding`;
 the :class:`Detector` record carries what every finding of it repeats (trap, name, advice, what
@@ -14,7 +15,6 @@ from typing import Any
 
 from mcp_bench.diagnose.finding import FOUND, NO_DATA, NOT_FOUND, Finding, State, Value
 from mcp_bench.diagnose.inputs import DiagnoseInputs
-from mcp_bench.diagnose.thresholds import Overrides
 
 Check = Callable[["Detector", DiagnoseInputs, Mapping[str, float]], Finding]
 
@@ -92,33 +92,10 @@ def detector(
     return wrap
 
 
-def all_detectors() -> list[Detector]:
-    """Every detector, the screening first, then by trap number."""
-    import mcp_bench.diagnose.detectors  # noqa: F401  (registers the built-in detectors)
-
+def registered() -> list[Detector]:
+    """The detectors registered so far, by trap number (the built-in ones register when
+    :mod:`mcp_bench.diagnose.detectors` is imported; :mod:`mcp_bench.diagnose.catalog` does)."""
     return [_DETECTORS[t] for t in sorted(_DETECTORS)]
-
-
-def known_thresholds() -> dict[int, tuple[str, Mapping[str, float]]]:
-    return {d.trap: (d.key, d.thresholds) for d in all_detectors()}
-
-
-def run_detectors(inputs: DiagnoseInputs, overrides: Overrides | None = None) -> list[Finding]:
-    """One finding per detector; a detector that raises on odd data says NoData with the error,
-    so one bad input never hides the other findings."""
-    out = []
-    for d in all_detectors():
-        try:
-            out.append(d.run(inputs, (overrides or {}).get(d.trap)))
-        except (ValueError, KeyError, TypeError, ZeroDivisionError, AttributeError) as exc:
-            out.append(
-                d.no_data(
-                    f"could not read its data: {type(exc).__name__}: {exc}",
-                    d.thresholds,
-                    needs=d.needs,
-                )
-            )
-    return out
 
 
 __all__ = [
@@ -126,8 +103,7 @@ __all__ = [
     "NOT_FOUND",
     "NO_DATA",
     "Detector",
-    "all_detectors",
     "detector",
     "register",
-    "run_detectors",
+    "registered",
 ]

@@ -7,10 +7,9 @@ from mcp_bench.engines.base import (
     get_engine,
     plan_feature_problem,
     register_engine,
-    run_plan,
-    run_plan_sync,
 )
 from mcp_bench.engines.external import EngineUnavailableError, ExternalEngineError
+from mcp_bench.engines.run import run_plan, run_plan_sync
 from mcp_bench.protocols import ProtocolFactory, UnknownBackendError, protocol_factory, register_protocol
 
 __all__ = [

@@ -15,7 +15,7 @@ import socket
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from mcp_bench.plan import PlanError, RunPlan
 from mcp_bench.registry import LazyRegistry
@@ -114,23 +114,6 @@ def fingerprint(engine: str, engine_version: str, server: dict[str, str]) -> Eng
         python=f"{platform.python_implementation()} {sys.version.split()[0]}",
         hostname=socket.gethostname(),
     )
-
-
-async def run_plan(plan: RunPlan, observers: Sequence[RunObserver] = ()) -> ResultDocument:
-    """Run ``plan`` with the engine it names (``builtin`` by default); ``workers > 1`` runs the
-    built-in engine in that many processes (:mod:`mcp_bench.engines.workers`)."""
-    if plan.workers > 1:
-        # by name, as the registry loads engines: the worker module imports the built-in engine
-        pool = importlib.import_module("mcp_bench.engines.workers").WorkerPool()
-        return cast(ResultDocument, await pool.run(plan, observers))
-    return await get_engine(plan.engine).run(plan, observers)
-
-
-def run_plan_sync(
-    plan: RunPlan, observers: Sequence[RunObserver] = (), *, use_uvloop: bool = True
-) -> ResultDocument:
-    """Blocking form for CLIs and Job pods; uses uvloop when it is installed and asked for."""
-    return run_sync(run_plan(plan, observers), use_uvloop=use_uvloop)
 
 
 def run_sync(run: Coroutine[Any, Any, ResultDocument], *, use_uvloop: bool = True) -> ResultDocument:

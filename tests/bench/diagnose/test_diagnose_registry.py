@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from mcp_bench.diagnose import DiagnoseInputs, Finding, ThresholdError, all_detectors, diagnose
-from mcp_bench.diagnose.registry import Detector, run_detectors
+from mcp_bench.diagnose.catalog import run_detectors
+from mcp_bench.diagnose.registry import Detector
 
 
 def test_every_trap_has_one_detector_and_the_screening_comes_first() -> None:
