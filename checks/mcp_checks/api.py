@@ -1,0 +1,74 @@
+"""mcp_checks' public face: what users outside the package (the operator) import.
+
+The check suite and its specs, the health probe, config consistency, the sentinel, verdicts,
+redaction and the JUnit/gate pieces. Import from here, not from the modules behind it; the
+modules may move, this list stays. (Tests may import the modules themselves.)
+"""
+
+from __future__ import annotations
+
+from mcp_checks.cli import kubectl_main
+from mcp_checks.config import ConfigConsistencySpec, ConfigContent, config_hash, run_config_consistency, short
+from mcp_checks.dialhooks import DialHooks
+from mcp_checks.gate import row_outcome
+from mcp_checks.health import HealthProbeSpec, required_samples, run_health_probe, run_health_probe_blocking
+from mcp_checks.junit import write_junit
+from mcp_checks.redact import (
+    REDACTED,
+    SENSITIVE_PARAMS,
+    SENSITIVE_SUFFIXES,
+    hidden_param,
+    redact_query,
+    redact_text,
+    redact_url,
+    sensitive_param,
+    url_has_credentials,
+)
+from mcp_checks.sentinel import SentinelRecord, run_sentinel
+from mcp_checks.specs import HealthProbe, XdsProxies, XdsSourceRef, XdsSync, default_of
+from mcp_checks.suite import CheckContext, HealthProbeRunner, SpecError, plan_checks, run_checks
+from mcp_checks.verdict import SEVERITY, CheckOutcome, Finding, RunVerdict, Verdict, decide, utc_now
+
+__all__ = [
+    "REDACTED",
+    "SENSITIVE_PARAMS",
+    "SENSITIVE_SUFFIXES",
+    "SEVERITY",
+    "CheckContext",
+    "CheckOutcome",
+    "ConfigConsistencySpec",
+    "ConfigContent",
+    "DialHooks",
+    "Finding",
+    "HealthProbe",
+    "HealthProbeRunner",
+    "HealthProbeSpec",
+    "RunVerdict",
+    "SentinelRecord",
+    "SpecError",
+    "Verdict",
+    "XdsProxies",
+    "XdsSourceRef",
+    "XdsSync",
+    "config_hash",
+    "decide",
+    "default_of",
+    "hidden_param",
+    "kubectl_main",
+    "plan_checks",
+    "redact_query",
+    "redact_text",
+    "redact_url",
+    "required_samples",
+    "row_outcome",
+    "run_checks",
+    "run_config_consistency",
+    "run_health_probe",
+    "run_health_probe_blocking",
+    "run_sentinel",
+    "sensitive_param",
+    "short",
+    "url_has_credentials",
+    "utc_now",
+    "write_junit",
+]
