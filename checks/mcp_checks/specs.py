@@ -7,12 +7,12 @@ check entries through them, so a default lives here and nowhere else.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-__all__ = ["CheckSpec", "HealthProbe", "default_of"]
+__all__ = ["CheckSpec", "HealthProbe", "XdsProxies", "XdsSourceRef", "XdsSync", "default_of"]
 
 
 class CheckSpec(BaseModel):
@@ -77,6 +77,56 @@ class HealthProbe(CheckSpec):
         "Inconclusive (ProberOverloaded), never Fail (a pass stands: lag only inflates figures). Default: a "
         "tenth of the tightest latency limit, at least 10 ms (50 ms for the default maxP99Ms of 500).",
     )
+
+
+class XdsSourceRef(CheckSpec):
+    kind: Literal["csds", "syncz", "envoyAdmin"] = Field(
+        description="csds: a control plane's or client's CSDS gRPC service (host:port, plaintext); syncz: "
+        "istiod's debug endpoint (http://istiod:15014); envoyAdmin: an Envoy admin endpoint (http://pod:15000)."
+    )
+    address: str = Field(
+        description="host:port for csds, a base URL otherwise; without credentials (CredentialsInUrl).",
+        min_length=1,
+        max_length=2048,
+    )
+
+
+class XdsProxies(CheckSpec):
+    """Which proxies must have acknowledged the configuration: listed node IDs, or the Running
+    pods of this namespace that the labels (or a Service's selector) select, named by
+    nodeIdTemplate."""
+
+    ids: list[str] | None = Field(default=None, description="Node IDs, as the control plane reports them.")
+    match_labels: dict[str, str] | None = Field(default=None, description="Pods of the target, by label.")
+    service: str | None = Field(
+        default=None, description="Pods of the target, as this Service of the namespace selects them."
+    )
+    node_id_template: str = Field(
+        default="{pod}.{namespace}",
+        description="A selected pod's node ID from {pod}, {namespace} and {ip} (Istio: {pod}.{namespace}).",
+        max_length=512,
+    )
+
+
+class XdsSync(CheckSpec):
+    """Every proxy of the target acknowledged what its control plane last sent: a NACK fails,
+    stale within graceSeconds warns and fails after, no answer is Inconclusive."""
+
+    # at least one in the CRD (``mcp_operator.api``); mcp-check takes a manifest without
+    sources: list[XdsSourceRef] = Field(description="Where to read sync state.", max_length=16)
+    proxies: XdsProxies | None = Field(
+        default=None, description="Proxies that must be synced; unset: every proxy the sources report."
+    )
+    types: list[Literal["LDS", "RDS", "CDS", "EDS"]] = Field(
+        default_factory=lambda: ["LDS", "RDS", "CDS", "EDS"],  # type: ignore[arg-type]
+        description="xDS types that must be synced.",
+        min_length=1,
+    )
+    expected_version: str | None = Field(
+        default=None, description="When set, a proxy ACKed on another version counts as stale."
+    )
+    grace_seconds: float = Field(default=30.0, ge=0, le=3600, description="Stale for less than this is Warn.")
+    timeout_seconds: float = Field(default=5.0, gt=0, le=300, description="Per source call.")
 
 
 def default_of(model: type[BaseModel], field: str) -> object:

@@ -33,7 +33,7 @@ from .drift import (
     run_metric_drift,
 )
 from .health import HealthProbeSpec, run_health_probe
-from .specs import HealthProbe
+from .specs import HealthProbe, XdsProxies, XdsSync
 from .verdict import CheckOutcome, Verdict
 from .xds import XdsSource, XdsSyncSpec, measure_convergence, run_xds_sync
 
@@ -118,13 +118,15 @@ def _opt_float(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
-async def _pods_to_proxies(ctx: CheckContext, proxies: Mapping[str, Any]) -> tuple[str, ...] | None:
+async def _pods_to_proxies(ctx: CheckContext, proxies: XdsProxies | None) -> tuple[str, ...] | None:
     """Node IDs the target's proxies should have: listed, or from the pods a label selector or a
     Service's selector picks (``{pod}``, ``{namespace}`` and ``{ip}`` in ``nodeIdTemplate``)."""
-    if proxies.get("ids") is not None:
-        return tuple(str(p) for p in proxies["ids"])
-    labels: dict[str, str] = dict(proxies.get("matchLabels") or {})
-    service = proxies.get("service")
+    if proxies is None:
+        return None
+    if proxies.ids is not None:
+        return tuple(str(p) for p in proxies.ids)
+    labels: dict[str, str] = dict(proxies.match_labels or {})
+    service = proxies.service
     if not labels and not service:
         return None
     if ctx.api_client is None:
@@ -137,7 +139,7 @@ async def _pods_to_proxies(ctx: CheckContext, proxies: Mapping[str, Any]) -> tup
             raise SpecError(f"Service {ctx.namespace}/{service} has no selector, so it names no pods")
     selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
     pods = await asyncio.to_thread(core.list_namespaced_pod, ctx.namespace, label_selector=selector)
-    template = str(proxies.get("nodeIdTemplate", "{pod}.{namespace}"))
+    template = proxies.node_id_template
     return tuple(
         template.format(pod=p.metadata.name, namespace=ctx.namespace, ip=p.status.pod_ip or "")
         for p in pods.items
@@ -145,24 +147,22 @@ async def _pods_to_proxies(ctx: CheckContext, proxies: Mapping[str, Any]) -> tup
     )
 
 
-def xds_sync(entry: Mapping[str, Any]) -> PlannedCheck:
-    try:
-        sources = tuple(
-            XdsSource(SOURCE_KINDS[str(s["kind"])], str(s["address"]))  # type: ignore[arg-type]
-            for s in entry.get("sources", [])
-        )
-    except KeyError as exc:
-        raise SpecError(f"xdsSync.sources: unknown or missing {exc}") from exc
-    timeout_s = float(entry.get("timeoutSeconds", 5.0))
-    wait_s = float(entry.get("waitSeconds", 0.0))  # the CLI's --wait; not part of the CRD
+def xds_sync(entry: Mapping[str, Any] | XdsSync) -> PlannedCheck:
+    wait_s = 0.0
+    if not isinstance(entry, XdsSync):
+        wait_s = float(entry.get("waitSeconds", 0.0))  # the CLI's --wait; not part of the CRD
+        entry = _typed(XdsSync, {k: v for k, v in entry.items() if k != "waitSeconds"}, "xdsSync")
+    xds = entry
+    sources = tuple(XdsSource(SOURCE_KINDS[s.kind], s.address) for s in xds.sources)  # type: ignore[arg-type]
+    timeout_s = xds.timeout_seconds
 
     async def run(ctx: CheckContext) -> CheckOutcome:
         spec = XdsSyncSpec(
             sources=sources,
-            expected_proxies=await _pods_to_proxies(ctx, entry.get("proxies") or {}),
-            types=tuple(entry.get("types", ("LDS", "RDS", "CDS", "EDS"))),
-            expected_version=entry.get("expectedVersion"),
-            grace_s=float(entry.get("graceSeconds", 30.0)),
+            expected_proxies=await _pods_to_proxies(ctx, xds.proxies),
+            types=tuple(xds.types),
+            expected_version=xds.expected_version,
+            grace_s=xds.grace_seconds,
             timeout_s=timeout_s,
             dial=ctx.dial,
         )

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pydantic import BaseModel
 
 from mcp_checks.health import HealthProbeSpec
-from mcp_checks.specs import HealthProbe, default_of
+from mcp_checks.specs import HealthProbe, XdsProxies, XdsSync, default_of
 from mcp_checks.suite import SpecError, health_probe, plan_checks
 
 CRD = Path(__file__).resolve().parents[2] / "crds" / "mcp2026.io_mcpreadinesses.yaml"
@@ -28,15 +29,25 @@ def test_the_probe_round_takes_its_defaults_from_the_spec() -> None:
     assert list(spec.expected_status) == default_of(HealthProbe, "expected_status")
 
 
-def test_the_crd_schema_carries_the_same_defaults() -> None:
+def _props(*path: str) -> dict[str, dict[str, object]]:
     crd = yaml.safe_load(CRD.read_text())
-    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    props = schema["properties"]["spec"]["properties"]["checks"]["properties"]["healthProbe"]["properties"]
-    for name, field in HealthProbe.model_fields.items():
+    node = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    for key in ("checks", *path):
+        node = node["properties"][key]
+    return dict(node["properties"])
+
+
+@pytest.mark.parametrize(
+    ("model", "path"),
+    [(HealthProbe, ("healthProbe",)), (XdsSync, ("xdsSync",)), (XdsProxies, ("xdsSync", "proxies"))],
+)
+def test_the_crd_schema_carries_the_same_defaults(model: type[BaseModel], path: tuple[str, ...]) -> None:
+    props = _props(*path)
+    for name, field in model.model_fields.items():
         wire = field.alias or name
-        default = default_of(HealthProbe, name)
+        default = default_of(model, name)
         # a list default (a factory) is applied by the model, not the schema
-        if field.default_factory is not None or default is None:
+        if field.is_required() or field.default_factory is not None or default is None:
             assert "default" not in props[wire], wire
         else:
             assert props[wire]["default"] == default, wire

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from mcp_checks.health import HealthProbeSpec
+from mcp_checks.specs import XdsProxies
 from mcp_checks.suite import CheckContext, PlannedCheck, SpecError, _pods_to_proxies, plan_checks, run_checks
 from mcp_checks.verdict import CheckOutcome, Verdict
 
@@ -42,14 +43,16 @@ async def test_proxies_from_a_service_selector(monkeypatch: pytest.MonkeyPatch) 
     core = FakeCore({"app": "srv", "tier": "edge"})
     monkeypatch.setattr("mcp_checks.suite.client.CoreV1Api", lambda _api: core)
     ctx = CheckContext("ml", api_client=object())  # type: ignore[arg-type]
-    ids = await _pods_to_proxies(ctx, {"service": "srv", "nodeIdTemplate": "sidecar~{ip}~{pod}.{namespace}"})
+    ids = await _pods_to_proxies(
+        ctx, XdsProxies.model_validate({"service": "srv", "nodeIdTemplate": "sidecar~{ip}~{pod}.{namespace}"})
+    )
     assert ids == ("sidecar~10.0.0.0~srv-a.ml", "sidecar~10.0.0.1~srv-b.ml")  # Running pods only
     assert core.asked == ["app=srv,tier=edge"]
     monkeypatch.setattr("mcp_checks.suite.client.CoreV1Api", lambda _api: FakeCore({}))
     with pytest.raises(SpecError, match="has no selector"):
-        await _pods_to_proxies(ctx, {"service": "headless"})
-    assert await _pods_to_proxies(ctx, {}) is None  # every proxy the sources know
-    assert await _pods_to_proxies(ctx, {"ids": ["a"]}) == ("a",)
+        await _pods_to_proxies(ctx, XdsProxies(service="headless"))
+    assert await _pods_to_proxies(ctx, XdsProxies()) is None  # every proxy the sources know
+    assert await _pods_to_proxies(ctx, XdsProxies(ids=["a"])) == ("a",)
 
 
 async def test_a_check_that_overruns_or_raises_is_a_row() -> None:

@@ -6,7 +6,9 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from mcp_checks.specs import HealthProbe, default_of
+from mcp_checks.specs import HealthProbe, XdsSync, default_of
+from mcp_checks.specs import XdsProxies as Proxies
+from mcp_checks.specs import XdsSourceRef as XdsSource
 
 from .common import ApiModel, Condition, TargetRef, Verdict, cel, with_rules
 from .credentials import no_credentials, no_credentials_in_query, rules_extra
@@ -64,54 +66,26 @@ class HealthProbeCheck(HealthProbe, ApiModel):
     )
 
 
-class XdsSourceRef(ApiModel):
-    kind: Literal["csds", "syncz", "envoyAdmin"] = Field(
-        description="csds: a control plane's or client's CSDS gRPC service (host:port, plaintext); syncz: "
-        "istiod's debug endpoint (http://istiod:15014); envoyAdmin: an Envoy admin endpoint (http://pod:15000)."
-    )
+class XdsSourceRef(XdsSource, ApiModel):
     address: str = Field(
-        description="host:port for csds, a base URL otherwise; without credentials (CredentialsInUrl).",
+        description=XdsSource.model_fields["address"].description,
         min_length=1,
         max_length=2048,
         json_schema_extra=rules_extra(no_credentials("xDS source address")),
     )
 
 
-class XdsProxies(ApiModel):
-    """Which proxies must have acknowledged the configuration: listed node IDs, or the Running
-    pods of this namespace that the labels (or a Service's selector) select, named by
-    nodeIdTemplate."""
-
-    ids: list[str] | None = Field(default=None, description="Node IDs, as the control plane reports them.")
-    match_labels: dict[str, str] | None = Field(default=None, description="Pods of the target, by label.")
-    service: str | None = Field(
-        default=None, description="Pods of the target, as this Service of the namespace selects them."
-    )
-    node_id_template: str = Field(
-        default="{pod}.{namespace}",
-        description="A selected pod's node ID from {pod}, {namespace} and {ip} (Istio: {pod}.{namespace}).",
-        max_length=512,
-    )
+class XdsProxies(Proxies, ApiModel):
+    __doc__ = Proxies.__doc__
 
 
-class XdsSyncCheck(ApiModel):
-    """Every proxy of the target acknowledged what its control plane last sent: a NACK fails,
-    stale within graceSeconds warns and fails after, no answer is Inconclusive."""
+class XdsSyncCheck(XdsSync, ApiModel):
+    __doc__ = XdsSync.__doc__
 
-    sources: list[XdsSourceRef] = Field(description="Where to read sync state.", min_length=1, max_length=16)
-    proxies: XdsProxies | None = Field(
-        default=None, description="Proxies that must be synced; unset: every proxy the sources report."
+    sources: list[XdsSourceRef] = Field(  # type: ignore[assignment]
+        description=XdsSync.model_fields["sources"].description, min_length=1, max_length=16
     )
-    types: list[Literal["LDS", "RDS", "CDS", "EDS"]] = Field(
-        default_factory=lambda: ["LDS", "RDS", "CDS", "EDS"],  # type: ignore[arg-type]
-        description="xDS types that must be synced.",
-        min_length=1,
-    )
-    expected_version: str | None = Field(
-        default=None, description="When set, a proxy ACKed on another version counts as stale."
-    )
-    grace_seconds: float = Field(default=30.0, ge=0, le=3600, description="Stale for less than this is Warn.")
-    timeout_seconds: float = Field(default=5.0, gt=0, le=300, description="Per source call.")
+    proxies: XdsProxies | None = Field(default=None, description=XdsSync.model_fields["proxies"].description)
 
 
 class WorkloadRef(ApiModel):

@@ -111,10 +111,13 @@ async def run_checks(
 
 
 def suite_checks(spec: MCPReadinessSpec) -> dict[str, Any]:
-    """``spec.checks`` as the suite plans it: the health probe as its typed spec (None: off; the
-    suite otherwise turns it on, as a manifest without the key means), the other checks camelCase."""
+    """``spec.checks`` as the suite plans it: the health probe and xdsSync as their typed specs
+    (a null probe is off; the suite otherwise turns it on, as a manifest without the key means),
+    the other checks camelCase."""
     checks: dict[str, Any] = spec.checks.to_wire()
     checks["healthProbe"] = spec.checks.health_probe
+    if spec.checks.xds_sync is not None:
+        checks["xdsSync"] = spec.checks.xds_sync
     return checks
 
 
