@@ -66,7 +66,7 @@ def _cmd_shard(_args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from mcp_bench.reportfiles import MissingExtraError, write_report
+    from mcp_bench.api import MissingExtraError, write_report
 
     from .benchmark.report import ReportError, default_namespace, read_report, status_tables
     from .board.read import READINESS, ReadError, read_object

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcp_checks.verdict import utc_now
+from mcp_checks.api import utc_now
 
 from .bounded import MAX_MESSAGE, clip
 from .redact import redact_text

@@ -14,10 +14,8 @@ from typing import Any
 
 import aiohttp
 
-from mcp_bench import dialguard
-from mcp_bench.dialguard import ENV, REFUSED, AddressRule, GuardedSocketFactory
-from mcp_bench.dialguard_requests import guard
-from mcp_checks.dialhooks import DialHooks
+from mcp_bench.api import ENV, REFUSED, AddressRule, GuardedSocketFactory, dialguard, guard
+from mcp_checks.api import DialHooks
 
 from .policy import TargetPolicy
 

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from mcp_bench.dialguard import AddressRule, IpNetwork
+from mcp_bench.api import AddressRule, IpNetwork
 
 METADATA_HOSTS = frozenset({"metadata", "metadata.google.internal", "metadata.azure.internal"})
 NOT_ALLOWED = "TargetNotAllowed"

@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mcp_bench.htmlreport.view import Table
-from mcp_bench.reportfiles import EXTRA_MODULES, INSTALL_HINT, MissingExtraError
+from mcp_bench.api import EXTRA_MODULES, INSTALL_HINT, MissingExtraError, Table
 
 from .board.render import (
     CHECK_HEADERS,
@@ -192,7 +191,7 @@ def timeline_chart(line: Timeline) -> str | None:
     marked; an inline PNG."""
     import matplotlib.pyplot as plt
 
-    from mcp_bench.htmlreport.charts import data_uri
+    from mcp_bench.api import data_uri
 
     if not line.stages or line.end_s <= 0:
         return None
@@ -375,7 +374,7 @@ def render_readiness_html(obj: Obj) -> str:
     """The report of an MCPReadiness as one HTML page (Jinja2 and matplotlib: the ``plot`` extra)."""
     import jinja2
 
-    from mcp_bench.htmlreport.template import PAGE as BENCH_PAGE
+    from mcp_bench.api import PAGE as BENCH_PAGE
 
     meta = obj.get("metadata") or {}
     line = timeline(obj.get("status") or {})
@@ -396,8 +395,7 @@ def render_readiness_html(obj: Obj) -> str:
 def write_readiness_report(obj: Obj, html: Path, junit: Path | None = None) -> list[Path]:
     """Write the HTML report of an MCPReadiness and, with ``junit``, its check rows as JUnit XML
     (as ``mcp-check --junit`` writes them); nothing is written when the ``plot`` extra is missing."""
-    from mcp_checks.gate import row_outcome
-    from mcp_checks.junit import write_junit
+    from mcp_checks.api import row_outcome, write_junit
 
     try:
         page = render_readiness_html(obj)

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcp_bench.results.document import (
+from mcp_bench.api import (
     ChecksumMismatchError,
     DocumentFormatError,
     ResultDocument,

@@ -17,7 +17,7 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from mcp_bench.telemetry.serving import ServingGpus
+from mcp_bench.api import ServingGpus
 
 from ..api.observe import GpuSamplerSpec
 from ..bounded import clip

@@ -10,7 +10,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from mcp_bench.plan import RunPlan
+from mcp_bench.api import RunPlan
 
 from .. import access, kube
 from ..api.benchmark import MCPBenchmarkSpec

@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from mcp_bench.plan import RunPlan
+from mcp_bench.api import RunPlan
 
 from ..api.benchmark import MAX_SHARDS, MCPBenchmarkSpec
 from ..api.common import TargetHeader

@@ -10,9 +10,7 @@ import math
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from mcp_bench.cli_observers import ObserverArgError, build_observers
-from mcp_bench.engines import plan_feature_problem
-from mcp_bench.plan import PlanError, RunPlan
+from mcp_bench.api import ObserverArgError, PlanError, RunPlan, build_observers, plan_feature_problem
 
 from ..api.benchmark import MCPBenchmarkSpec, RunnerSpec
 from ..settings import OperatorSettings

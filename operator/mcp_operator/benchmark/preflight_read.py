@@ -11,9 +11,7 @@ from urllib.parse import urlsplit
 
 from kubernetes.client.exceptions import ApiException
 
-from mcp_bench.dialguard import DialRefused, check_peer
-from mcp_bench.plan import RunPlan
-from mcp_bench.protocols import protocol_factory
+from mcp_bench.api import DialRefused, RunPlan, check_peer, protocol_factory
 
 from .. import kube
 from ..api.benchmark import MCPBenchmarkSpec

@@ -11,8 +11,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from mcp_bench.results.document import ResultDocument
-from mcp_bench.results.fit import dumps_within
+from mcp_bench.api import ResultDocument, dumps_within
 
 from .. import kube
 from ..redact import redact_text

@@ -13,12 +13,12 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from mcp_bench.htmlreport.view import Table
-from mcp_bench.results.document import (
+from mcp_bench.api import (
     ChecksumMismatchError,
     DocumentFormatError,
     ResultDocument,
     SignatureMismatchError,
+    Table,
     loads_document,
 )
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcp_bench.search.cli import search_line
-from mcp_bench.search.model import SearchOutcome
+from mcp_bench.api import SearchOutcome, search_line
 
 from ..api.benchmark import MCPBenchmarkSpec
 from ..api.search import SearchStatus

@@ -20,12 +20,16 @@ from pathlib import Path
 
 from kubernetes.client.exceptions import ApiException
 
-from mcp_bench.cli_observers import ObserverArgError, plan_observers
-from mcp_bench.engines import run_plan_sync
-from mcp_bench.plan import PlanError, RunPlan
-from mcp_bench.results.document import ResultDocument
-from mcp_bench.results.fit import dumps_within
-from mcp_bench.telemetry.observer import TelemetryObserver
+from mcp_bench.api import (
+    ObserverArgError,
+    PlanError,
+    ResultDocument,
+    RunPlan,
+    TelemetryObserver,
+    dumps_within,
+    plan_observers,
+    run_plan_sync,
+)
 
 from .. import kube
 from ..redact import REDACTED, redact_text, redact_url

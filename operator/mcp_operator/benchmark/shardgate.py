@@ -17,10 +17,15 @@ import threading
 import time
 from collections.abc import Callable
 
-from mcp_bench.engines.gate import GateObserver, LevelProgress, sleep_until
-from mcp_bench.plan import RunPlan
-from mcp_bench.results.aggregate import LevelMeta
-from mcp_bench.results.document import LevelResult, ResultDocument
+from mcp_bench.api import (
+    GateObserver,
+    LevelMeta,
+    LevelProgress,
+    LevelResult,
+    ResultDocument,
+    RunPlan,
+    sleep_until,
+)
 
 from .barrier import FINISHED, POLL_S, RUNNING, WAITING, sign, start_problem
 

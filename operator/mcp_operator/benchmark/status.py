@@ -12,10 +12,18 @@ from typing import Any
 
 from pydantic.alias_generators import to_camel
 
-from mcp_bench.diagnose import DiagnoseInputs, Finding, diagnose
-from mcp_bench.results.document import LevelResult, ResultDocument
-from mcp_bench.results.merge import MIN_OVERLAP, MergeError, merge_documents
-from mcp_bench.results.summary import LevelSummary, summarize
+from mcp_bench.api import (
+    MIN_OVERLAP,
+    DiagnoseInputs,
+    Finding,
+    LevelResult,
+    LevelSummary,
+    MergeError,
+    ResultDocument,
+    diagnose,
+    merge_documents,
+    summarize,
+)
 
 from ..api.benchmark import (
     MAX_DIAGNOSTICS,

@@ -76,7 +76,7 @@ def kubectl_main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if args[:1] == ["board"]:
         return board_main(args[1:])
-    from mcp_checks.cli import kubectl_main as checks_main
+    from mcp_checks.api import kubectl_main as checks_main
 
     try:
         return checks_main(args)

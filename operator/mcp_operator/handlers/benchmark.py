@@ -12,7 +12,7 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from mcp_bench.plan import format_validation_error
+from mcp_bench.api import format_validation_error
 
 from .. import metrics
 from ..api.benchmark import KIND, PLURAL, MCPBenchmarkSpec

@@ -11,7 +11,7 @@ from typing import Any
 
 import kopf
 
-from mcp_bench import dialguard
+from mcp_bench.api import dialguard
 
 from .. import metrics
 from ..leadership import leader_identity

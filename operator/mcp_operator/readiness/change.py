@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from mcp_bench.plan import format_validation_error
+from mcp_bench.api import format_validation_error
 
 from .. import kube
 from ..api.readiness import MCPReadinessSpec

@@ -17,8 +17,7 @@ from collections.abc import AsyncIterator
 from concurrent.futures import ProcessPoolExecutor
 from urllib.parse import urlsplit
 
-from mcp_checks.health import HealthProbeSpec, run_health_probe_blocking
-from mcp_checks.verdict import CheckOutcome
+from mcp_checks.api import CheckOutcome, HealthProbeSpec, run_health_probe_blocking
 
 
 def target_key(url: str) -> str:

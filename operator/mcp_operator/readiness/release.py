@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from mcp_checks.verdict import CheckOutcome, Verdict
+from mcp_checks.api import CheckOutcome, Verdict
 
 from ..api.readiness import MCPReadinessSpec, ReleaseWatch
 from ..bounded import clip

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from mcp_checks.verdict import CheckOutcome, RunVerdict, Verdict
+from mcp_checks.api import CheckOutcome, RunVerdict, Verdict
 
 from .. import kube, logs, metrics
 from ..api.readiness import KIND, PLURAL, MCPReadinessSpec

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mcp_checks.verdict import SEVERITY, CheckOutcome, RunVerdict, decide
+from mcp_checks.api import SEVERITY, CheckOutcome, RunVerdict, decide
 
 from ..api.readiness import MAX_CHECK_HISTORY, MAX_FINDINGS, MAX_HISTORY, MCPReadinessStatus
 from ..bounded import MAX_URL, TIERS, Bounds, clip, clip_map, clip_strings, fit, json_size

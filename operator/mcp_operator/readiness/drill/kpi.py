@@ -8,7 +8,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from mcp_checks.verdict import CheckOutcome, Finding, Verdict
+from mcp_checks.api import CheckOutcome, Finding, Verdict
 
 from ...api.drill import KpiThresholds
 from .load import StageFigures

@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mcp_bench.dialguard import ENV as DIAL_GUARD_ENV
-from mcp_bench.results.document import ResultDocument, loads_document
-from mcp_bench.results.histogram import LatencyHistogram
+from mcp_bench.api import ENV as DIAL_GUARD_ENV
+from mcp_bench.api import LatencyHistogram, ResultDocument, loads_document
 
 from ...api.drill import StageLoad
 from ...guarded import rule

@@ -8,7 +8,7 @@ import asyncio
 
 import aiohttp
 
-from mcp_checks.verdict import CheckOutcome, Verdict
+from mcp_checks.api import CheckOutcome, Verdict
 
 from ... import guarded
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from mcp_checks.verdict import Verdict
+from mcp_checks.api import Verdict
 
 from ... import guarded
 from ...api.drill import KpiThresholds

@@ -17,9 +17,15 @@ from typing import Any
 
 from kubernetes import client
 
-from mcp_checks.config import ConfigConsistencySpec, run_config_consistency
-from mcp_checks.sentinel import SentinelRecord, run_sentinel
-from mcp_checks.verdict import CheckOutcome, Verdict, utc_now
+from mcp_checks.api import (
+    CheckOutcome,
+    ConfigConsistencySpec,
+    SentinelRecord,
+    Verdict,
+    run_config_consistency,
+    run_sentinel,
+    utc_now,
+)
 
 from ... import metrics
 from ...api.drill import MAX_WINDOWS, DrillSpec, FaultSpec, Stage

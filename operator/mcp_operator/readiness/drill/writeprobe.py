@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from mcp_checks.verdict import Verdict
+from mcp_checks.api import Verdict
 
 from ...api.drill import KpiThresholds
 from .kpi import KpiResult, seconds_kpi

@@ -16,7 +16,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from mcp_checks.config import ConfigContent, config_hash, short
+from mcp_checks.api import ConfigContent, config_hash, short
 
 from ... import kube
 from ...api.drill import FaultPolicy, FaultSpec
