@@ -13,10 +13,16 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from typing import Any
 
-from mcp_checks.health import required_samples, run_health_probe
-from mcp_checks.suite import CheckContext, HealthProbeRunner, SpecError, plan_checks
-from mcp_checks.suite import run_checks as run_suite
-from mcp_checks.verdict import CheckOutcome
+from mcp_checks.api import (
+    CheckContext,
+    CheckOutcome,
+    HealthProbeRunner,
+    SpecError,
+    plan_checks,
+    required_samples,
+    run_health_probe,
+)
+from mcp_checks.api import run_checks as run_suite
 
 from ..api.readiness import MCPReadinessSpec
 from ..guarded import check_hooks
