@@ -37,7 +37,13 @@ from mcp_bench.plan import (
     format_validation_error,
 )
 from mcp_bench.protocols import protocol_factory
-from mcp_bench.reportfiles import EXTRA_MODULES, INSTALL_HINT, MissingExtraError, write_report
+from mcp_bench.reportfiles import (
+    EXTRA_MODULES,
+    INSTALL_HINT,
+    MissingExtraError,
+    render_with_extra,
+    write_report,
+)
 from mcp_bench.results.aggregate import LevelMeta
 from mcp_bench.results.document import (
     ChecksumMismatchError,
@@ -127,6 +133,7 @@ __all__ = [
     "plan_feature_problem",
     "plan_observers",
     "protocol_factory",
+    "render_with_extra",
     "run_plan_sync",
     "search_line",
     "sleep_until",

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from mcp_bench.htmlreport import Table, render_html
@@ -18,17 +18,23 @@ class MissingExtraError(RuntimeError):
     """Jinja2 or matplotlib (the ``plot`` extra) is not installed."""
 
 
+def render_with_extra(render: Callable[[], str]) -> str:
+    """The page ``render`` builds; ``MissingExtraError`` saying how to install the ``plot`` extra
+    when Jinja2 or matplotlib is missing (any other missing module is not ours to explain)."""
+    try:
+        return render()  # imports Jinja2 and matplotlib only now
+    except ModuleNotFoundError as missing:
+        if (missing.name or "").split(".")[0] not in EXTRA_MODULES:
+            raise
+        raise MissingExtraError(f"the HTML report needs Jinja2 and matplotlib: {INSTALL_HINT}") from missing
+
+
 def write_report(
     doc: ResultDocument, html: Path, junit: Path | None = None, extra: Sequence[Table] = ()
 ) -> list[Path]:
     """Write the HTML report (with ``extra`` sections) and the JUnit XML of ``doc``; nothing is
     written when the extra the HTML needs is missing. Returns the paths written."""
-    try:
-        page = render_html(doc, extra)  # imports Jinja2 and matplotlib only now
-    except ModuleNotFoundError as missing:
-        if (missing.name or "").split(".")[0] not in EXTRA_MODULES:
-            raise
-        raise MissingExtraError(f"the HTML report needs Jinja2 and matplotlib: {INSTALL_HINT}") from missing
+    page = render_with_extra(lambda: render_html(doc, extra))
     html.write_text(page, encoding="utf-8")
     written = [html]
     if junit is not None:

@@ -3,10 +3,26 @@ False with the first problem's reason, recorded once and not retried."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from .conditions import set_condition
+from .policy import UNRESOLVED
 from .targets import SpecProblem
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A spec that does not run: the status to record for its generation, and why (both
+    resources' start paths return it for their handler to record once)."""
+
+    status: dict[str, Any]
+    problems: list[SpecProblem]
+
+    @property
+    def wait(self) -> bool:
+        """Not a refusal: a name that does not resolve yet (DNS may be late); looked at again."""
+        return self.problems[0].reason == UNRESOLVED
 
 
 def rejected_fields(

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mcp_bench.api import EXTRA_MODULES, INSTALL_HINT, MissingExtraError, Table
+from mcp_bench.api import Table, render_with_extra
 
 from .board.render import (
     CHECK_HEADERS,
@@ -397,12 +397,7 @@ def write_readiness_report(obj: Obj, html: Path, junit: Path | None = None) -> l
     (as ``mcp-check --junit`` writes them); nothing is written when the ``plot`` extra is missing."""
     from mcp_checks.api import row_outcome, write_junit
 
-    try:
-        page = render_readiness_html(obj)
-    except ModuleNotFoundError as missing:
-        if (missing.name or "").split(".")[0] not in EXTRA_MODULES:
-            raise
-        raise MissingExtraError(f"the HTML report needs Jinja2 and matplotlib: {INSTALL_HINT}") from missing
+    page = render_with_extra(lambda: render_readiness_html(obj))
     html.write_text(page, encoding="utf-8")
     written = [html]
     if junit is not None:

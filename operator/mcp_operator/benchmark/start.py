@@ -18,8 +18,8 @@ from typing import Any
 from .. import kube, metrics
 from ..api.benchmark import KIND, MCPBenchmarkSpec, MCPBenchmarkStatus
 from ..conditions import condition, utc_now
-from ..policy import UNRESOLVED
 from ..redact import redact_text, redact_url
+from ..rejection import Refused
 from ..settings import OperatorSettings
 from ..targets import SpecProblem
 from . import reconcile
@@ -47,19 +47,6 @@ class Run:
     uid: str
     generation: int
     job: str
-
-
-@dataclass(frozen=True)
-class Refused:
-    """The run does not start: the status to record for the generation, and why."""
-
-    status: dict[str, Any]
-    problems: list[SpecProblem]
-
-    @property
-    def wait(self) -> bool:
-        """Not a refusal: a name that does not resolve yet (DNS may be late); looked at again."""
-        return self.problems[0].reason == UNRESOLVED
 
 
 def already_refused(status: Mapping[str, Any], generation: int) -> bool:

@@ -22,7 +22,7 @@ from mcp_bench.api import format_validation_error
 from .. import kube
 from ..api.readiness import MCPReadinessSpec
 from ..conditions import utc_now
-from ..policy import UNRESOLVED
+from ..rejection import Refused
 from ..targets import SpecProblem
 from ..unresolved import split
 from . import drills
@@ -40,19 +40,6 @@ class Accepted:
 
     parsed: MCPReadinessSpec
     target: str
-
-
-@dataclass(frozen=True)
-class Refused:
-    """The spec does not run: the status to record for its generation, and why."""
-
-    status: dict[str, Any]
-    problems: list[SpecProblem]
-
-    @property
-    def wait(self) -> bool:
-        """Not a refusal: names that do not resolve yet (DNS may be late); looked at again."""
-        return self.problems[0].reason == UNRESOLVED
 
 
 def refused(
