@@ -401,13 +401,17 @@ def test_trap6_on_real_vllm_metrics(vllm_kv_pressure_runs: dict[str, KvRun]) -> 
     cache their tokens need (short requests on 128-token blocks) are Found, fixed by 32-token blocks."""
     runs = vllm_kv_pressure_runs
     small = runs["small"].trap6()
-    assert small.state == "NotFound" and "real cache pressure" in small.summary, (small.summary, small.values)
     assert (small.values["preemptions"] or 0) > 0, small
-    # a full cache at the preemptions, or (the usage samples are a second apart, and a busy host
-    # moves them off the peak: 0.84 was seen) tokens held that account for the usage sampled,
-    # which is the diagnosis's own evidence against fragmentation
-    held = small.values["usage_over_held"]
-    assert (small.values["usage_at_preemption"] or 0) >= 0.85 or (held is not None and held < 1.5), small
+    if small.state == "NoData":  # a sampler starved by a busy host read the cache only while idle
+        assert "while requests were in the server" in small.summary, small
+        print(f"small cache: {small.summary}")
+    else:
+        assert small.state == "NotFound" and "real cache pressure" in small.summary, small
+        # a full cache at the preemptions, or (the usage samples are a second apart, and a busy host
+        # moves them off the peak: 0.84 was seen) tokens held that account for the usage sampled,
+        # which is the diagnosis's own evidence against fragmentation
+        held = small.values["usage_over_held"]
+        assert (small.values["usage_at_preemption"] or 0) >= 0.85 or (held is not None and held < 1.5), small
     ample = runs["ample"].trap6()
     assert ample.state == "NotFound" and ample.values["preemptions"] == 0, ample
     fragmented, fitted = runs["fragmented"].trap6(), runs["fitted"].trap6()

@@ -137,6 +137,35 @@ def test_preemptions_without_in_level_samples_are_no_data(docs: Any, labels: Any
     assert f.state == "NoData" and f.values["preemptions"] == 7 and "sampled during the level" in f.needs
 
 
+def test_usage_read_with_no_request_in_the_server_is_no_evidence(docs: Any, labels: Any) -> None:
+    """A starved sampler read the cache before the load and after it (0 % used, nothing running):
+    those readings saw none of the preemptions, so they are no sign of fragmentation (seen on a
+    busy host with a real vLLM: 6 preemptions, two samples, both idle). The same readings taken
+    while requests ran are the fragmentation they look like."""
+    k = labels(model_name="m")
+
+    def point(p: float, u: float, running: float) -> dict[str, Any]:
+        return {
+            "vllm:num_preemptions_total": ("counter", {k: p}),
+            "vllm:kv_cache_usage_perc": ("gauge", {k: u}),
+            "vllm:num_requests_running": ("gauge", {k: running}),
+        }
+
+    idle = [point(0, 0.0, 0), point(0, 0.0, 0), point(6, 0.0, 0), point(6, 0.0, 0)]
+    a = assess_vllm(docs.prom_delta(idle[0], idle[-1], samples=idle[1:-1]))
+    assert a is not None and a["state"] == "NoData" and a["usage_at_preemption"] is None, a
+    f = finding(
+        6,
+        docs.document(
+            [docs.level(server_metrics={"v": docs.prom_delta(idle[0], idle[-1], samples=idle[1:-1])})]
+        ),
+    )
+    assert f.state == "NoData" and "while requests were in the server" in f.summary
+    busy = [point(0, 0.0, 0), point(0, 0.3, 4), point(6, 0.35, 4), point(6, 0.0, 0)]
+    b = assess_vllm(docs.prom_delta(busy[0], busy[-1], samples=busy[1:-1]))
+    assert b is not None and b["state"] == "Found" and b["usage_at_preemption"] == pytest.approx(0.35), b
+
+
 def test_usage_against_tokens_held(docs: Any, labels: Any) -> None:
     k = labels(model_name="m")
     info = {labels(model_name="m", block_size="16", num_gpu_blocks="100"): 1.0}

@@ -27,6 +27,19 @@ def _fraction(v: float) -> float:
     return v / 100.0 if v > 1.5 else v  # vLLM reports 0..1; tolerate a percentage
 
 
+def _busy_samples(delta: dict[str, Any], count: int) -> list[bool]:
+    """Per usage sample, whether the server held a request then (running or waiting); all True
+    where the server's request gauges were not sampled alongside (nothing to tell them apart)."""
+    gauges = [
+        tl[1]
+        for name in ("vllm:num_requests_running", "vllm:num_requests_waiting")
+        if (tl := timeline_sum(delta, name)) is not None and len(tl[1]) == count
+    ]
+    if not gauges:
+        return [True] * count
+    return [any((g[i] or 0) > 0 for g in gauges) for i in range(count)]
+
+
 def _held_ratio(delta: dict[str, Any], usage: list[float | None]) -> float | None:
     """Observed KV usage over what the running requests' tokens would fill (None without the data)."""
     info = gauge_series(delta, "vllm:cache_config_info")
@@ -80,14 +93,21 @@ def assess_vllm(delta: dict[str, Any], thresholds: Mapping[str, float] = THRESHO
         ]
         out["peak_usage"] = _fraction(max(edges)) if edges else None
     at = []
+    busy = _busy_samples(delta, len(usage))
     if usage_tl and pre_tl and len(usage) == len(pre_tl[1]):
         counts = pre_tl[1]
         for i in range(1, len(counts)):
             a, b = counts[i - 1], counts[i]
             if a is not None and b is not None and b > a:
                 # the sample after the rise too: freed blocks go straight to waiting requests, so
-                # a full cache stays full there, while the sample before may still be filling
-                around = [_fraction(u) for u in usage[i - 1 : i + 2] if u is not None]
+                # a full cache stays full there, while the sample before may still be filling;
+                # a sample with no request in the server saw none of it (a starved sampler's
+                # readings before the load or after it): it is no evidence either way
+                around = [
+                    _fraction(u)
+                    for j, u in enumerate(usage[i - 1 : i + 2], i - 1)
+                    if u is not None and busy[j]
+                ]
                 if around:
                     at.append(max(around))
     out["usage_at_preemption"] = max(at) if at else None
@@ -135,7 +155,8 @@ def check(d: Detector, inputs: DiagnoseInputs, t: Mapping[str, float]) -> Findin
     src = f"{name} (vLLM metrics)"
     if a["state"] == "NoData":
         return d.no_data(
-            f"{a['preemptions']:.0f} preemptions, but no KV-cache usage sampled during the level",
+            f"{a['preemptions']:.0f} preemptions, but no KV-cache usage sampled during the level while "
+            "requests were in the server",
             t,
             level=label,
             values=values,
