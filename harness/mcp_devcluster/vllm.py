@@ -189,7 +189,7 @@ def kv_pressure_plan(url: str, model: str, requests: int = 16) -> dict[str, Any]
     return _kv_plan(url, model, requests, prompt=240, output=256)
 
 
-def kv_fragmentation_plan(url: str, model: str, requests: int = 96) -> dict[str, Any]:
+def kv_fragmentation_plan(url: str, model: str, requests: int = 384) -> dict[str, Any]:
     """An ``mcp-bench`` plan of short requests that fits both caches without preemption: on the
     ample server's 128-token blocks they use at least 2.33 times the cache their tokens need."""
     return _kv_plan(url, model, requests, prompt=47, output=16)

@@ -165,6 +165,11 @@ def check(d: Detector, inputs: DiagnoseInputs, t: Mapping[str, float]) -> Findin
         )
     if a["preemptions"] <= 0:
         summary = "no preemption in any level"
+        if a.get("usage_over_held") is None:
+            summary += (
+                " (KV usage never sampled beside the requests the server held: fragmentation without "
+                "preemption not judged)"
+            )
     elif at is not None:
         summary = f"{a['preemptions']:.0f} preemptions with the KV cache at most {at:.0%} used"
     else:
