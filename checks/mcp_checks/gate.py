@@ -58,17 +58,6 @@ class GateApiError(Exception):
     """The API server refused in a way waiting cannot fix (401, 403, a bad request)."""
 
 
-def parse_duration(text: str) -> float:
-    """Seconds above zero from ``90``, ``90s``, ``10m``, ``1h30m``, ``500ms`` (kubectl's forms)."""
-    try:
-        seconds = argtypes.parse_seconds(text)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    if seconds <= 0:
-        raise UsageError(f"must be above 0 (seconds), got {text!r}")
-    return seconds
-
-
 def parse_time(text: str) -> dt.datetime:
     """RFC 3339 with a zone (``2026-05-01T12:00:00Z``, ``...+02:00``, fractions allowed)."""
     try:
@@ -395,7 +384,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-n", "--namespace", help="its namespace (default: the kubeconfig's, or the pod's)")
     parser.add_argument(
         "--timeout",
-        type=_argument(parse_duration),
+        type=argtypes.duration(above=0),
         default="10m",
         help="how long to wait: 90s, 10m, 1h30m (default 10m)",
     )

@@ -27,8 +27,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import yaml
 
-from mcp_checks import cli, gate
-from mcp_checks.gate import GateApiError, Transient, Wanted, judge, parse_duration
+from mcp_checks import argtypes, cli, gate
+from mcp_checks.gate import GateApiError, Transient, Wanted, judge
 
 pytestmark = pytest.mark.timing  # run under load by `make test-stress`
 
@@ -271,6 +271,7 @@ def test_release_and_since_exclude_each_other_and_kubectl_names_the_plugin(
 
 
 def test_durations() -> None:
+    parse_duration = argtypes.duration(above=0)  # the gate's --timeout
     assert parse_duration("90") == 90 and parse_duration("90s") == 90 and parse_duration("10m") == 600
     assert parse_duration("1h30m") == 5400 and parse_duration("500ms") == 0.5
 
