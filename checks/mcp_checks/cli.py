@@ -330,13 +330,12 @@ def _missing(check: str, entry: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _plan(args: argparse.Namespace) -> tuple[dict[str, Any], str | None, str]:
+def _plan(args: argparse.Namespace, gate: Mapping[str, Any] | None) -> tuple[dict[str, Any], str | None, str]:
     """The ``spec.checks`` to run, the target URL and the namespace; ``Usage`` when the flags
-    (with the manifest's) do not make a check."""
+    (with the manifest's, ``gate``: the ``-f`` file's MCPReadiness) do not make a check."""
     checks: dict[str, Any] = {}
     url, namespace = args.url, args.namespace
-    if args.file is not None:
-        gate = _manifest(args.file)
+    if gate is not None:
         spec = gate.get("spec") or {}
         checks = dict(spec.get("checks") or {})
         url = url or (spec.get("target") or {}).get("url")
@@ -348,7 +347,7 @@ def _plan(args: argparse.Namespace) -> tuple[dict[str, Any], str | None, str]:
         if missing:
             raise Usage(missing)
         checks = {"healthProbe": {"enabled": False}, key: {**entry, "enabled": True}}
-    elif args.file is None:
+    elif gate is None:
         raise Usage("-f MANIFEST is required: `all` runs every check a manifest enables")
     if (checks.get("healthProbe") or {}).get("enabled", True) and not url:
         raise Usage("--url is required for the health probe (or -f MANIFEST with spec.target.url)")
@@ -423,7 +422,8 @@ def main(argv: list[str] | None = None, prog: str = "mcp-check") -> int:
     if args.check == "gate":
         return gate.run(args)
     try:
-        checks, url, namespace = _plan(args)
+        manifest = None if args.file is None else _manifest(args.file)
+        checks, url, namespace = _plan(args, manifest)
     except Usage as exc:
         _usage(args, str(exc))
     # the checks' dependencies (aiohttp, gRPC, the Prometheus and Kubernetes clients) load only
@@ -444,9 +444,8 @@ def main(argv: list[str] | None = None, prog: str = "mcp-check") -> int:
         _usage(args, f"{args.file}: {exc}" if args.file is not None else str(exc))
     except Usage as exc:
         _usage(args, str(exc))
-    if args.file is not None:
-        for part in skipped_parts(_manifest(args.file)):
-            print(f"skipped {part}", file=sys.stderr)
+    for part in skipped_parts(manifest or {}):
+        print(f"skipped {part}", file=sys.stderr)
     context = CheckContext(namespace, url, api_client)
     started = time.monotonic()
     outcomes = asyncio.run(run_checks(planned, context))

@@ -139,11 +139,14 @@ def test_what_a_manifest_gives_no_flag_is_needed_for(tmp_path: Path) -> None:
         )
     )
     parser = cli.build_parser()
-    checks, url, namespace = cli._plan(parser.parse_args(["drift", "-f", str(path), "--threshold", "0.01"]))
+    manifest = cli._manifest(path)
+    checks, url, namespace = cli._plan(
+        parser.parse_args(["drift", "-f", str(path), "--threshold", "0.01"]), manifest
+    )
     drift = checks["metricDrift"]
     assert (drift["prometheusUrl"], drift["threshold"], drift["enabled"]) == ("http://p:9090", 0.01, True)
     assert checks["healthProbe"] == {"enabled": False} and (url, namespace) == ("http://t", "ml")
-    checks, _, _ = cli._plan(parser.parse_args(["xds", "-f", str(path), "--grace-seconds", "0"]))
+    checks, _, _ = cli._plan(parser.parse_args(["xds", "-f", str(path), "--grace-seconds", "0"]), manifest)
     assert checks["xdsSync"]["graceSeconds"] == 0.0
 
 
