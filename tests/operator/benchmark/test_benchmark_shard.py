@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from tests.httpserve import serving
 from tests.operator.fakekube import FakeKube
 
 from mcp_bench.results.document import dumps_document, loads_document
@@ -204,15 +205,8 @@ async def header_echo() -> AsyncIterator[tuple[str, list[str]]]:
 
     app = web.Application()
     app.router.add_get("/{tail:.*}", answer)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    try:
-        yield f"http://127.0.0.1:{port}", seen
-    finally:
-        await runner.cleanup()
+    async with serving(app) as url:
+        yield url, seen
 
 
 async def test_secret_header_is_sent_but_never_published(

@@ -13,6 +13,7 @@ import pytest
 from aiohttp import web
 from kopf._cogs.clients import api, auth, errors
 from kopf._cogs.structs import credentials
+from tests.httpserve import serving
 
 from mcp_operator.handlers import startup
 
@@ -57,15 +58,8 @@ async def apiserver() -> AsyncIterator[tuple[str, list[str]]]:
 
     app = web.Application()
     app.router.add_get("/{tail:.*}", answer)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    try:
-        yield f"http://127.0.0.1:{port}", seen
-    finally:
-        await runner.cleanup()
+    async with serving(app) as url:
+        yield url, seen
 
 
 async def _get(server: str, path: str, attempts: int = 3) -> None:
