@@ -26,8 +26,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     import kopf
 
     from . import handlers, leadership, logs, metrics
+    from .handlers.common import current_object
     from .handlers.lifecycle import abandon
-    from .handlers.startup import current_object
     from .settings import OperatorSettings
 
     del handlers  # imported for its registrations

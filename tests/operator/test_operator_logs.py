@@ -17,8 +17,7 @@ from kopf._core.actions.loggers import ObjectLogger
 
 from mcp_operator import logs
 from mcp_operator.cli import build_parser, main
-from mcp_operator.handlers.common import about_object
-from mcp_operator.handlers.startup import current_object
+from mcp_operator.handlers.common import about_object, current_object
 
 TOKEN = "s3cr3t-T0KEN"
 BODY = {

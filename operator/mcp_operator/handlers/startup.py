@@ -1,7 +1,7 @@
 """Operator-wide settings: our own annotation prefixes and finalizer, sane timeouts, probes, how
 long a shutdown may take (``MCP_SHUTDOWN_TIMEOUT_SECONDS``: kopf's ultimate exiting timeout; see
-``handlers.lifecycle``), kopf's retried API requests logged as retries, and the object a log line
-is about (:func:`current_object`, set by every handler: ``handlers.common.about_object``)."""
+``handlers.lifecycle``), kopf's retried API requests logged as retries (the object a log line is
+about is ``handlers.common.current_object``, set by every handler)."""
 
 from __future__ import annotations
 
@@ -17,14 +17,12 @@ from .. import metrics
 from ..leadership import leader_identity
 from ..policy import TargetPolicy
 from ..settings import OperatorSettings
-from .common import current_object
 
 __all__ = [
     "PREFIX",
     "ApiRetryFilter",
     "api_reachable",
     "configure",
-    "current_object",
     "leader",
     "quiet_retries",
 ]
