@@ -110,6 +110,8 @@ def print_report(doc: ResultDocument, console: Console | None = None) -> None:
         errs = ", ".join(f"{k.value}={v}" for k, v in level.errors.items())
         if errs:
             console.print(f"  {level.level_label}: errors {errs}")
+        for kind, detail in level.error_examples.items():
+            console.print(f"    first {kind.value}: {detail}", highlight=False, markup=False)
         for reason in level.client_bound or []:
             console.print(
                 f"  {level.level_label}: client-bound ({reason}): the client may be the bottleneck; "

@@ -70,3 +70,29 @@ def test_no_data_is_not_a_pass() -> None:
     assert r.completed == 0
     assert r.slo.passed is False
     assert all(not c.passed for c in r.slo.checks)
+
+
+def test_each_error_kind_keeps_its_first_detail_through_a_merge() -> None:
+    """A count says how many failed; the first detail of each kind says why."""
+
+    def failed(kind: ErrorKind, detail: str) -> RequestRecord:
+        return RequestRecord(sent_ns=MS, end_ns=2 * MS, error=kind, error_detail=detail)
+
+    shard_a = LevelAccumulator(Slo(), open_loop=True, late_after_ns=MS)
+    shard_a.add(failed(ErrorKind.DISCONNECTED, "server closed the connection before answering (a)"))
+    shard_a.add(failed(ErrorKind.DISCONNECTED, "server closed the connection before answering (b)"))
+    shard_a.add(failed(ErrorKind.TIMEOUT, ""))  # no detail: nothing to show
+    shard_b = LevelAccumulator(Slo(), open_loop=True, late_after_ns=MS)
+    shard_b.add(failed(ErrorKind.HTTP_STATUS, "503"))
+    shard_b.add(failed(ErrorKind.DISCONNECTED, "from shard b"))
+    a, b = shard_a.to_result(OPEN), shard_b.to_result(OPEN)
+    assert a.error_examples == {ErrorKind.DISCONNECTED: "server closed the connection before answering (a)"}
+    merged = LevelAccumulator(Slo(), open_loop=True, late_after_ns=MS)
+    merged.merge_result(a)
+    merged.merge_result(b)
+    result = merged.to_result(OPEN)
+    assert result.errors == {ErrorKind.DISCONNECTED: 3, ErrorKind.HTTP_STATUS: 1, ErrorKind.TIMEOUT: 1}
+    assert result.error_examples == {
+        ErrorKind.DISCONNECTED: "server closed the connection before answering (a)",
+        ErrorKind.HTTP_STATUS: "503",
+    }

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from rich.console import Console
 
 from mcp_bench.plan import RunPlan
-from mcp_bench.records import RequestRecord
+from mcp_bench.records import ErrorKind, RequestRecord
 from mcp_bench.report import csv_text, print_report
 from mcp_bench.results import EngineFingerprint, ResultDocument
 from mcp_bench.results.aggregate import LevelAccumulator, LevelMeta
@@ -61,6 +61,17 @@ def test_table_has_reference_columns() -> None:
         assert col in text
     assert "61.5" in text and "unavailable" in text
     assert "c=256: SLO latency_p95_ms missed" in text and "overall SLO: Fail" in text
+
+
+def test_errors_are_counted_and_the_first_of_each_kind_is_shown() -> None:
+    doc = _doc()
+    doc.levels[1].errors = {ErrorKind.DISCONNECTED: 2}
+    doc.levels[1].error_examples = {ErrorKind.DISCONNECTED: "server closed the connection [before answering]"}
+    buf = io.StringIO()
+    print_report(doc, Console(file=buf, width=200))
+    text = buf.getvalue()
+    assert "c=256: errors disconnected=2" in text
+    assert "first disconnected: server closed the connection [before answering]" in text  # not markup
 
 
 def test_csv_rows() -> None:

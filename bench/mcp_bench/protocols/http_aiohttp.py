@@ -21,7 +21,13 @@ import aiohttp
 
 from mcp_bench import dialguard
 from mcp_bench.protocols import rx_stamps
-from mcp_bench.protocols.http_common import PLAIN_BODY, HttpSettings, fail_record, parse_server_header
+from mcp_bench.protocols.http_common import (
+    KEEPALIVE_EXPIRY_S,
+    PLAIN_BODY,
+    HttpSettings,
+    fail_record,
+    parse_server_header,
+)
 from mcp_bench.protocols.rx_stamps_socket import StampingSocket, socket_factory
 from mcp_bench.records import ConnectionMode, ConnectTime, ErrorKind, RequestPayload, RequestRecord
 
@@ -81,6 +87,8 @@ class AiohttpSession:
         factory = dialguard.socket_factory(dialguard.active_rule(), stamping)
         if factory is not None:
             extra["socket_factory"] = factory
+        if not self._force_close:  # aiohttp's own 15 s outlives the 5 s of many servers
+            extra["keepalive_timeout"] = KEEPALIVE_EXPIRY_S
         connector = aiohttp.TCPConnector(
             limit=self.max_connections,
             limit_per_host=0,

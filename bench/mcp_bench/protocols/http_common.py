@@ -18,6 +18,10 @@ if TYPE_CHECKING:
 # Why a request failed, as (kind, detail); what a body reader returns instead of raising.
 Failure = tuple[ErrorKind, str]
 _DETAIL_MAX = 300
+# An idle keep-alive connection older than this is closed, not reused: servers close idle
+# connections on timers of their own (uvicorn, and so vLLM and SGLang, after 5 s; Node after 5 s),
+# and a request written as the server's FIN is on its way fails before any byte of an answer.
+KEEPALIVE_EXPIRY_S = 4.0
 
 
 def fail_record(rec: RequestRecord, failure: Failure | None) -> RequestRecord:

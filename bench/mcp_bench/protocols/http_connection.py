@@ -10,11 +10,12 @@ requests to connections and takes them back. A connection speaks to its pool thr
 from __future__ import annotations
 
 import asyncio
+import select
 from collections.abc import Callable
 from time import perf_counter_ns
 from typing import Protocol
 
-from mcp_bench.protocols.http_common import BodyReader, fail_record
+from mcp_bench.protocols.http_common import KEEPALIVE_EXPIRY_S, BodyReader, fail_record
 from mcp_bench.protocols.rx_stamps import StampedTransport
 from mcp_bench.records import ErrorKind, RequestRecord
 
@@ -23,6 +24,10 @@ OnDone = Callable[[RequestRecord], None]
 _MAX_LINE = 65536
 # Chunked-body states: expecting a size line, the CRLF after a chunk's data, or trailer lines.
 _SIZE, _DATA_END, _TRAILER = 0, 1, 2
+# An idle connection is asked whether the server has closed it (one poll) once it sat idle this
+# long; a busy pool reuses its connections sooner and pays nothing.
+_CHECK_AFTER_NS = 1_000_000_000
+_EXPIRY_NS = int(KEEPALIVE_EXPIRY_S * 1e9)
 
 
 class PendingRequest:
@@ -37,6 +42,17 @@ class PendingRequest:
         self.reader = reader
         self.conn: Connection | None = None
         self.timer: asyncio.TimerHandle | None = None
+
+
+def _has_input(transport: asyncio.Transport | StampedTransport) -> bool:
+    """Whether the socket under an idle connection holds unread input: the server's FIN (or
+    anything else no request asked for), either way the end of the connection."""
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return False
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLIN)
+    return bool(poller.poll(0))
 
 
 class ConnectionPool(Protocol):
@@ -62,11 +78,14 @@ class Connection(asyncio.Protocol):
         "chunked",
         "got_bytes",
         "head_done",
+        "idle_since",
         "keep_alive",
         "pool",
         "req",
+        "served",
         "transport",
         "until_close",
+        "written_at",
     )
 
     def __init__(self, pool: ConnectionPool) -> None:
@@ -81,10 +100,31 @@ class Connection(asyncio.Protocol):
         self.until_close = False
         self.keep_alive = True
         self.got_bytes = False
+        self.served = 0  # answers this connection carried
+        self.idle_since = 0  # perf_counter_ns when its last answer ended
+        self.written_at = 0  # perf_counter_ns when the current request was written
 
     # -- asyncio callbacks ----------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        self.idle_since = perf_counter_ns()
+
+    def fit_for(self, now: int) -> bool:
+        """Whether this idle connection can carry a request written at ``now``; one that cannot
+        (closed, idle past :data:`KEEPALIVE_EXPIRY_S`, or with the server's close already in its
+        socket while the event loop had not come to it) is closed here.
+
+        Why: writing into a connection the server is closing loses the request before any byte
+        of an answer (``disconnected``), a failure of the client's timing and not of the server.
+        """
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return False
+        idle = now - self.idle_since
+        if idle > _CHECK_AFTER_NS and (idle > _EXPIRY_NS or _has_input(transport)):
+            self.abort()
+            return False
+        return True
 
     def send(self, req: PendingRequest) -> None:
         self.req = req
@@ -93,6 +133,7 @@ class Connection(asyncio.Protocol):
         self.got_bytes = False
         self.buf.clear()
         assert self.transport is not None
+        self.written_at = perf_counter_ns()
         self.transport.write(req.data)
 
     def data_received(self, data: bytes) -> None:
@@ -139,7 +180,11 @@ class Connection(asyncio.Protocol):
         if self.head_done and self.until_close:
             self._finish(perf_counter_ns())
         elif not self.got_bytes:
-            self._fail(ErrorKind.DISCONNECTED, "server closed the connection before answering", close=False)
+            self._fail(
+                ErrorKind.DISCONNECTED,
+                f"server closed the connection before answering ({self._history(exc)})",
+                close=False,
+            )
         elif self.head_done:
             failure = req.reader.lost(req.rec)
             if failure is None:
@@ -148,6 +193,15 @@ class Connection(asyncio.Protocol):
                 self._fail(*failure, close=False)
         else:
             self._fail(ErrorKind.DISCONNECTED, "connection closed inside the response head", close=False)
+
+    def _history(self, exc: Exception | None) -> str:
+        """How the connection ended and what it carried before: a reused connection the server
+        closed while idle is a different story from a new one it refused."""
+        how = f"{type(exc).__name__}: {exc}" if exc is not None else "end of stream"
+        if not self.served:
+            return f"{how}; its first request"
+        idle_ms = (self.written_at - self.idle_since) / 1e6
+        return f"{how}; after {self.served} answers on it, idle {idle_ms:.0f} ms before this request"
 
     # -- parsing --------------------------------------------------------------------------------
     def _parse_head(self, head: bytes) -> bool:
@@ -247,6 +301,8 @@ class Connection(asyncio.Protocol):
         rec.end_ns = now
         fail_record(rec, req.reader.end(rec))
         reusable = self.keep_alive and self.transport is not None and not self.until_close
+        self.served += 1
+        self.idle_since = now
         if not reusable:
             self.abort()
         self.pool.on_request_done(req, self if reusable else None)

@@ -122,7 +122,8 @@ class FastHttpClient(HttpSettings):
     # -- ConnectionControl ----------------------------------------------------------------------
     async def prepare_connections(self, mode: ConnectionMode, count: int) -> None:
         """Warm: open idle connections up to ``count`` now, so no measured request waits for a
-        connect; cold and per-request: close the idle ones, so the level opens its own."""
+        connect (those idle too long to reuse are replaced); cold and per-request: close the idle
+        ones, so the level opens its own."""
         self._loop = asyncio.get_running_loop()
         self._per_request = mode == "per-request"
         if mode != "warm":
@@ -130,6 +131,10 @@ class FastHttpClient(HttpSettings):
                 conn.abort()
             self._idle.clear()
             return
+        now = perf_counter_ns()
+        for conn in [c for c in self._idle if not c.fit_for(now)]:  # idle since an earlier level
+            self._idle.remove(conn)
+            self._conns.discard(conn)
         missing = count - len(self._conns) - self._connecting
         if missing > 0:
             self._connecting += missing
@@ -154,12 +159,13 @@ class FastHttpClient(HttpSettings):
         idle = self._idle
         # Stamped right before the write on an idle connection; a request that has to wait for
         # one (or for a new connection) counts that wait, as with any pooled client.
-        rec.sent_ns = perf_counter_ns()
+        rec.sent_ns = now = perf_counter_ns()
         while idle:
             conn = idle.pop()
-            if conn.transport is not None and not conn.transport.is_closing():
+            if conn.fit_for(now):
                 conn.send(req)
                 break
+            self._conns.discard(conn)  # closed: a new connection may take its place at once
         else:
             self._waiting.append(req)
             self._maybe_connect()

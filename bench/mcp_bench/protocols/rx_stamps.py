@@ -21,7 +21,7 @@ import socket
 import struct
 import sys
 from time import perf_counter_ns, time_ns
-from typing import Protocol
+from typing import Any, Protocol
 
 # The constant is missing from Python's socket module; its value on Linux is 35.
 SO_TIMESTAMPNS: int = getattr(socket, "SO_TIMESTAMPNS", 35)
@@ -89,6 +89,14 @@ class StampedTransport:
 
     def is_closing(self) -> bool:
         return self.closing
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        """asyncio's transport accessor, for what the pool asks of a connection: its socket."""
+        if name == "socket":
+            return self.sock
+        if name == "peername":
+            return self.sock.getpeername()
+        return default
 
     def write(self, data: bytes) -> None:
         if self.closing:

@@ -108,6 +108,7 @@ class LevelAccumulator:
         self._tpot = self.hists["tpot"]
         self._itl = self.hists["itl"]
         self.errors: Counter[ErrorKind] = Counter()
+        self.error_examples: dict[ErrorKind, str] = {}
         self.sent = self.completed = self.failed = self.dropped = self.late = self.good = 0
         self.input_tokens = self.output_tokens = 0
         self.first_start: int | None = None
@@ -147,6 +148,8 @@ class LevelAccumulator:
         if rec.error is not None:
             self.failed += 1
             self.errors[rec.error] += 1
+            if rec.error not in self.error_examples and rec.error_detail:
+                self.error_examples[rec.error] = rec.error_detail
             return
         self.completed += 1
         e2e = end - sent
@@ -219,6 +222,8 @@ class LevelAccumulator:
                 self.hists[metric].merge(hist)
         for kind, n in level.errors.items():
             self.errors[ErrorKind(kind)] += n
+        for kind, detail in level.error_examples.items():
+            self.error_examples.setdefault(ErrorKind(kind), detail)
         self.sent += level.sent
         self.new_connection_requests += level.new_connection_requests
         self.completed += level.completed
@@ -267,6 +272,7 @@ class LevelAccumulator:
             dropped=self.dropped,
             late=self.late,
             errors=dict(sorted(self.errors.items())),
+            error_examples=dict(sorted(self.error_examples.items())),
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,
             good=self.good,

@@ -154,6 +154,8 @@ class LevelResult(_Model):
     dropped: int = 0
     late: int = 0
     errors: dict[ErrorKind, int] = Field(default_factory=dict)
+    # the first failure's detail of each kind (what a count alone cannot say: why)
+    error_examples: dict[ErrorKind, str] = Field(default_factory=dict)
     input_tokens: int = 0
     output_tokens: int = 0
     good: int = 0
