@@ -1,12 +1,19 @@
 # Operator and benchmark-runner image (the same image serves both: `mcp-operator run` and
-# `mcp-operator shard`). Not built in this repository's CI, which has no container engine.
-FROM python:3.11-slim
-WORKDIR /src
-COPY pyproject.toml README.md ./
-COPY operator operator
-COPY bench bench
-COPY checks checks
-RUN pip install --no-cache-dir . && rm -rf /src
+# `mcp-operator shard`). `docker build .` from the repository root builds it from the Python
+# base image and PyPI; the test harness builds the same file offline (mcp_devcluster.realnode):
+# BASE is then a Debian root filesystem made by mmdebstrap and the context carries wheels/, a
+# wheelhouse of the package and its dependencies, which PIP_FLAGS points pip at.
+ARG BASE=python:3.11-slim
+FROM ${BASE}
+ARG PIP_FLAGS=""
+# tini is PID 1: it forwards SIGTERM to the operator and reaps what the drills' load leaves
+RUN command -v tini >/dev/null || (apt-get update && apt-get install -y --no-install-recommends tini \
+    && rm -rf /var/lib/apt/lists/*)
+COPY . /src
+RUN python3 -m venv /opt/mcp-operator \
+    && /opt/mcp-operator/bin/pip install --no-cache-dir ${PIP_FLAGS} /src \
+    && rm -rf /src
+ENV PATH=/opt/mcp-operator/bin:$PATH PYTHONDONTWRITEBYTECODE=1
 USER 65532:65532
-ENTRYPOINT ["mcp-operator"]
+ENTRYPOINT ["tini", "--", "mcp-operator"]
 CMD ["run"]

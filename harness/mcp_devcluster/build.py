@@ -165,6 +165,16 @@ def components() -> dict[str, Component]:
             tags=("selinux", "notest"),
             sibling_replaces={"@staging": staging_version},
         ),
+        # the real node's agents: apart from the control plane, so `make demo` never builds them
+        "kubernetes-node": Component(
+            name="kubernetes-node",
+            module="k8s.io/kubernetes",
+            version=KUBERNETES_VERSION,
+            packages=("k8s.io/kubernetes/cmd/kubelet", "k8s.io/kubernetes/cmd/kube-proxy"),
+            ldflags=_version_ldflags(KUBERNETES_VERSION),
+            tags=("selinux", "notest"),
+            sibling_replaces={"@staging": staging_version},
+        ),
         "etcd": Component(
             name="etcd",
             module="go.etcd.io/etcd/server/v3",

@@ -178,6 +178,17 @@ def _issue_kubelet_pair(issuer: _Issuer, paths: PkiPaths) -> None:
     issuer.issue(paths.kubelet_client_cert, paths.kubelet_client_key, client_name, CLIENT)
 
 
+def issue_kubelet_serving_pair(paths: PkiPaths, cert_path: Path, key_path: Path, node_ip: str) -> None:
+    """A serving certificate for a kubelet at ``node_ip``, from the cluster's CA on disk: the API
+    server verifies the kubelets it reaches (logs, exec) against that CA."""
+    ca_key = serialization.load_pem_private_key(paths.ca_key.read_bytes(), password=None)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise ValueError(f"{paths.ca_key}: not the cluster's EC key")
+    ca_name = x509.load_pem_x509_certificate(paths.ca_cert.read_bytes()).subject
+    sans: list[x509.GeneralName] = [x509.IPAddress(ipaddress.ip_address(node_ip))]
+    _Issuer(ca_key, ca_name).issue(cert_path, key_path, _name("mcp-kubelet"), SERVER, sans)
+
+
 def generate_pki(root: Path, service_ip: str | None = None) -> PkiPaths:
     """Create CA, API-server serving cert (also for ``service_ip``, the ClusterIP of the
     ``kubernetes`` Service), admin client cert, the kubelet pair and service-account keys."""

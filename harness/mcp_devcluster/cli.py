@@ -1,5 +1,6 @@
 """``mcp-devcluster``: the test harness's command. ``build|up|down|env|status`` manage the local
-control plane by hand; ``demo`` runs the README's main job (``make demo``)."""
+control plane by hand; ``realnode up|down`` adds a real node (containers) beside it; ``demo``
+runs the README's main job (``make demo``)."""
 
 from __future__ import annotations
 
@@ -86,6 +87,19 @@ def _cmd_stress(args: argparse.Namespace) -> int:
     return run_stressed(pytest_args, args.runs, hog=not args.no_hog, cluster=not args.no_cluster)
 
 
+def _cmd_realnode(args: argparse.Namespace) -> int:
+    from .realnode import lifecycle
+
+    directory = args.state_dir or default_state_dir()
+    if args.action == "down":
+        lifecycle.down(directory)
+        return 0
+    state = lifecycle.up(directory)
+    shown = {"node": state.node, "images": state.images, "startup": state.startup_seconds}
+    print(json.dumps(shown, indent=2))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mcp-devcluster", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -136,6 +150,14 @@ def build_parser() -> argparse.ArgumentParser:
     stress.add_argument("--no-cluster", action="store_true", help="no second control plane")
     stress.add_argument("pytest_args", nargs=argparse.REMAINDER)
     stress.set_defaults(func=_cmd_stress)
+    real = sub.add_parser(
+        "realnode",
+        help="a real node beside the running control plane: containerd, runc and a kubelet, "
+        "with the operator's and the reference server's images built here",
+    )
+    real.add_argument("action", choices=["up", "down"])
+    real.add_argument("--state-dir", type=Path, default=None)
+    real.set_defaults(func=_cmd_realnode)
     return parser
 
 

@@ -1,0 +1,118 @@
+"""Bring the real node up beside a running local control plane, and take it down again.
+
+``up``: Debian packages, the kubelet build, the images (built once, then cached), containerd
+with the images imported, the node's address and pod network, the kubelet; returns when the
+Node is Ready. ``down``: the kubelet, every container, containerd, the mounts and links, the
+kernel tunables as they were, and the Node object. Both are safe to run again after a crash.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import time
+from pathlib import Path
+
+from kubernetes import client, config
+
+from .. import build
+from ..certs import PkiPaths
+from ..cluster import ClusterState
+from ..processes import stop_pid
+from . import debs, images, node, runtime
+
+
+def node_root(cluster_state_dir: Path) -> Path:
+    return cluster_state_dir / "realnode"
+
+
+def _saved_archive(daemon: images.BuildDaemon, image: str) -> Path:
+    """``docker save`` of ``image`` once per image name (names carry their inputs' digest)."""
+    archive = images.images_dir() / (image.replace("/", "_").replace(":", "_") + ".tar")
+    if not archive.is_file():
+        partial = archive.with_suffix(".partial")
+        daemon.save(image, partial)
+        partial.rename(archive)
+    return archive
+
+
+def up(cluster_state_dir: Path, timeout_s: float = 120) -> node.RealNodeState:
+    cluster = ClusterState.load(cluster_state_dir)
+    root = node_root(cluster_state_dir)
+    if (root / "state.json").exists():
+        down(cluster_state_dir)
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    timings: dict[str, float] = {}
+    began = time.monotonic()
+    timings["packages"] = debs.ensure_packages()
+    t = time.monotonic()
+    build.ensure_all(["kubernetes-node"])
+    timings["kubelet-build"] = time.monotonic() - t
+    t = time.monotonic()
+    daemon = images.BuildDaemon(root / "docker")
+    daemon.start()
+    try:
+        built = images.build_all(daemon)
+        archives = [_saved_archive(daemon, name) for name in (built.pause, built.operator, built.refserver)]
+    finally:
+        daemon.stop()
+    timings["images"] = time.monotonic() - t
+    state = node.RealNodeState(
+        root=str(root),
+        node=node.NODE_NAME,
+        node_ip=node.NODE_IP,
+        tunables=node.read_tunables(),
+        images={
+            "pause": images.containerd_name(built.pause),
+            "operator": images.containerd_name(built.operator),
+            "refserver": images.containerd_name(built.refserver),
+        },
+    )
+    state.save()
+    paths = runtime.RuntimePaths(root / "containerd")
+    paths.cni_conf_dir.mkdir(parents=True, exist_ok=True)
+    (paths.cni_conf_dir / "10-mcp-real.conflist").write_text(
+        json.dumps(node.cni_config(node.BRIDGE, node.POD_CIDR), indent=2)
+    )
+    t = time.monotonic()
+    containerd = runtime.start_containerd(paths, state.images["pause"], root / "containerd.log")
+    assert containerd.popen is not None
+    state.pids["containerd"] = containerd.popen.pid
+    state.save()
+    for archive in archives:
+        runtime.import_image(paths, archive)
+    timings["containerd"] = time.monotonic() - t
+    node.add_node_address()
+    kubelet, timings["kubelet"] = node.start_kubelet(
+        root, Path(cluster.kubeconfig), PkiPaths(cluster_state_dir / "pki"), paths, timeout_s
+    )
+    assert kubelet.popen is not None
+    state.pids["kubelet"] = kubelet.popen.pid
+    timings["total"] = time.monotonic() - began
+    state.startup_seconds = {k: round(v, 2) for k, v in timings.items()}
+    state.save()
+    return state
+
+
+def down(cluster_state_dir: Path) -> None:
+    root = node_root(cluster_state_dir)
+    try:
+        state = node.RealNodeState.load(root)
+    except FileNotFoundError:
+        return
+    paths = runtime.RuntimePaths(root / "containerd")
+    if "kubelet" in state.pids:
+        stop_pid(state.pids["kubelet"])
+    if "containerd" in state.pids:
+        node.remove_containers(paths)
+        stop_pid(state.pids["containerd"])
+    node.unmount_under(root)
+    node.remove_links(node.NODE_LINK, node.BRIDGE)
+    node.restore_tunables(state.tunables)
+    with contextlib.suppress(Exception):
+        cluster = ClusterState.load(cluster_state_dir)
+        api = client.CoreV1Api(config.new_client_from_config(cluster.kubeconfig))
+        api.delete_node(state.node)
+    (root / "state.json").unlink(missing_ok=True)

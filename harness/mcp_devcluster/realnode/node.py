@@ -1,0 +1,227 @@
+"""The real node's kubelet, address and pod network, and taking all of it down again.
+
+Its address: kubelet refuses a loopback node IP, so the node gets one on a dummy interface the
+harness creates (``mcp-real0``, 10.213.0.2/32): local to this machine and never routed off it.
+Its pods: a CNI bridge (``mcp-realbr0``) with host-local addresses from the node's pod CIDR.
+Pods with ``hostNetwork`` share the machine's loopback, so they reach the API server and the
+service proxy's ClusterIPs there; pods on the bridge reach other pods on it.
+
+kubelet sets kernel tunables it wants (``kernel.panic``, ``kernel.panic_on_oops``,
+``vm.overcommit_memory``); they are read before it starts and written back when it stops.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .. import build
+from ..certs import PkiPaths, issue_kubelet_serving_pair
+from ..nodes import wait_nodes_ready
+from ..processes import ManagedProcess, StartupError, free_port, stop_pid, wait_until
+from . import runtime
+
+NODE_NAME = "mcp-real"
+NODE_LINK = "mcp-real0"
+NODE_IP = "10.213.0.2"
+POD_CIDR = "10.213.1.0/24"
+BRIDGE = "mcp-realbr0"
+ZONE = "zone-real"
+# pods land here only when they ask: the process nodes stay where every other test's pods go
+TAINT = "mcp2026.io/real-node=true:NoSchedule"
+LABEL = "mcp2026.io/node-kind=real"
+KERNEL_TUNABLES = ("kernel.panic", "kernel.panic_on_oops", "vm.overcommit_memory")
+
+
+def kubelet_config(
+    *,
+    endpoint: str,
+    ca: Path,
+    cert: Path,
+    key: Path,
+    port: int,
+    healthz_port: int,
+    node_ip: str,
+    pod_cidr: str,
+) -> dict[str, Any]:
+    """KubeletConfiguration for this machine: cgroup v1 through cgroupfs (no systemd), no image
+    garbage collection (nothing could be pulled back), no swap check, eviction only near a full disk."""
+    return {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "failCgroupV1": False,
+        "cgroupDriver": "cgroupfs",
+        "containerRuntimeEndpoint": endpoint,
+        "address": node_ip,
+        "port": port,
+        "readOnlyPort": 0,
+        "healthzBindAddress": "127.0.0.1",
+        "healthzPort": healthz_port,
+        "tlsCertFile": str(cert),
+        "tlsPrivateKeyFile": str(key),
+        "authentication": {
+            "anonymous": {"enabled": False},
+            "webhook": {"enabled": True},
+            "x509": {"clientCAFile": str(ca)},
+        },
+        "authorization": {"mode": "Webhook"},
+        "podCIDR": pod_cidr,
+        "failSwapOn": False,
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
+        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
+        "serializeImagePulls": False,
+        "resolvConf": "/etc/resolv.conf",
+        "maxPods": 30,
+        "nodeStatusReportFrequency": "10s",
+        "syncFrequency": "5s",
+        "fileCheckFrequency": "5s",
+        "shutdownGracePeriod": "0s",
+        "logging": {"format": "text", "verbosity": 1},
+    }
+
+
+def cni_config(bridge: str, pod_cidr: str) -> dict[str, Any]:
+    """A bridge with host-local addresses; the gateway is the bridge's own address."""
+    return {
+        "cniVersion": "0.4.0",
+        "name": "mcp-real",
+        "plugins": [
+            {
+                "type": "bridge",
+                "bridge": bridge,
+                "isGateway": True,
+                "ipMasq": False,
+                "hairpinMode": True,
+                "ipam": {
+                    "type": "host-local",
+                    "ranges": [[{"subnet": pod_cidr}]],
+                    "routes": [{"dst": "0.0.0.0/0"}],
+                },
+            },
+            {"type": "portmap", "capabilities": {"portMappings": True}},
+        ],
+    }
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, check=check)
+
+
+def add_node_address(link: str = NODE_LINK, address: str = NODE_IP) -> None:
+    """A dummy interface carrying the node's address (again after a crash: replaced)."""
+    _ip("link", "del", link, check=False)
+    _ip("link", "add", link, "type", "dummy")
+    _ip("addr", "add", f"{address}/32", "dev", link)
+    _ip("link", "set", link, "up")
+
+
+def remove_links(*links: str) -> None:
+    for link in links:
+        _ip("link", "del", link, check=False)
+
+
+def read_tunables() -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name in KERNEL_TUNABLES:
+        path = Path("/proc/sys") / name.replace(".", "/")
+        with contextlib.suppress(OSError):
+            out[name] = path.read_text().strip()
+    return out
+
+
+def restore_tunables(saved: dict[str, str]) -> None:
+    for name, value in saved.items():
+        with contextlib.suppress(OSError):
+            (Path("/proc/sys") / name.replace(".", "/")).write_text(value)
+
+
+@dataclass
+class RealNodeState:
+    """What ``up`` leaves for ``down`` (possibly in another process)."""
+
+    root: str
+    node: str
+    node_ip: str
+    pids: dict[str, int] = field(default_factory=dict)
+    tunables: dict[str, str] = field(default_factory=dict)
+    images: dict[str, str] = field(default_factory=dict)
+    startup_seconds: dict[str, float] = field(default_factory=dict)
+
+    def save(self) -> None:
+        (Path(self.root) / "state.json").write_text(json.dumps(self.__dict__, indent=2))
+
+    @classmethod
+    def load(cls, root: Path) -> RealNodeState:
+        return cls(**json.loads((root / "state.json").read_text()))
+
+
+def start_kubelet(
+    root: Path, kubeconfig: Path, pki: PkiPaths, paths: runtime.RuntimePaths, timeout_s: float
+) -> tuple[ManagedProcess, float]:
+    """The kubelet, registering :data:`NODE_NAME`; returns once the Node is Ready."""
+    cert, key = root / "kubelet.crt", root / "kubelet.key"
+    issue_kubelet_serving_pair(pki, cert, key, NODE_IP)
+    config = kubelet_config(
+        endpoint=paths.endpoint,
+        ca=pki.ca_cert,
+        cert=cert,
+        key=key,
+        port=free_port(),
+        healthz_port=free_port(),
+        node_ip=NODE_IP,
+        pod_cidr=POD_CIDR,
+    )
+    (root / "kubelet.yaml").write_text(yaml.safe_dump(config))
+    argv = [
+        str(build.binary("kubernetes-node", "kubelet")),
+        f"--config={root / 'kubelet.yaml'}",
+        f"--kubeconfig={kubeconfig}",
+        f"--root-dir={root / 'kubelet'}",
+        f"--cert-dir={root / 'kubelet-pki'}",
+        f"--hostname-override={NODE_NAME}",
+        f"--node-ip={NODE_IP}",
+        f"--node-labels={LABEL},topology.kubernetes.io/zone={ZONE}",
+        f"--register-with-taints={TAINT}",
+    ]
+    proc = ManagedProcess("kubelet-real", argv, root / "kubelet.log")
+    proc.start()
+    try:
+        took = wait_until(
+            proc, lambda: wait_nodes_ready(kubeconfig, [NODE_NAME]), timeout_s=timeout_s, what="Node Ready"
+        )
+    except StartupError:
+        if proc.popen is not None:
+            stop_pid(proc.popen.pid)
+        raise
+    return proc, took
+
+
+def remove_containers(paths: runtime.RuntimePaths) -> None:
+    """Every task and container containerd runs for the node, killed and deleted: stopping the
+    kubelet and containerd leaves the containers' shims running."""
+    with contextlib.suppress(RuntimeError):
+        for line in runtime.ctr(paths, "tasks", "ls", "-q").splitlines():
+            with contextlib.suppress(RuntimeError):
+                runtime.ctr(paths, "tasks", "kill", "-s", "SIGKILL", line.strip())
+        time.sleep(0.5)
+        for line in runtime.ctr(paths, "tasks", "ls", "-q").splitlines():
+            with contextlib.suppress(RuntimeError):
+                runtime.ctr(paths, "tasks", "delete", "-f", line.strip())
+        for line in runtime.ctr(paths, "containers", "ls", "-q").splitlines():
+            with contextlib.suppress(RuntimeError):
+                runtime.ctr(paths, "containers", "delete", line.strip())
+
+
+def unmount_under(root: Path) -> None:
+    """Mounts the kubelet and containerd left under ``root`` (pod volumes, rootfs, shm)."""
+    mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+    for mount in sorted((m for m in mounts if m.startswith(str(root))), key=len, reverse=True):
+        subprocess.run(["umount", "-l", mount], capture_output=True, check=False)

@@ -1,0 +1,80 @@
+"""The real node's pure parts: containerd's and the kubelet's configuration, the CNI network,
+image names as containerd knows them, the kubelet's serving certificate and the package check.
+The node itself runs in ``e2e/test_realnode.py``."""
+
+from __future__ import annotations
+
+import ipaddress
+import tomllib
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from mcp_devcluster.certs import PkiPaths, generate_pki, issue_kubelet_serving_pair
+from mcp_devcluster.realnode import debs, images, node, runtime
+
+
+def test_containerd_config_carries_what_this_machine_needs(tmp_path: Path) -> None:
+    paths = runtime.RuntimePaths(tmp_path / "ctd")
+    cfg = tomllib.loads(runtime.containerd_config(paths, "docker.io/mcp-operator/pause:v1"))
+    assert cfg["version"] == 2 and cfg["grpc"]["address"] == str(paths.socket)
+    assert cfg["root"] == str(paths.data) and cfg["state"] == str(paths.state)
+    cri = cfg["plugins"]["io.containerd.grpc.v1.cri"]
+    assert cri["restrict_oom_score_adj"] is True  # no CAP_SYS_RESOURCE here
+    assert cri["sandbox_image"] == "docker.io/mcp-operator/pause:v1"
+    assert cri["containerd"]["runtimes"]["runc"]["options"]["SystemdCgroup"] is False
+    assert cri["cni"] == {"bin_dir": "/usr/lib/cni", "conf_dir": str(paths.cni_conf_dir), "max_conf_num": 1}
+
+
+def test_kubelet_config_for_cgroup_v1_without_systemd_or_image_gc(tmp_path: Path) -> None:
+    cfg = node.kubelet_config(
+        endpoint="unix:///x.sock",
+        ca=tmp_path / "ca.crt",
+        cert=tmp_path / "k.crt",
+        key=tmp_path / "k.key",
+        port=10250,
+        healthz_port=10248,
+        node_ip="10.213.0.2",
+        pod_cidr="10.213.1.0/24",
+    )
+    assert cfg["failCgroupV1"] is False and cfg["cgroupDriver"] == "cgroupfs"
+    assert cfg["imageGCHighThresholdPercent"] == 100  # nothing could be pulled back
+    assert cfg["address"] == "10.213.0.2" and cfg["readOnlyPort"] == 0
+    assert cfg["authentication"]["anonymous"]["enabled"] is False
+    assert cfg["authorization"]["mode"] == "Webhook"
+
+
+def test_cni_bridge_hands_out_the_pod_cidr() -> None:
+    conf = node.cni_config("br-x", "10.213.1.0/24")
+    bridge = conf["plugins"][0]
+    assert bridge["type"] == "bridge" and bridge["bridge"] == "br-x" and bridge["isGateway"] is True
+    assert bridge["ipMasq"] is False  # nothing from a pod is masqueraded off the machine
+    assert bridge["ipam"]["ranges"] == [[{"subnet": "10.213.1.0/24"}]]
+
+
+def test_image_names_as_containerd_holds_them() -> None:
+    assert images.containerd_name("mcp-operator/pause:v1") == "docker.io/mcp-operator/pause:v1"
+    assert images.containerd_name("busybox:1") == "docker.io/library/busybox:1"
+    assert images.containerd_name("registry.local:5000/a/b:1") == "registry.local:5000/a/b:1"
+    assert images.containerd_name("localhost/a:1") == "localhost/a:1"
+
+
+def test_the_kubelet_serving_certificate_is_for_the_node_address_and_from_the_cluster_ca(
+    tmp_path: Path,
+) -> None:
+    pki: PkiPaths = generate_pki(tmp_path / "pki")
+    cert_path, key_path = tmp_path / "k.crt", tmp_path / "k.key"
+    issue_kubelet_serving_pair(pki, cert_path, key_path, "10.213.0.2")
+    cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
+    ca = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes())
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert sans.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("10.213.0.2")]
+    assert cert.issuer == ca.subject
+    public_key = ca.public_key()
+    assert isinstance(public_key, ec.EllipticCurvePublicKey)
+    cert.verify_directly_issued_by(ca)
+
+
+def test_a_missing_package_is_named() -> None:
+    assert debs.missing(("no-such-package-mcp-operator",)) == ["no-such-package-mcp-operator"]
