@@ -287,6 +287,18 @@ def test_priority_amplification_without_slo(docs: Any) -> None:
     )
 
 
+def test_priority_amplification_is_judged_past_a_noisy_uncontended_p99(docs: Any) -> None:
+    """Three slow requests in the light level (a busy host) made batch's uncontended P99 26 ms beside
+    interactive's 18: the classes cost the same uncontended (their P50s), so the 2.4x between
+    them at the heavy level is the priority's (a run under a CPU hog once read it NotFound)."""
+    light = {"interactive": [18.0] * 100, "batch": [18.0] * 97 + [26.0] * 3}
+    strict = {"interactive": [60.0] * 98 + [105.0] * 2, "batch": [150.0] * 98 + [255.0] * 2}
+    f = finding(8, _classed(docs, light, strict, 120.0))
+    assert f.state == "Found", (f.summary, f.values)
+    fifo = {"interactive": [60.0] * 98 + [105.0] * 2, "batch": [62.0] * 98 + [118.0] * 2}
+    assert finding(8, _classed(docs, light, fifo, 120.0)).state == "NotFound"
+
+
 def test_priority_needs_classes(docs: Any) -> None:
     f = finding(8, docs.document([docs.level()]))
     assert f.state == "NoData" and "classes" in f.needs

@@ -3,7 +3,8 @@ stays within its SLO while the low class's tail explodes (the guide's case: P99 
 against a 500 ms SLO). From per-class latency (``LevelResult.breakdown['class']``, when the plan
 has request classes with priorities): per level, the lowest class's P99 against its SLO and against
 its own P99 at the lightest level (uncontended), while the highest class meets its SLO; and the low
-class amplified well beyond the high one (under FIFO both slow down alike: load, not priority)."""
+class's P99 well above the high class's in the same level, against the ratio of their P50s
+uncontended (under FIFO both slow down alike: load, not priority)."""
 
 from __future__ import annotations
 
@@ -18,11 +19,20 @@ from mcp_bench.results.document import LevelResult, ResultDocument
 
 
 def class_p99(doc: ResultDocument, level: LevelResult, name: str) -> float | None:
+    return _class_quantile(doc, level, name, "p99_ms")
+
+
+def class_p50(doc: ResultDocument, level: LevelResult, name: str) -> float | None:
+    return _class_quantile(doc, level, name, "p50_ms")
+
+
+def _class_quantile(doc: ResultDocument, level: LevelResult, name: str, field: str) -> float | None:
     tag = breakdown(level, "class").get(name)
     if tag is None:
         return None
     table = tag_table(tag, latency_name(doc, level))
-    return None if table is None else table.p99_ms
+    value = None if table is None else getattr(table, field)
+    return None if value is None else float(value)
 
 
 def slo_of(plan: RunPlan, cls: RequestClass) -> float | None:
@@ -64,13 +74,19 @@ def check(d: Detector, inputs: DiagnoseInputs, t: Mapping[str, float]) -> Findin
     slo_low, slo_high = slo_of(doc.plan, low), slo_of(doc.plan, high)
     several = len(rows) > 1 and base_low is not None
 
+    # what the two classes cost each other uncontended: their P50s at the lightest level (a P99
+    # of one request at a time is a few slow requests, and on a busy host they decide a ratio)
+    p50_low, p50_high = class_p50(doc, light, low.name), class_p50(doc, light, high.name)
+    uncontended_ratio = p50_low / p50_high if several and p50_low and p50_high else 1.0
+
     def judge(lp: float, hp: float) -> tuple[bool, float | None, float | None]:
         """(trap, the low class's amplification, the high class's)."""
         amp = lp / base_low if several and base_low else (lp / hp if hp else None)
         high_amp = hp / base_high if several and base_high else None
         amplified = amp is not None and amp >= t["amplification"]
-        # the low class amplified well beyond the high one: the priority, not the load alone
-        unequal = high_amp is None or (amp is not None and amp >= high_amp * t["relative_amplification"])
+        # the low class slowed well beyond the high one in the same window, against how they
+        # compare uncontended: the priority, not the load alone (under FIFO both slow alike)
+        unequal = hp > 0 and lp / hp >= uncontended_ratio * t["relative_amplification"]
         if slo_low is not None and slo_high is not None:
             return lp > slo_low and hp <= slo_high and amplified and unequal, amp, high_amp
         return amplified and unequal, amp, high_amp
