@@ -11,9 +11,11 @@ SHELL := /bin/bash
 VENV ?= .venv
 BIN := $(VENV)/bin
 LOGS := .make-logs
-APT_PACKAGES := prometheus chromium-headless-shell  # the drift tests; the HTML report's screenshot test
+# the drift tests; the HTML report's screenshot test; the real node (containers: e2e/test_realnode.py)
+APT_PACKAGES := prometheus chromium-headless-shell containerd runc containernetworking-plugins docker.io \
+	mmdebstrap iptables tini
 DEMO_COMPONENTS := kubernetes etcd
-TEST_COMPONENTS := kwok helm luahealth xdsbed
+TEST_COMPONENTS := kwok helm luahealth xdsbed kubernetes-node
 # both cores, one test file per worker at a time (module fixtures stay on one worker; each worker
 # that runs an e2e file starts its own control plane); the 25 slowest tests and every skip with
 # its reason
@@ -21,7 +23,7 @@ PYTEST := $(BIN)/pytest -q -n 2 --dist loadfile --durations=25 -rs
 STRESS_RUNS ?= 3
 
 .PHONY: demo demo-vllm test test-stress lint docs unit e2e toolchain demo-toolchain python-env python-test-env \
-	system-packages clean
+	system-packages realnode-images clean
 
 # $(call step,NAME,COMMAND): run COMMAND quietly, print NAME and its time, or its log on failure
 define step
@@ -57,6 +59,12 @@ demo-toolchain:
 toolchain: demo-toolchain
 	@$(MAKE) --no-print-directory -s -j2 --output-sync=target python-test-env system-packages \
 	  $(addprefix build-,$(TEST_COMPONENTS))
+	@$(MAKE) --no-print-directory -s realnode-images
+
+# the real node's images (Debian base, pause, the operator from the Dockerfile, the reference
+# server), built once per source digest into ~/.cache/mcp-operator
+realnode-images: python-test-env system-packages
+	$(call step,realnode-images,$(BIN)/mcp-devcluster realnode images)
 
 python-env: $(BIN)/.installed-demo
 python-test-env: $(BIN)/.installed

@@ -189,9 +189,10 @@ def issue_kubelet_serving_pair(paths: PkiPaths, cert_path: Path, key_path: Path,
     _Issuer(ca_key, ca_name).issue(cert_path, key_path, _name("mcp-kubelet"), SERVER, sans)
 
 
-def generate_pki(root: Path, service_ip: str | None = None) -> PkiPaths:
+def generate_pki(root: Path, service_ip: str | None = None, api_address: str = "127.0.0.1") -> PkiPaths:
     """Create CA, API-server serving cert (also for ``service_ip``, the ClusterIP of the
-    ``kubernetes`` Service), admin client cert, the kubelet pair and service-account keys."""
+    ``kubernetes`` Service, and ``api_address``, where it listens), admin client cert, the
+    kubelet pair and service-account keys."""
     root.mkdir(parents=True, exist_ok=True)
     paths = PkiPaths(root)
 
@@ -226,8 +227,9 @@ def generate_pki(root: Path, service_ip: str | None = None) -> PkiPaths:
         x509.DNSName("kubernetes.default.svc"),
         x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
     ]
-    if service_ip:
-        sans.append(x509.IPAddress(ipaddress.IPv4Address(service_ip)))
+    for extra in (service_ip, api_address if api_address != "127.0.0.1" else None):
+        if extra:
+            sans.append(x509.IPAddress(ipaddress.IPv4Address(extra)))
     issuer = _Issuer(ca_key, ca_name)
     issuer.issue(paths.serving_cert, paths.serving_key, _name("kube-apiserver"), SERVER, sans)
     issuer.issue(paths.admin_cert, paths.admin_key, _name("mcp-admin", "system:masters"), CLIENT)

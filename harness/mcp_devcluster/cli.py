@@ -94,6 +94,10 @@ def _cmd_realnode(args: argparse.Namespace) -> int:
     if args.action == "down":
         lifecycle.down(directory)
         return 0
+    if args.action == "images":
+        built, _ = lifecycle.prepare_images(build.cache_root() / "docker-run")
+        print(json.dumps({"images": [built.pause, built.operator, built.refserver]}, indent=2))
+        return 0
     state = lifecycle.up(directory)
     shown = {"node": state.node, "images": state.images, "startup": state.startup_seconds}
     print(json.dumps(shown, indent=2))
@@ -155,7 +159,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="a real node beside the running control plane: containerd, runc and a kubelet, "
         "with the operator's and the reference server's images built here",
     )
-    real.add_argument("action", choices=["up", "down"])
+    real.add_argument(
+        "action", choices=["up", "down", "images"], help="images: build and cache them only (make test does)"
+    )
     real.add_argument("--state-dir", type=Path, default=None)
     real.set_defaults(func=_cmd_realnode)
     return parser

@@ -105,9 +105,14 @@ class DevCluster:
         local_nodes: list[LocalNode] | None = None,
         timeout_s: float = 90.0,
         etcd_members: int = 1,
+        api_address: str = "127.0.0.1",
     ) -> None:
         """``etcd_members``: 1 (fast, the default) or 3, so that an etcd leader can really move
-        (the control-plane write-outage drill)."""
+        (the control-plane write-outage drill). ``api_address``: where the API server listens and
+        what it advertises; on loopback (the default) it writes no endpoint for the ``kubernetes``
+        Service, so only a real node's address (``realnode.node.NODE_IP``) lets pods reach it
+        through that Service."""
+        self.api_address = api_address
         if etcd_members not in (1, 3):
             raise ValueError(f"etcd_members must be 1 or 3, not {etcd_members}")
         self.etcd_members = etcd_members
@@ -157,11 +162,11 @@ class DevCluster:
             self._claim = None
 
     def _start_all(self) -> ClusterState:
-        pki = generate_pki(self.state_dir / "pki", self.plan.kubernetes_service_ip)
+        pki = generate_pki(self.state_dir / "pki", self.plan.kubernetes_service_ip, self.api_address)
         etcd_ports = [(free_port(), free_port()) for _ in range(self.etcd_members)]
         etcd_port, api_port = etcd_ports[0][0], free_port()
         endpoints = [f"http://127.0.0.1:{client_port}" for client_port, _ in etcd_ports]
-        server = f"https://127.0.0.1:{api_port}"
+        server = f"https://{self.api_address}:{api_port}"
         write_kubeconfig(
             self.kubeconfig,
             kubeconfig_dict(server, pki.ca_cert, client_cert=pki.admin_cert, client_key=pki.admin_key),
@@ -216,12 +221,15 @@ class DevCluster:
         kubelets = [self._spawn(f"kubelet-{n.name}", self._kubelet_argv(n)) for n in self.local_nodes]
         create_simulated_nodes(self.kubeconfig, self.nodes)
         names = [n.name for n in self.local_nodes] + [n.name for n in self.nodes]
-        timings["nodes"] = wait_until(
-            kubelets[0],
-            lambda: all(k.exited() is None for k in kubelets) and wait_nodes_ready(self.kubeconfig, names),
-            timeout_s=self.timeout_s,
-            what="nodes Ready",
-        )
+        if names:  # none for a cluster whose only node is a real one (``realnode``), added later
+            timings["nodes"] = wait_until(
+                kubelets[0] if kubelets else apiserver,
+                lambda: (
+                    all(k.exited() is None for k in kubelets) and wait_nodes_ready(self.kubeconfig, names)
+                ),
+                timeout_s=self.timeout_s,
+                what="nodes Ready",
+            )
         host, port = self.plan.proxy_address
         proxy_admin = f"http://{host}:{port}"
         assert self._claim is not None
@@ -308,8 +316,8 @@ class DevCluster:
         return [
             self._bin("kubernetes", "kube-apiserver"),
             f"--etcd-servers={','.join(etcd_endpoints)}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
+            f"--bind-address={self.api_address}",
+            f"--advertise-address={self.api_address}",
             f"--secure-port={api_port}",
             f"--tls-cert-file={pki.serving_cert}",
             f"--tls-private-key-file={pki.serving_key}",

@@ -198,8 +198,19 @@ def _kubernetes_module_dir() -> Path:
 def _wheelhouse(target: Path, *projects: Path) -> None:
     """Wheels of ``projects`` and every dependency, built by the host's pip (same Python minor,
     same glibc as the image), so the image's pip needs no index."""
+    build_requirements = ("setuptools>=77", "wheel")  # what pip's isolated build of a project installs
     subprocess.run(
-        ["python3", "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(target), *map(str, projects)],
+        [
+            "python3",
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--wheel-dir",
+            str(target),
+            *map(str, projects),
+            *build_requirements,
+        ],
         check=True,
         capture_output=True,
     )
@@ -254,7 +265,9 @@ def refserver_image(daemon: BuildDaemon, base: str) -> str:
     key = _digest(
         base.encode(),
         _REFSERVER_DOCKERFILE.encode(),
-        _tree_digest([harness / "pyproject.toml", harness / "mcp_refserver", harness / "mcp_devcluster"]),
+        # the server's sources only: the harness's other package rides along in the wheel but
+        # never runs in this image, so its edits need no rebuild
+        _tree_digest([harness / "pyproject.toml", harness / "mcp_refserver"]),
         _tree_digest([REPO / p for p in _PRODUCT_SOURCES]),
     )
     name = f"mcp-operator/refserver:{key}"
@@ -266,6 +279,16 @@ def refserver_image(daemon: BuildDaemon, base: str) -> str:
         _wheelhouse(context / "wheels", harness, REPO)
         daemon.docker("build", "--quiet", "--network=host", "-t", name, str(context))
     return name
+
+
+def prune(daemon: BuildDaemon, keep: list[str]) -> None:
+    """Remove the harness's images other than ``keep`` (tags of earlier sources) and dangling
+    layers, so the cache holds one build of each image."""
+    listed = daemon.docker("images", "--format", "{{.Repository}}:{{.Tag}}", "mcp-operator/*")
+    stale = [name for name in listed.split() if name not in keep and not name.endswith(":<none>")]
+    if stale:
+        daemon.docker("rmi", *stale)
+    daemon.docker("image", "prune", "--force")
 
 
 @dataclass(frozen=True)

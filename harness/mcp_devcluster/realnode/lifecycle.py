@@ -9,6 +9,7 @@ kernel tunables as they were, and the Node object. Both are safe to run again af
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import shutil
 import time
@@ -28,22 +29,59 @@ def node_root(cluster_state_dir: Path) -> Path:
 
 
 def _saved_archive(daemon: images.BuildDaemon, image: str) -> Path:
-    """``docker save`` of ``image`` once per image name (names carry their inputs' digest)."""
-    archive = images.images_dir() / (image.replace("/", "_").replace(":", "_") + ".tar")
+    """``docker save`` of ``image`` once per image name (names carry their inputs' digest); the
+    archives of the same repository's other tags (earlier sources) are removed."""
+    repository = image.rsplit(":", 1)[0].replace("/", "_")
+    archive = images.images_dir() / f"{repository}_{image.rsplit(':', 1)[1]}.tar"
     if not archive.is_file():
         partial = archive.with_suffix(".partial")
         daemon.save(image, partial)
         partial.rename(archive)
+    for stale in images.images_dir().glob(f"{repository}_*.tar"):
+        if stale != archive:
+            stale.unlink()
     return archive
 
 
+def prepare_images(run_dir: Path) -> tuple[images.NodeImages, list[Path]]:
+    """Build what is missing (``make test`` does it before the tests) and ``docker save`` each
+    image the node imports; a Docker daemon runs for as long as that takes."""
+    debs.ensure_packages()
+    lock_path = build.cache_root() / "docker.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    # one Docker daemon at a time on the cached data (two clones' test runs at once share it)
+    with lock_path.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        daemon = images.BuildDaemon(run_dir)
+        daemon.start()
+        try:
+            built = images.build_all(daemon)
+            names = (built.pause, built.operator, built.refserver)
+            archives = [_saved_archive(daemon, name) for name in names]
+            images.prune(daemon, [built.base, *names])
+        finally:
+            daemon.stop()
+            node.unmount_under(run_dir)
+    return built, archives
+
+
 def up(cluster_state_dir: Path, timeout_s: float = 120) -> node.RealNodeState:
-    cluster = ClusterState.load(cluster_state_dir)
+    """The node Ready; on any failure what was started is taken down again."""
     root = node_root(cluster_state_dir)
     if (root / "state.json").exists():
-        down(cluster_state_dir)
+        down(cluster_state_dir, keep_address=True)
+    node.unmount_under(root)
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
+    try:
+        return _up(cluster_state_dir, root, timeout_s)
+    except BaseException:
+        down(cluster_state_dir, keep_address=True)
+        raise
+
+
+def _up(cluster_state_dir: Path, root: Path, timeout_s: float) -> node.RealNodeState:
+    cluster = ClusterState.load(cluster_state_dir)
     timings: dict[str, float] = {}
     began = time.monotonic()
     timings["packages"] = debs.ensure_packages()
@@ -51,13 +89,7 @@ def up(cluster_state_dir: Path, timeout_s: float = 120) -> node.RealNodeState:
     build.ensure_all(["kubernetes-node"])
     timings["kubelet-build"] = time.monotonic() - t
     t = time.monotonic()
-    daemon = images.BuildDaemon(root / "docker")
-    daemon.start()
-    try:
-        built = images.build_all(daemon)
-        archives = [_saved_archive(daemon, name) for name in (built.pause, built.operator, built.refserver)]
-    finally:
-        daemon.stop()
+    built, archives = prepare_images(root / "docker")
     timings["images"] = time.monotonic() - t
     state = node.RealNodeState(
         root=str(root),
@@ -96,7 +128,8 @@ def up(cluster_state_dir: Path, timeout_s: float = 120) -> node.RealNodeState:
     return state
 
 
-def down(cluster_state_dir: Path) -> None:
+def down(cluster_state_dir: Path, *, keep_address: bool = False) -> None:
+    """``keep_address``: leave the node's address (an API server still listening on it)."""
     root = node_root(cluster_state_dir)
     try:
         state = node.RealNodeState.load(root)
@@ -109,10 +142,12 @@ def down(cluster_state_dir: Path) -> None:
         node.remove_containers(paths)
         stop_pid(state.pids["containerd"])
     node.unmount_under(root)
-    node.remove_links(node.NODE_LINK, node.BRIDGE)
     node.restore_tunables(state.tunables)
     with contextlib.suppress(Exception):
         cluster = ClusterState.load(cluster_state_dir)
         api = client.CoreV1Api(config.new_client_from_config(cluster.kubeconfig))
         api.delete_node(state.node)
+    node.remove_links(node.BRIDGE)
+    if not keep_address:
+        node.remove_node_address()
     (root / "state.json").unlink(missing_ok=True)

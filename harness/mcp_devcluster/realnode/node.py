@@ -1,7 +1,8 @@
 """The real node's kubelet, address and pod network, and taking all of it down again.
 
-Its address: kubelet refuses a loopback node IP, so the node gets one on a dummy interface the
-harness creates (``mcp-real0``, 10.213.0.2/32): local to this machine and never routed off it.
+Its address: kubelet refuses a loopback node IP, so the node gets one on an interface the harness
+creates (``mcp-real0``, 10.213.0.2/32, a veth whose peer sits in a network namespace of its own):
+local to this machine and never routed off it.
 Its pods: a CNI bridge (``mcp-realbr0``) with host-local addresses from the node's pod CIDR.
 Pods with ``hostNetwork`` share the machine's loopback, so they reach the API server and the
 service proxy's ClusterIPs there; pods on the bridge reach other pods on it.
@@ -31,6 +32,7 @@ from . import runtime
 NODE_NAME = "mcp-real"
 NODE_LINK = "mcp-real0"
 NODE_IP = "10.213.0.2"
+NODE_NETNS = "mcp-realnode"
 POD_CIDR = "10.213.1.0/24"
 BRIDGE = "mcp-realbr0"
 ZONE = "zone-real"
@@ -115,17 +117,33 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["ip", *args], capture_output=True, text=True, check=check)
 
 
-def add_node_address(link: str = NODE_LINK, address: str = NODE_IP) -> None:
-    """A dummy interface carrying the node's address (again after a crash: replaced)."""
-    _ip("link", "del", link, check=False)
-    _ip("link", "add", link, "type", "dummy")
+def has_node_address(link: str = NODE_LINK, address: str = NODE_IP) -> bool:
+    shown = _ip("-o", "addr", "show", "dev", link, check=False)
+    return shown.returncode == 0 and f" {address}/32 " in shown.stdout
+
+
+def add_node_address(link: str = NODE_LINK, address: str = NODE_IP, netns: str = NODE_NETNS) -> None:
+    """A veth pair, its far end in a network namespace of its own, the near end carrying the
+    node's address (this kernel has no dummy interfaces). Kept when it is there already (an API
+    server may listen on it); anything else under the name is replaced."""
+    if has_node_address(link, address):
+        return
+    remove_node_address(link, netns)
+    _ip("netns", "add", netns)
+    _ip("link", "add", link, "type", "veth", "peer", "name", f"{link}p", "netns", netns)
     _ip("addr", "add", f"{address}/32", "dev", link)
     _ip("link", "set", link, "up")
+    _ip("-n", netns, "link", "set", f"{link}p", "up")
 
 
 def remove_links(*links: str) -> None:
     for link in links:
         _ip("link", "del", link, check=False)
+
+
+def remove_node_address(link: str = NODE_LINK, netns: str = NODE_NETNS) -> None:
+    remove_links(link)
+    _ip("netns", "del", netns, check=False)
 
 
 def read_tunables() -> dict[str, str]:
