@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,11 +26,12 @@ from typing import Any
 import pytest
 import yaml
 
-from mcp_devcluster import stack
+from mcp_devcluster import build, stack
 from mcp_devcluster.cluster import ClusterState, DevCluster
 from mcp_devcluster.realnode import lifecycle, node
 from mcp_devcluster.realnode.node import RealNodeState
 
+REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0, reason="the real node needs root (containerd, runc, links)"
 )
@@ -178,3 +181,121 @@ def test_a_container_past_its_memory_limit_is_oom_killed_and_reported(real: Real
     terminated = status["state"]["terminated"]
     assert done["status"]["phase"] == "Failed"
     assert terminated["reason"] == "OOMKilled" and terminated["exitCode"] == 137, terminated
+
+
+def _free_node_port() -> int:
+    """A port free on every address: pods in the node's network bind the node's address or all
+    of them, where the API server and the kubelet listen too (a port free on loopback alone can
+    be theirs)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("0.0.0.0", 0))
+        return int(sock.getsockname()[1])
+
+
+def _refserver_on_the_real_node(real: RealCluster, namespace: str, port: int) -> str:
+    """manifests/refserver on the real node (one replica, in the node's network: Services reach it
+    there); returns its Service's ClusterIP URL."""
+    deployment, service = (
+        yaml.safe_load((REPO / "manifests" / "refserver" / f"{kind}.yaml").read_text())
+        for kind in ("deployment", "service")
+    )
+    deployment["spec"]["replicas"] = 1
+    pod = deployment["spec"]["template"]
+    _on_the_real_node(pod)
+    pod["spec"].pop("restartPolicy")  # a Deployment's pods restart
+    pod["spec"]["hostNetwork"] = True
+    (container,) = pod["spec"]["containers"]
+    container["image"] = real.node.images["refserver"]
+    container["args"][container["args"].index("8000")] = str(port)
+    container["ports"][0]["containerPort"] = port
+    container["securityContext"] = LOCKED_DOWN
+    for item in (deployment, service):
+        item["metadata"]["namespace"] = namespace
+        real.kubectl("apply", "-f", "-", input_text=yaml.safe_dump(item))
+    rollout = real.kubectl(
+        "-n", namespace, "rollout", "status", "deployment/refserver", "--timeout=120s", check=False
+    )
+    assert rollout.returncode == 0, rollout.stdout + rollout.stderr
+    ip = real.kubectl(
+        "-n", namespace, "get", "service", "refserver", "-o", "jsonpath={.spec.clusterIP}"
+    ).stdout
+    return f"http://{ip}:8080"
+
+
+def test_the_chart_installs_the_operator_from_its_image_and_it_gates_a_release(real: RealCluster) -> None:
+    """helm install on the real node (the chart's locked-down pod, the image's tini, the
+    operator's own ServiceAccount and RBAC), the refserver sample Ready through it, its JSON logs
+    through ``kubectl logs``, and a SIGTERM ending it well inside its grace period."""
+    namespace = "mcp-system"
+    real.kubectl("create", "namespace", namespace, check=False)
+    url = _refserver_on_the_real_node(real, namespace, _free_node_port())
+    repository, tag = real.node.images["operator"].rsplit(":", 1)
+    values = {
+        "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
+        "hostNetwork": True,  # see the module's docstring: the Service addresses are the node's loopback
+        "healthzPort": _free_node_port(),
+        "metrics": {"port": _free_node_port()},
+        "nodeSelector": {"kubernetes.io/hostname": node.NODE_NAME},
+        "tolerations": [{"key": "mcp2026.io/real-node", "operator": "Exists", "effect": "NoSchedule"}],
+        "shutdownTimeoutSeconds": 20,
+        "terminationGracePeriodSeconds": 30,
+    }
+    values_file = Path(real.cluster.state_dir) / "operator-values.yaml"
+    values_file.write_text(yaml.safe_dump(values))
+    helm = [str(build.binary("helm", "helm")), f"--kubeconfig={real.kubeconfig}", "--namespace", namespace]
+    installed = subprocess.run(
+        [
+            *helm,
+            "install",
+            "ops",
+            str(REPO / "charts" / "mcp-operator"),
+            "-f",
+            str(values_file),
+            "--wait",
+            "--timeout",
+            "180s",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=240,
+    )
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    gate = yaml.safe_load((REPO / "manifests" / "samples" / "mcpreadiness-refserver.yaml").read_text())
+    gate["metadata"]["namespace"] = namespace
+    gate["spec"]["target"]["url"] = url
+    real.kubectl("apply", "-f", "-", input_text=yaml.safe_dump(gate))
+    waited = real.kubectl(
+        "-n",
+        namespace,
+        "wait",
+        "--for=condition=Ready",
+        "mcpreadiness/refserver-ready",
+        "--timeout=100s",
+        check=False,
+    )
+    status = json.loads(
+        real.kubectl("-n", namespace, "get", "mcpreadiness", "refserver-ready", "-o", "json").stdout
+    )
+    logs = real.kubectl("-n", namespace, "logs", "deployment/ops").stdout
+    (Path(real.cluster.state_dir) / "operator-logs.txt").write_text(  # kept for a failure's reader
+        logs
+        + "\n--- previous ---\n"
+        + real.kubectl("-n", namespace, "logs", "deployment/ops", "--previous", check=False).stdout
+        + real.kubectl("-n", namespace, "describe", "pods", check=False).stdout
+    )
+    assert waited.returncode == 0, (status.get("status"), logs[-3000:])
+    assert status["status"]["verdict"] == "Pass"
+    records = [json.loads(line) for line in logs.splitlines() if line.startswith("{")]
+    assert records and all({"time", "level", "message"} <= set(r) for r in records)
+    (pod,) = json.loads(
+        real.kubectl(
+            "-n", namespace, "get", "pods", "-l", "app.kubernetes.io/name=mcp-operator", "-o", "json"
+        ).stdout
+    )["items"]
+    assert pod["spec"]["nodeName"] == node.NODE_NAME
+    began = time.monotonic()
+    real.kubectl("-n", namespace, "delete", "pod", pod["metadata"]["name"], "--wait=true", "--timeout=60s")
+    stopped_s = time.monotonic() - began
+    assert stopped_s < values["terminationGracePeriodSeconds"], stopped_s  # it ended on SIGTERM, not SIGKILL
+    subprocess.run([*helm, "uninstall", "ops"], capture_output=True, check=False, timeout=120)

@@ -95,7 +95,7 @@ def _cmd_realnode(args: argparse.Namespace) -> int:
         lifecycle.down(directory)
         return 0
     if args.action == "images":
-        built, _ = lifecycle.prepare_images(build.cache_root() / "docker-run")
+        built, _ = lifecycle.prepare_images()
         print(json.dumps({"images": [built.pause, built.operator, built.refserver]}, indent=2))
         return 0
     state = lifecycle.up(directory)

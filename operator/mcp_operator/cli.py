@@ -51,6 +51,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
             clusterwide=not namespaces,
             namespaces=namespaces,
             liveness_endpoint=args.liveness,
+            # the Lease's identity: kopf's own default asks the passwd database for the user,
+            # and a container's uid (65532 here, any uid on OpenShift) may have no entry there
+            identity=lease.identity,  # type: ignore[arg-type]  # kopf's Identity: a str NewType it does not export
         )
 
     with contextlib.suppress(asyncio.CancelledError):

@@ -16,9 +16,10 @@ from mcp_devcluster.realnode import debs, images, node, runtime
 
 
 def test_containerd_config_carries_what_this_machine_needs(tmp_path: Path) -> None:
-    paths = runtime.RuntimePaths(tmp_path / "ctd")
+    paths = runtime.RuntimePaths(tmp_path / "ctd", runtime.short_run_dir(tmp_path, "containerd"))
     cfg = tomllib.loads(runtime.containerd_config(paths, "docker.io/mcp-operator/pause:v1"))
     assert cfg["version"] == 2 and cfg["grpc"]["address"] == str(paths.socket)
+    assert len(str(paths.socket) + ".ttrpc") < 108  # a unix socket path's limit, whatever tmp_path is
     assert cfg["root"] == str(paths.data) and cfg["state"] == str(paths.state)
     cri = cfg["plugins"]["io.containerd.grpc.v1.cri"]
     assert cri["restrict_oom_score_adj"] is True  # no CAP_SYS_RESOURCE here

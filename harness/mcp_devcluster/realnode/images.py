@@ -32,6 +32,9 @@ REPO = Path(__file__).resolve().parents[3]
 DEBIAN_SUITE = "bookworm"
 BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates", "tini")
 DOCKER = "/usr/bin/docker"  # Debian's client, of the daemon's own version
+# the build daemon's sockets (short: a unix socket's path holds at most 107 bytes); one daemon
+# at a time uses it (``lifecycle.prepare_images`` holds a lock)
+DOCKER_RUN_DIR = Path("/run/mcp-operator/docker")
 _PRODUCT_SOURCES = ("pyproject.toml", "README.md", "operator", "bench", "checks")
 
 

@@ -28,6 +28,11 @@ def node_root(cluster_state_dir: Path) -> Path:
     return cluster_state_dir / "realnode"
 
 
+def _runtime_paths(cluster_state_dir: Path) -> runtime.RuntimePaths:
+    root = node_root(cluster_state_dir)
+    return runtime.RuntimePaths(root / "containerd", runtime.short_run_dir(root, "containerd"))
+
+
 def _saved_archive(daemon: images.BuildDaemon, image: str) -> Path:
     """``docker save`` of ``image`` once per image name (names carry their inputs' digest); the
     archives of the same repository's other tags (earlier sources) are removed."""
@@ -43,7 +48,7 @@ def _saved_archive(daemon: images.BuildDaemon, image: str) -> Path:
     return archive
 
 
-def prepare_images(run_dir: Path) -> tuple[images.NodeImages, list[Path]]:
+def prepare_images(run_dir: Path = images.DOCKER_RUN_DIR) -> tuple[images.NodeImages, list[Path]]:
     """Build what is missing (``make test`` does it before the tests) and ``docker save`` each
     image the node imports; a Docker daemon runs for as long as that takes."""
     debs.ensure_packages()
@@ -89,7 +94,7 @@ def _up(cluster_state_dir: Path, root: Path, timeout_s: float) -> node.RealNodeS
     build.ensure_all(["kubernetes-node"])
     timings["kubelet-build"] = time.monotonic() - t
     t = time.monotonic()
-    built, archives = prepare_images(root / "docker")
+    built, archives = prepare_images()
     timings["images"] = time.monotonic() - t
     state = node.RealNodeState(
         root=str(root),
@@ -103,7 +108,7 @@ def _up(cluster_state_dir: Path, root: Path, timeout_s: float) -> node.RealNodeS
         },
     )
     state.save()
-    paths = runtime.RuntimePaths(root / "containerd")
+    paths = _runtime_paths(cluster_state_dir)
     paths.cni_conf_dir.mkdir(parents=True, exist_ok=True)
     (paths.cni_conf_dir / "10-mcp-real.conflist").write_text(
         json.dumps(node.cni_config(node.BRIDGE, node.POD_CIDR), indent=2)
@@ -135,13 +140,15 @@ def down(cluster_state_dir: Path, *, keep_address: bool = False) -> None:
         state = node.RealNodeState.load(root)
     except FileNotFoundError:
         return
-    paths = runtime.RuntimePaths(root / "containerd")
+    paths = _runtime_paths(cluster_state_dir)
     if "kubelet" in state.pids:
         stop_pid(state.pids["kubelet"])
     if "containerd" in state.pids:
         node.remove_containers(paths)
         stop_pid(state.pids["containerd"])
     node.unmount_under(root)
+    node.unmount_under(paths.run)
+    shutil.rmtree(paths.run, ignore_errors=True)
     node.restore_tunables(state.tunables)
     with contextlib.suppress(Exception):
         cluster = ClusterState.load(cluster_state_dir)

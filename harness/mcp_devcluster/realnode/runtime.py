@@ -12,6 +12,7 @@ The settings this machine needs (each found by running it here):
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,15 +23,24 @@ NAMESPACE = "k8s.io"  # the containerd namespace the CRI plugin keeps Kubernetes
 CNI_BIN_DIR = "/usr/lib/cni"
 
 
+def short_run_dir(key: Path, kind: str) -> Path:
+    """A directory for sockets under /run, named by a digest of ``key``: a unix socket's path
+    holds at most 107 bytes, and containerd adds suffixes (``.ttrpc``) to its socket's, so a
+    path under a test's temporary directory is too long."""
+    return Path("/run/mcp-operator") / f"{kind}-{hashlib.sha256(str(key).encode()).hexdigest()[:10]}"
+
+
 @dataclass(frozen=True)
 class RuntimePaths:
-    """Where one node's containerd keeps its state."""
+    """Where one node's containerd keeps its data (``root``) and its sockets and runtime state
+    (``run``, short: see :func:`short_run_dir`)."""
 
     root: Path
+    run: Path
 
     @property
     def socket(self) -> Path:
-        return self.root / "containerd.sock"
+        return self.run / "containerd.sock"
 
     @property
     def config(self) -> Path:
@@ -42,7 +52,7 @@ class RuntimePaths:
 
     @property
     def state(self) -> Path:
-        return self.root / "state"
+        return self.run / "state"
 
     @property
     def cni_conf_dir(self) -> Path:
@@ -109,7 +119,7 @@ def start_containerd(
     paths: RuntimePaths, sandbox_image: str, log: Path, timeout_s: float = 60
 ) -> ManagedProcess:
     """containerd on ``paths``; ready once ``ctr version`` answers through its socket."""
-    for directory in (paths.root, paths.data, paths.state, paths.cni_conf_dir):
+    for directory in (paths.root, paths.run, paths.data, paths.state, paths.cni_conf_dir):
         directory.mkdir(parents=True, exist_ok=True)
     paths.config.write_text(containerd_config(paths, sandbox_image))
     proc = ManagedProcess("containerd", ["containerd", "--config", str(paths.config)], log)
