@@ -56,9 +56,13 @@ def test_health_flags_pass_with_exit_0(refserver: str) -> None:
     code, data, err = _check(
         "health", "--url", refserver, "--requests", "200", "--min-success-ratio", "0.99", "--json"
     )
+    assert data is not None, err
+    row = data["checks"][0]
+    if (code, row["outcome"], row["reason"]) == (3, "Inconclusive", "ProberOverloaded"):
+        return  # a busy host lagged the prober itself past its limit, and the round said so
     assert code == 0, err
-    assert data is not None and data["verdict"] == "Pass"
-    assert data["checks"][0]["observed"]["succeeded"] == "200"
+    assert data["verdict"] == "Pass"
+    assert row["observed"]["succeeded"] == "200"
 
 
 def test_unreachable_is_exit_3_never_a_pass() -> None:
@@ -118,10 +122,14 @@ def test_all_runs_every_check_of_a_manifest_concurrently(refserver: str, tmp_pat
     assert code == 3, err
     assert data is not None
     rows = {row["name"]: row for row in data["checks"]}
-    assert rows["health-probe"]["outcome"] == "Pass"
+    health = rows["health-probe"]
+    # on a busy host the prober's own loop can lag past its limit while a round sees a breach:
+    # the round then says so (ProberOverloaded) instead of a Pass or Fail it has no evidence for
+    overloaded = (health["outcome"], health["reason"]) == ("Inconclusive", "ProberOverloaded")
+    assert health["outcome"] == "Pass" or overloaded, health
     assert rows["metric-drift"]["outcome"] == "Inconclusive"
     assert rows["metric-drift"]["reason"] == "PrometheusUnreachable"
-    assert ET.parse(junit).getroot().get("errors") == "1"
+    assert ET.parse(junit).getroot().get("errors") == ("2" if overloaded else "1")
 
 
 def test_a_subcommand_with_a_manifest_runs_only_its_check(refserver: str, tmp_path: Path) -> None:
