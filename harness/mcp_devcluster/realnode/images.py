@@ -92,11 +92,12 @@ class BuildDaemon:
         self.process.start()
         wait_until(self.process, lambda: self._answers(), timeout_s=timeout_s, what="serving its socket")
 
+    def _succeeds(self, *args: str) -> bool:
+        command = [DOCKER, "-H", self.host, *args]
+        return subprocess.run(command, capture_output=True, check=False).returncode == 0
+
     def _answers(self) -> bool:
-        return (
-            subprocess.run([DOCKER, "-H", self.host, "version"], capture_output=True, check=False).returncode
-            == 0
-        )
+        return self._succeeds("version")
 
     def stop(self) -> None:
         if self.process is not None and self.process.popen is not None:
@@ -114,16 +115,7 @@ class BuildDaemon:
         return result.stdout.decode(errors="replace")
 
     def has(self, image: str) -> bool:
-        env = {**os.environ}
-        return (
-            subprocess.run(
-                [DOCKER, "-H", self.host, "image", "inspect", image],
-                capture_output=True,
-                env=env,
-                check=False,
-            ).returncode
-            == 0
-        )
+        return self._succeeds("image", "inspect", image)
 
     def save(self, image: str, archive: Path) -> Path:
         self.docker("save", "-o", str(archive), image)
