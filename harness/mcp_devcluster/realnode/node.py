@@ -146,19 +146,22 @@ def remove_node_address(link: str = NODE_LINK, netns: str = NODE_NETNS) -> None:
     _ip("netns", "del", netns, check=False)
 
 
+def _tunable(name: str) -> Path:
+    return Path("/proc/sys") / name.replace(".", "/")
+
+
 def read_tunables() -> dict[str, str]:
     out: dict[str, str] = {}
     for name in KERNEL_TUNABLES:
-        path = Path("/proc/sys") / name.replace(".", "/")
         with contextlib.suppress(OSError):
-            out[name] = path.read_text().strip()
+            out[name] = _tunable(name).read_text().strip()
     return out
 
 
 def restore_tunables(saved: dict[str, str]) -> None:
     for name, value in saved.items():
         with contextlib.suppress(OSError):
-            (Path("/proc/sys") / name.replace(".", "/")).write_text(value)
+            _tunable(name).write_text(value)
 
 
 @dataclass
