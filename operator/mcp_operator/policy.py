@@ -9,6 +9,13 @@ again: cluster DNS may be late); a ``serviceRef`` may name only the resource's o
 unless the namespace is allowed (``*``: any). A spec's addresses are judged at admission, and
 every connection again on the address it is opened to (``mcp_bench.dialguard``, through
 ``mcp_operator.guarded``): a name may resolve differently the second time.
+
+Where the operator runs decides what an unresolved name means. In the cluster, a Service name
+that does not resolve yet may resolve soon. Outside it (``mcp-operator run`` with a kubeconfig,
+as ``make demo`` runs it), a name only the cluster's DNS answers (:meth:`TargetPolicy.cluster_only`)
+never will: what the operator dials itself is ``TargetUnresolvable`` at once, a refusal that
+stands for the generation; what only pods in the cluster dial (a benchmark's shards) is left to
+them, each of their connections judged by the same rule.
 """
 
 from __future__ import annotations
@@ -23,15 +30,20 @@ from urllib.parse import urlsplit
 
 from mcp_bench.api import AddressRule, IpNetwork
 
+from .settings import CLUSTER_DOMAIN, cluster_domain_from_env, in_cluster
+
 METADATA_HOSTS = frozenset({"metadata", "metadata.google.internal", "metadata.azure.internal"})
 NOT_ALLOWED = "TargetNotAllowed"
 UNRESOLVED = "TargetUnresolved"  # not yet resolvable: retried, never a refusal that stands
+# a cluster-only name and the operator outside the cluster: it can never resolve it; stands
+UNRESOLVABLE = "TargetUnresolvable"
 
 
 @dataclass(frozen=True)
 class DialProblem:
-    """Why an address may not be dialled: ``TargetNotAllowed`` stands; ``TargetUnresolved`` (a
-    name that does not resolve now: cluster DNS may be late) is looked at again."""
+    """Why an address may not be dialled: ``TargetNotAllowed`` and ``TargetUnresolvable`` (a
+    cluster-only name, the operator outside the cluster) stand; ``TargetUnresolved`` (a name that
+    does not resolve now: cluster DNS may be late) is looked at again."""
 
     reason: str
     message: str
@@ -51,6 +63,9 @@ RESOLVE_TIMEOUT_S = 2.0
 class TargetPolicy:
     allow_cidrs: tuple[IpNetwork, ...] = ()
     allow_namespaces: frozenset[str] = field(default_factory=frozenset)
+    # where the operator runs (``settings.in_cluster``): outside, a cluster-only name is unresolvable
+    in_cluster: bool = True
+    cluster_domain: str = CLUSTER_DOMAIN
 
     @classmethod
     def from_env(cls) -> TargetPolicy:
@@ -62,7 +77,27 @@ class TargetPolicy:
         namespaces = frozenset(
             n.strip() for n in os.environ.get("MCP_TARGET_ALLOW_NAMESPACES", "").split(",") if n.strip()
         )
-        return cls(cidrs, namespaces)
+        return cls(cidrs, namespaces, in_cluster=in_cluster(), cluster_domain=cluster_domain_from_env())
+
+    def cluster_only(self, host: str) -> bool:
+        """A name only the cluster's DNS answers: a Service's ``<svc>.<ns>.svc``, or the same under
+        ``.svc.cluster.local`` or ``.svc.<the cluster domain>``. A plain host name is not one, even
+        when it does not resolve (a short name, ``<svc>.<ns>``, may be an alias of this machine's)."""
+        name = host.lower().rstrip(".")
+        return name.endswith((".svc", ".svc.cluster.local", f".svc.{self.cluster_domain}"))
+
+    def never_resolves(self, host: str) -> bool:
+        """A name the operator can never resolve where it runs: cluster-only, and the operator
+        outside the cluster (in it, an unresolved Service name may just be new to DNS)."""
+        return not self.in_cluster and self.cluster_only(host)
+
+    async def unresolvable(self, host: str) -> DialProblem | None:
+        """``TargetUnresolvable`` for a name the operator dials but can never resolve where it
+        runs (:meth:`never_resolves`, and it does not resolve here either: a machine may be given
+        the cluster's DNS); None otherwise. In the cluster it looks nothing up."""
+        if not self.never_resolves(host) or await _resolve(host):
+            return None
+        return unresolvable_problem(host)
 
     def namespace_problem(self, own: str, target: str) -> str | None:
         if target == own or "*" in self.allow_namespaces or target in self.allow_namespaces:
@@ -84,8 +119,12 @@ class TargetPolicy:
         rule = self.rule
         return next((p for p in (rule.problem(a, host) for a in addresses) if p is not None), None)
 
-    async def url_problem(self, url: str) -> DialProblem | None:
-        """Why the operator or its pods must not dial ``url`` (a URL, or ``host:port``), or None."""
+    async def url_problem(self, url: str, *, by_pods: bool = False) -> DialProblem | None:
+        """Why the operator or its pods must not dial ``url`` (a URL, or ``host:port``), or None.
+
+        ``by_pods``: only pods in the cluster dial it (a benchmark's shards), never the operator:
+        a cluster-only name the operator outside the cluster cannot resolve is no problem then
+        (the pods resolve it, and judge every connection they open by the same rule)."""
         host = urlsplit(url if "://" in url else f"//{url}").hostname or ""
         try:
             addresses = [str(ipaddress.ip_address(host))]
@@ -98,6 +137,8 @@ class TargetPolicy:
                 addresses = await _resolve(host)
             except UnicodeError:
                 return DialProblem(NOT_ALLOWED, f"{host[:80]} is not a host name a resolver can look up")
+            if not addresses and self.never_resolves(host):
+                return None if by_pods else unresolvable_problem(host)
             if not addresses:
                 return DialProblem(
                     UNRESOLVED,
@@ -105,6 +146,16 @@ class TargetPolicy:
                 )
         problem = self.address_problem(host, addresses)
         return None if problem is None else DialProblem(NOT_ALLOWED, problem)
+
+
+def unresolvable_problem(host: str) -> DialProblem:
+    return DialProblem(
+        UNRESOLVABLE,
+        f"{host} is a cluster Service name, which only the cluster's DNS resolves, and the operator "
+        "runs outside the cluster (no in-cluster config), so it can never resolve it; run the operator "
+        "in the cluster, or point the field at an address the operator can reach from where it runs "
+        "(for the target: spec.target.url); it is looked at again when the spec changes",
+    )
 
 
 async def _resolve(host: str) -> list[str]:

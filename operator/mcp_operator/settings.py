@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
+
+# what kubernetes' in-cluster config reads: the variable the kubelet sets in every container, and
+# the service account's token
+SERVICE_HOST_ENV = "KUBERNETES_SERVICE_HOST"
+SERVICE_ACCOUNT_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+CLUSTER_DOMAIN = "cluster.local"
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,22 @@ class OperatorSettings:
             max_checks_per_target=max(1, int(os.environ.get("MCP_MAX_CHECKS_PER_TARGET", "2"))),
             shutdown_timeout_seconds=max(1.0, float(os.environ.get("MCP_SHUTDOWN_TIMEOUT_SECONDS", "45"))),
         )
+
+
+def in_cluster(environ: Mapping[str, str] | None = None, token: Path | None = None) -> bool:
+    """Whether the operator runs in a pod of a cluster (``KUBERNETES_SERVICE_HOST`` set, or a
+    service account token mounted: what the Kubernetes client's in-cluster config needs) rather
+    than outside it (``mcp-operator run`` with a kubeconfig), where the cluster's DNS names do
+    not resolve (``policy.TargetPolicy``)."""
+    environ = os.environ if environ is None else environ
+    return bool(environ.get(SERVICE_HOST_ENV)) or (token or SERVICE_ACCOUNT_TOKEN).is_file()
+
+
+def cluster_domain_from_env(environ: Mapping[str, str] | None = None) -> str:
+    """The cluster's DNS domain (``MCP_CLUSTER_DOMAIN``, default ``cluster.local``): names under
+    ``.svc.<domain>`` are the cluster's own."""
+    environ = os.environ if environ is None else environ
+    return environ.get("MCP_CLUSTER_DOMAIN", "").strip().strip(".").lower() or CLUSTER_DOMAIN
 
 
 def _list(text: str) -> tuple[str, ...]:

@@ -39,7 +39,11 @@ def credentials_problem(fields: Iterable[tuple[str, str]], hint: str) -> SpecPro
 
 
 def service_url(ref: TargetRef, namespace: str) -> str:
-    return f"{ref.scheme}://{ref.name}.{ref.namespace or namespace}.svc:{ref.port}"
+    return f"{ref.scheme}://{service_host(ref, namespace)}:{ref.port}"
+
+
+def service_host(ref: TargetRef, namespace: str) -> str:
+    return f"{ref.name}.{ref.namespace or namespace}.svc"
 
 
 def join_url(base: str, path: str) -> str:
@@ -52,13 +56,21 @@ async def resolve_url(
     namespace: str,
     exists: ServiceExists,
     policy: TargetPolicy | None = None,
+    *,
+    by_pods: bool = False,
 ) -> str | SpecProblem:
     """The URL to load or probe; a Service that does not exist is a ``TargetNotFound``, and one
     the operator's target policy forbids is ``TargetNotAllowed`` (checked before any request), and
-    a name that does not resolve yet is ``TargetUnresolved`` (looked at again, never a refusal)."""
+    a name that does not resolve yet is ``TargetUnresolved`` (looked at again, never a refusal).
+
+    A cluster-only name (a ``serviceRef``'s ``<name>.<ns>.svc``, or such a URL host) that the
+    operator, running outside the cluster, cannot resolve is ``TargetUnresolvable`` at once (a
+    refusal that stands for the generation: waiting cannot help) when the operator dials it;
+    ``by_pods`` (only pods in the cluster dial it, as a benchmark's shards do) lets it through to
+    them. In the cluster a ``serviceRef`` is not looked up at all, as before."""
     policy = policy or TargetPolicy.from_env()
     if url:
-        dial = await policy.url_problem(url)
+        dial = await policy.url_problem(url, by_pods=by_pods)
         return SpecProblem(dial.reason, f"spec.target.url: {dial}") if dial else url
     if ref is None:  # the CRDs' CEL rules make this unreachable through the API
         return SpecProblem("TargetMissing", "set spec.target.url or spec.target.serviceRef")
@@ -68,4 +80,7 @@ async def resolve_url(
         return SpecProblem("TargetNotAllowed", problem)
     if not await exists(ns, ref.name):
         return SpecProblem("TargetNotFound", f"Service {ns}/{ref.name} does not exist")
+    never = None if by_pods else await policy.unresolvable(service_host(ref, namespace))
+    if never is not None:
+        return SpecProblem(never.reason, f"spec.target.serviceRef: {never}")
     return service_url(ref, namespace)

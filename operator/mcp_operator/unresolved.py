@@ -1,7 +1,9 @@
 """A spec naming a host that does not resolve yet, shared by both resources: not a refusal that
 stands for its generation (cluster DNS may be late, a Service may be created next), not a pass
 either. Ready is False with ``TargetUnresolved`` naming the field, Accepted Unknown, and the
-handler looks again after ``RETRY_S``; a problem that stands wins over it."""
+handler looks again after ``RETRY_S``; a problem that stands wins over it. A cluster-only name
+the operator outside the cluster can never resolve is not waited for: ``TargetUnresolvable``
+stands (``policy``)."""
 
 from __future__ import annotations
 

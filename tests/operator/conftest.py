@@ -1,16 +1,18 @@
 """Fixtures for operator unit tests: the project's reference server on 127.0.0.1 (no cluster),
 an in-memory Kubernetes API with an event log for the handler tests (see ``fakekube``), and
-cluster DNS for the in-cluster names specs use (``cluster_dns``)."""
+cluster DNS for the in-cluster names specs use (``cluster_dns``), and where the operator runs
+(``outside_cluster``, ``inside_cluster``), for the tests that need cluster DNS absent."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import kopf
 import pytest
 from tests.operator.fakekube import EventLog, FakeKube
 
-from mcp_operator import kube, policy
+from mcp_operator import kube, policy, settings
 from mcp_refserver import RunningServer, start_refserver
 
 
@@ -62,3 +64,30 @@ def cluster_dns(monkeypatch: pytest.MonkeyPatch) -> None:
         return [CLUSTER_IP] if in_cluster and name != "localhost" else await real(host)
 
     monkeypatch.setattr(policy, "_resolve", resolve)
+
+
+@pytest.fixture
+def without_cluster_dns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Undo ``cluster_dns``: the cluster's own names (``*.svc``, ``*.svc.cluster.local``) do not
+    resolve, as on a developer's machine; any other name goes to the real resolver."""
+    real = policy._resolve
+
+    async def resolve(host: str) -> list[str]:
+        return [] if policy.TargetPolicy().cluster_only(host) else await real(host)
+
+    monkeypatch.setattr(policy, "_resolve", resolve)
+
+
+@pytest.fixture
+def outside_cluster(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, without_cluster_dns: None) -> None:
+    """The operator runs outside the cluster (``mcp-operator run`` with a kubeconfig): neither
+    ``KUBERNETES_SERVICE_HOST`` nor a service account token, and no cluster DNS."""
+    monkeypatch.delenv(settings.SERVICE_HOST_ENV, raising=False)
+    monkeypatch.setattr(settings, "SERVICE_ACCOUNT_TOKEN", tmp_path / "no-token")
+
+
+@pytest.fixture
+def inside_cluster(monkeypatch: pytest.MonkeyPatch, without_cluster_dns: None) -> None:
+    """The operator runs in a pod (the kubelet sets ``KUBERNETES_SERVICE_HOST``), and cluster DNS
+    does not know the names yet (a Service just created)."""
+    monkeypatch.setenv(settings.SERVICE_HOST_ENV, "10.96.0.1")

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import ipaddress
+from pathlib import Path
 
 import pytest
 
+from mcp_operator import policy, settings
 from mcp_operator.policy import TargetPolicy
 
 
@@ -74,3 +76,89 @@ async def test_an_address_named_in_the_url_is_judged_in_every_ipv6_form() -> Non
     for host in ("[::ffff:169.254.169.254]", "[::ffff:a9fe:a9fe]", "[64:ff9b::a9fe:a9fe]"):
         problem = await TargetPolicy().url_problem(f"http://{host}/latest")
         assert problem is not None and "link-local or metadata" in str(problem), host
+
+
+OUTSIDE = TargetPolicy(in_cluster=False)
+
+
+@pytest.mark.parametrize(
+    ("host", "cluster_only"),
+    [
+        ("triton.ml.svc", True),
+        ("triton.ml.svc.", True),
+        ("Triton.ML.SVC", True),
+        ("triton.ml.svc.cluster.local", True),
+        ("triton.ml.svc.corp.example", True),  # the cluster domain below
+        ("triton", False),  # a short name may be this machine's alias
+        ("triton.ml", False),
+        ("svc", False),
+        ("api.svc.example.com", False),  # a public name with a svc label
+        ("no-such-host.invalid", False),
+    ],
+)
+def test_cluster_only_names(host: str, cluster_only: bool) -> None:
+    assert TargetPolicy(cluster_domain="corp.example").cluster_only(host) is cluster_only
+
+
+@pytest.mark.parametrize(
+    "url", ["http://triton.ml.svc:8000/v2", "http://triton.ml.svc.cluster.local:8000", "triton.ml.svc:18000"]
+)
+@pytest.mark.usefixtures("without_cluster_dns")
+async def test_outside_the_cluster_a_cluster_only_name_is_unresolvable_at_once(url: str) -> None:
+    """A cluster Service name the operator cannot resolve where it runs never will: a problem that
+    stands (no retry), saying why and what to do."""
+    problem = await OUTSIDE.url_problem(url)
+    assert problem is not None and problem.reason == "TargetUnresolvable" and not problem.retry
+    message = str(problem)
+    assert "outside the cluster" in message and "run the operator in the cluster" in message
+    assert "spec.target.url" in message
+
+
+async def test_outside_the_cluster_a_plain_name_that_does_not_resolve_is_still_waited_for() -> None:
+    problem = await OUTSIDE.url_problem("http://no-such-host.invalid:8000/")
+    assert problem is not None and problem.reason == "TargetUnresolved" and problem.retry
+
+
+@pytest.mark.usefixtures("without_cluster_dns")
+async def test_in_the_cluster_an_unresolved_service_name_is_waited_for() -> None:
+    """Nothing changes in the cluster: the Service may be new to cluster DNS."""
+    problem = await TargetPolicy(in_cluster=True).url_problem("http://triton.ml.svc:8000")
+    assert problem is not None and problem.reason == "TargetUnresolved" and problem.retry
+    assert await TargetPolicy().unresolvable("triton.ml.svc") is None  # in the cluster by default
+
+
+@pytest.mark.usefixtures("without_cluster_dns")
+async def test_a_cluster_only_name_dialled_by_pods_is_left_to_them() -> None:
+    """A benchmark's shards dial from inside the cluster: nothing to refuse or wait for."""
+    assert await OUTSIDE.url_problem("http://triton.ml.svc:8000", by_pods=True) is None
+    plain = await OUTSIDE.url_problem("http://no-such-host.invalid:8000/", by_pods=True)
+    assert plain is not None and plain.reason == "TargetUnresolved"
+    metadata = await OUTSIDE.url_problem("http://metadata.google.internal/", by_pods=True)
+    assert metadata is not None and metadata.reason == "TargetNotAllowed"
+
+
+async def test_a_cluster_only_name_that_resolves_here_is_judged_as_any_other(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A machine may be given the cluster's DNS: then the name is judged on its addresses."""
+
+    async def resolve(host: str) -> list[str]:
+        return {"triton.ml.svc": ["10.96.0.12"], "imds.ml.svc": ["169.254.169.254"]}.get(host, [])
+
+    monkeypatch.setattr(policy, "_resolve", resolve)
+    assert await OUTSIDE.url_problem("http://triton.ml.svc:8000") is None
+    assert await OUTSIDE.unresolvable("triton.ml.svc") is None
+    refused = await OUTSIDE.url_problem("http://imds.ml.svc:80")
+    assert refused is not None and refused.reason == "TargetNotAllowed"
+
+
+def test_where_the_operator_runs_is_read_with_the_policy(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(settings, "SERVICE_ACCOUNT_TOKEN", tmp_path / "no-token")
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("MCP_CLUSTER_DOMAIN", "corp.example")
+    outside = TargetPolicy.from_env()
+    assert not outside.in_cluster and outside.cluster_domain == "corp.example"
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    assert TargetPolicy.from_env().in_cluster

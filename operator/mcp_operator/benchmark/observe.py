@@ -88,7 +88,9 @@ async def observe_problem(
     namespace: str = "",
     exists: ServiceExists | None = None,
 ) -> SpecProblem | None:
-    """Why the shards may not read what spec.observe names, or None."""
+    """Why the shards may not read what spec.observe names, or None. The shards read it from
+    inside the cluster, so a cluster-only name an operator outside the cluster cannot resolve is
+    left to them (``by_pods``; see ``plan.prepare_plan``)."""
     policy = policy or TargetPolicy.from_env()
     try:
         services = observe_services(spec)
@@ -106,7 +108,7 @@ async def observe_problem(
             return SpecProblem(
                 "CredentialsInUrl", "spec.observe URLs must not carry credentials (userinfo or a token query)"
             )
-        dial = await policy.url_problem(url)
+        dial = await policy.url_problem(url, by_pods=True)
         if dial:
             return SpecProblem(dial.reason, f"spec.observe: {dial}")
     return None

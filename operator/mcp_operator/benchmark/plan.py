@@ -13,6 +13,7 @@ from typing import Any
 from mcp_bench.api import ObserverArgError, PlanError, RunPlan, build_observers, plan_feature_problem
 
 from ..api.benchmark import MCPBenchmarkSpec, RunnerSpec
+from ..policy import TargetPolicy
 from ..settings import OperatorSettings
 from ..targets import ServiceExists, SpecProblem, credentials_problem, resolve_url
 from .observe import observe_plan, observe_problem
@@ -144,9 +145,20 @@ def url_fields(spec: MCPBenchmarkSpec) -> list[tuple[str, str]]:
 
 
 async def prepare_plan(
-    spec: MCPBenchmarkSpec, namespace: str, benchmark: str, exists: ServiceExists
+    spec: MCPBenchmarkSpec,
+    namespace: str,
+    benchmark: str,
+    exists: ServiceExists,
+    policy: TargetPolicy | None = None,
 ) -> RunPlan | SpecProblem:
-    """The plan the shards run, or why this spec cannot run (checked before any Job exists)."""
+    """The plan the shards run, or why this spec cannot run (checked before any Job exists).
+
+    The target and spec.observe's sources are judged here but dialled by the shards, pods in the
+    cluster: a cluster-only name (``<svc>.<ns>.svc``) that an operator running outside the cluster
+    cannot resolve is theirs to resolve (``by_pods``), not ``TargetUnresolvable``. A user who
+    runs the operator with a kubeconfig expects a benchmark of an in-cluster Service to run as it
+    would with the operator in the cluster, and the shards judge every connection they open by
+    the same target policy (``MCP_DIAL_GUARD``), so nothing is dialled that the policy forbids."""
     # the CRD refuses these already; never copy one into a Job if an older CRD let it through
     leaking = credentials_problem(url_fields(spec), CREDENTIALS_HINT)
     if leaking is not None:
@@ -158,12 +170,14 @@ async def prepare_plan(
         )
     if (searching := search_problem(spec)) is not None:
         return searching
-    url = await resolve_url(spec.target.url, spec.target.service_ref, namespace, exists)
+    policy = policy or TargetPolicy.from_env()
+    target = spec.target
+    url = await resolve_url(target.url, target.service_ref, namespace, exists, policy, by_pods=True)
     if isinstance(url, SpecProblem):
         return url
     if spec.target.backend != "http" and not spec.target.model:
         return SpecProblem("ModelRequired", f"backend {spec.target.backend} needs spec.target.model")
-    observing = await observe_problem(spec, namespace=namespace, exists=exists)
+    observing = await observe_problem(spec, policy, namespace=namespace, exists=exists)
     if observing is not None:
         return observing
     try:

@@ -16,6 +16,7 @@ from mcp_bench.api import DialRefused, RunPlan, check_peer, protocol_factory
 from .. import kube
 from ..api.benchmark import MCPBenchmarkSpec
 from ..guarded import rule
+from ..policy import TargetPolicy
 from ..redact import redact_text
 from ..targets import SpecProblem
 from .preflight import GPU, NodeView, Observed, QuotaView, Taint, findings
@@ -118,10 +119,23 @@ async def _fingerprint(plan: RunPlan) -> dict[str, str]:
     return {"serverName": answer.get("server_name", ""), "serverVersion": answer.get("server_version", "")}
 
 
-async def observe(spec: MCPBenchmarkSpec, plan: RunPlan, namespace: str, image: str) -> Observed:
-    """Everything the preflight checks, read at once."""
+async def _target(plan: RunPlan, policy: TargetPolicy) -> tuple[str | None, dict[str, str]]:
+    """Why the target does not answer (None when it does), and its fingerprint. A cluster-only
+    name that the operator, running outside the cluster, cannot resolve is not probed: the shards
+    dial it from inside the cluster, and a finding (``TargetUnreachable``, a strict preflight's
+    stop) would only say where the operator runs, not whether the shards reach the target."""
+    host = urlsplit(plan.url if "//" in plan.url else f"//{plan.url}").hostname or ""
+    if await policy.unresolvable(host) is not None:
+        return None, {}
     target_error = await _connect_error(plan.url)
-    server = await _fingerprint(plan) if target_error is None else {}
+    return target_error, (await _fingerprint(plan) if target_error is None else {})
+
+
+async def observe(
+    spec: MCPBenchmarkSpec, plan: RunPlan, namespace: str, image: str, policy: TargetPolicy | None = None
+) -> Observed:
+    """Everything the preflight checks, read at once."""
+    target_error, server = await _target(plan, policy or TargetPolicy.from_env())
     nodes, quotas, account = await asyncio.gather(
         _nodes(), _quotas(namespace), _account_exists(namespace, spec.runner.service_account_name)
     )
@@ -136,10 +150,10 @@ async def observe(spec: MCPBenchmarkSpec, plan: RunPlan, namespace: str, image: 
 
 
 async def check(
-    spec: MCPBenchmarkSpec, plan: RunPlan, namespace: str, image: str
+    spec: MCPBenchmarkSpec, plan: RunPlan, namespace: str, image: str, policy: TargetPolicy | None = None
 ) -> tuple[list[SpecProblem], dict[str, str]]:
     """The findings and the target's fingerprint; none when spec.preflight is off."""
     if spec.preflight == "off":
         return [], {}
-    seen = await observe(spec, plan, namespace, image)
+    seen = await observe(spec, plan, namespace, image, policy)
     return findings(spec, seen), dict(seen.server)

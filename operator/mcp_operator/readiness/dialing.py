@@ -27,8 +27,10 @@ def dialed_addresses(spec: MCPReadinessSpec) -> list[tuple[str, str]]:
 
 
 async def dial_problems(spec: MCPReadinessSpec, policy: TargetPolicy | None = None) -> list[SpecProblem]:
-    """``TargetNotAllowed`` for each address the policy forbids and ``TargetUnresolved`` for each
-    name that does not resolve yet (looked at again), naming its field."""
+    """``TargetNotAllowed`` for each address the policy forbids, ``TargetUnresolvable`` for each
+    cluster-only name while the operator (which dials them all) runs outside the cluster, and
+    ``TargetUnresolved`` for each name that does not resolve yet (looked at again), naming its
+    field."""
     policy = policy or TargetPolicy.from_env()
     addresses = dialed_addresses(spec)
     # at once: each name may take a resolver's timeout, and a spec may name 16 sources

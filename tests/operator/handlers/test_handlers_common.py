@@ -135,6 +135,91 @@ async def test_a_benchmark_waits_for_its_target_name_instead_of_a_refusal_that_s
     assert started["jobName"] and started["phase"] in ("Pending", "Running"), started
 
 
+def _refused_at_once(status: dict[str, Any], field: str, host: str) -> None:
+    conditions = list(status.get("conditions") or [])
+    ready, accepted = condition(conditions, "Ready") or {}, condition(conditions, "Accepted") or {}
+    assert (ready["status"], ready["reason"]) == ("False", "TargetUnresolvable"), ready
+    assert (accepted["status"], accepted["reason"]) == ("False", "TargetUnresolvable"), accepted
+    assert ready["message"].startswith(f"{field}: {host} is a cluster Service name"), ready["message"]
+    assert "run the operator in the cluster" in ready["message"]
+    assert status["phase"] == "Invalid" and status["verdict"] == "Error" and not status.get("checks")
+
+
+@pytest.mark.usefixtures("outside_cluster")
+@pytest.mark.parametrize(
+    ("target", "field", "host"),
+    [
+        ({"serviceRef": {"name": "triton", "port": 8000}}, "spec.target.serviceRef", f"triton.{NS}.svc"),
+        ({"url": f"http://triton.{NS}.svc:8000"}, "spec.target.url", f"triton.{NS}.svc"),
+        (
+            {"url": "http://triton.ml.svc.cluster.local:8000"},
+            "spec.target.url",
+            "triton.ml.svc.cluster.local",
+        ),
+    ],
+)
+async def test_outside_the_cluster_a_readiness_gate_of_a_service_name_is_unresolvable_at_once(
+    kube_fake: FakeKube, posted_events: EventLog, target: dict[str, Any], field: str, host: str
+) -> None:
+    """The operator, run with a kubeconfig, probes the target itself and can never resolve a
+    cluster Service name: Ready False ``TargetUnresolvable`` at once, no timer or retry (no
+    ``TemporaryError``), one event; a restart does not judge the generation again."""
+    kube_fake.put("Service", {"metadata": {"name": "triton", "namespace": NS}, "spec": {}})
+    cr = custom_kind(GROUP, READINESS_PLURAL)
+    stored = kube_fake.put(cr, _raw(READINESS, "outside", {"target": target}))
+    status = await _call(readiness_handlers.evaluate_readiness, stored)  # raises nothing: no retry
+    _refused_at_once(status, field, host)
+    assert [(e.type, e.reason) for e in posted_events.events] == [("Warning", "TargetUnresolvable")]
+    kube_fake.put(cr, {**stored, "status": status})
+    assert await _call(readiness_handlers.evaluate_readiness, kube_fake.get(cr, NS, "outside")) == {}
+    assert len(posted_events.events) == 1  # judged once for its generation
+
+
+@pytest.mark.parametrize(
+    ("where", "url"),
+    [
+        ("inside_cluster", f"http://triton.{NS}.svc:8000"),  # in the cluster: unchanged
+        ("outside_cluster", f"http://{LATE}:8000"),  # not a cluster-only name
+    ],
+)
+async def test_a_name_that_may_still_resolve_is_waited_for_wherever_the_operator_runs(
+    kube_fake: FakeKube, posted_events: EventLog, request: pytest.FixtureRequest, where: str, url: str
+) -> None:
+    request.getfixturevalue(where)
+    cr = custom_kind(GROUP, READINESS_PLURAL)
+    stored = kube_fake.put(cr, _raw(READINESS, "waits", {"target": {"url": url}}))
+    with pytest.raises(kopf.TemporaryError) as retry:
+        await _call(readiness_handlers.evaluate_readiness, stored)
+    assert retry.value.delay == RETRY_S
+    ready = condition((kube_fake.get(cr, NS, "waits") or {})["status"]["conditions"], "Ready") or {}
+    assert (ready["status"], ready["reason"]) == ("False", "TargetUnresolved"), ready
+    assert [(e.type, e.reason) for e in posted_events.events] == [("Warning", "TargetUnresolved")]
+
+
+@pytest.mark.usefixtures("outside_cluster")
+async def test_outside_the_cluster_a_benchmark_of_a_service_name_is_left_to_its_shards(
+    kube_fake: FakeKube, posted_events: EventLog
+) -> None:
+    """A benchmark's shards dial from inside the cluster: the operator outside it neither refuses
+    nor waits for a cluster Service name, and its preflight does not probe what it cannot resolve
+    (a ``TargetUnreachable`` finding would only say where the operator runs)."""
+    cr = custom_kind(GROUP, "mcpbenchmarks")
+    spec = {
+        "target": {"url": f"http://triton.{NS}.svc:8000", "path": "/health"},
+        "load": {"concurrency": [1], "requests": 10},
+        "preflight": "strict",
+    }
+    kube_fake.put(
+        "Node", {"metadata": {"name": "node-0"}, "spec": {}, "status": {"allocatable": {"cpu": "8"}}}
+    )
+    stored = kube_fake.put(cr, _raw(BENCHMARK, "outside-bench", spec))
+    started = await _call(benchmark_handlers.start_benchmark, stored)
+    assert started["jobName"] and started["phase"] in ("Pending", "Running"), started
+    assert started["targetUrl"] == f"http://triton.{NS}.svc:8000/health"
+    assert not (started.get("preflight") or {}).get("findings"), started.get("preflight")
+    assert "TargetUnreachable" not in [reason for _, reason in posted_events.reasons()]
+
+
 def test_a_handler_names_its_object_for_the_logs_sync_or_async() -> None:
     """``about_object`` binds the body's object while a handler runs (kopf runs a sync handler
     in a thread with the context copied), keeps the handler's id, and unbinds it afterwards."""

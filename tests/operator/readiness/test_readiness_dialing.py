@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import ipaddress
 
+import pytest
+
 from mcp_operator.api import MCPReadinessSpec
 from mcp_operator.policy import TargetPolicy
 from mcp_operator.readiness.dialing import dial_problems, dialed_addresses
@@ -71,3 +73,17 @@ async def test_a_source_that_does_not_resolve_is_a_retried_problem_naming_its_fi
     (problem,) = await dial_problems(spec, TargetPolicy())
     assert problem.reason == "TargetUnresolved"
     assert problem.message.startswith("spec.checks.metricDrift.prometheusUrl: prometheus.nowhere.invalid")
+
+
+@pytest.mark.usefixtures("without_cluster_dns")
+async def test_outside_the_cluster_a_cluster_only_source_is_unresolvable_and_a_plain_one_waits() -> None:
+    """The operator dials every check source itself: outside the cluster a Service name can never
+    resolve (``TargetUnresolvable``, standing); a plain name still may (``TargetUnresolved``)."""
+    spec = _spec("http://prometheus.monitoring.svc:9090", [("syncz", "http://istiod.nowhere.invalid:15014")])
+    outside = await dial_problems(spec, TargetPolicy(in_cluster=False))
+    assert [(p.reason, p.message.split(":", 1)[0]) for p in outside] == [
+        ("TargetUnresolvable", "spec.checks.metricDrift.prometheusUrl"),
+        ("TargetUnresolved", "spec.checks.xdsSync.sources[0].address"),
+    ]
+    inside = await dial_problems(spec, TargetPolicy(in_cluster=True))
+    assert {p.reason for p in inside} == {"TargetUnresolved"}

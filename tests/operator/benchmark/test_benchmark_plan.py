@@ -1,0 +1,65 @@
+"""A benchmark's target and spec.observe's sources are dialled by its shards, pods in the cluster:
+an operator outside the cluster leaves a cluster Service name to them (no ``TargetUnresolvable``,
+no waiting); in the cluster an unresolved name is waited for as before."""
+
+from __future__ import annotations
+
+import pytest
+
+from mcp_bench.api import RunPlan
+from mcp_operator.api import MCPBenchmarkSpec
+from mcp_operator.benchmark.plan import prepare_plan
+from mcp_operator.policy import TargetPolicy
+from mcp_operator.targets import SpecProblem
+
+pytestmark = pytest.mark.usefixtures("without_cluster_dns")
+
+
+def _spec(url: str, prometheus: str) -> MCPBenchmarkSpec:
+    return MCPBenchmarkSpec.model_validate(
+        {
+            "target": {"url": url, "backend": "http", "path": "/health"},
+            "load": {"concurrency": [1], "requests": 10},
+            "observe": {"prometheus": {"url": prometheus, "queries": [{"name": "q", "query": "up"}]}},
+        }
+    )
+
+
+async def _exists(namespace: str, name: str) -> bool:
+    return True
+
+
+async def test_outside_the_cluster_service_names_are_left_to_the_shards() -> None:
+    spec = _spec("http://triton.ml.svc:8000", "http://prometheus.monitoring.svc.cluster.local:9090")
+    plan = await prepare_plan(spec, "ml", "bench", _exists, TargetPolicy(in_cluster=False))
+    assert isinstance(plan, RunPlan) and plan.url == "http://triton.ml.svc:8000/health"
+
+
+@pytest.mark.parametrize(
+    ("policy", "url", "prometheus", "field"),
+    [
+        (
+            TargetPolicy(in_cluster=True),
+            "http://triton.ml.svc:8000",
+            "http://127.0.0.1:9090",
+            "spec.target.url",
+        ),
+        (
+            TargetPolicy(in_cluster=True),
+            "http://127.0.0.1:8000",
+            "http://prom.monitoring.svc:9090",
+            "spec.observe",
+        ),
+        (
+            TargetPolicy(in_cluster=False),
+            "http://triton.nowhere.invalid:8000",
+            "http://127.0.0.1:9090",
+            "spec.target.url",
+        ),
+    ],
+)
+async def test_a_name_that_may_still_resolve_is_waited_for(
+    policy: TargetPolicy, url: str, prometheus: str, field: str
+) -> None:
+    got = await prepare_plan(_spec(url, prometheus), "ml", "bench", _exists, policy)
+    assert isinstance(got, SpecProblem) and got.reason == "TargetUnresolved" and got.message.startswith(field)
