@@ -125,6 +125,13 @@ def test_cel_rules_are_carried_over() -> None:
         "has(self.durationSeconds) || has(self.requests)",
     ]
     assert len(load) == 4 and all(rule.startswith("!has(self.search) || ") for rule in load[2:])
+    # a memory limit below the request is refused at apply time (the Job would be refused later)
+    (limit,) = bench["runner"]["x-kubernetes-validations"]
+    assert (
+        limit["fieldPath"] == ".memoryLimit"
+        and limit["fieldPath"].lstrip(".") in bench["runner"]["properties"]
+    )
+    assert "!quantity(self.memoryLimit).isLessThan(quantity(self.memory))" in limit["rule"]
     ready = _root_schema("MCPReadiness")["properties"]["spec"]["properties"]
     assert "has(self.url) != has(self.serviceRef)" in _validations(ready["target"])
     probe = ready["checks"]["properties"]["healthProbe"]

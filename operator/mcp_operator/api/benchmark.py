@@ -201,6 +201,15 @@ class Toleration(ApiModel):
 class RunnerSpec(ApiModel):
     """Where and how the shard pods run."""
 
+    model_config = with_rules(
+        cel(
+            "!has(self.memoryLimit) || !has(self.memory) || "
+            "!quantity(self.memoryLimit).isLessThan(quantity(self.memory))",
+            "memoryLimit must not be below memory (the request)",
+            ".memoryLimit",
+        ),
+    )
+
     image: str | None = Field(
         default=None,
         description="Runner image; unset uses the operator's runner image (its MCP_RUNNER_IMAGE).",
@@ -218,6 +227,13 @@ class RunnerSpec(ApiModel):
     memory: str = Field(
         default="1Gi",
         description="Memory request per shard pod (a quantity: 512Mi, 8Gi).",
+        max_length=64,
+        pattern=QUANTITY,
+    )
+    memory_limit: str | None = Field(
+        default=None,
+        description="Memory limit per shard pod (a quantity, at least memory); unset: no limit. A shard "
+        "killed at it ends the run with Ready False, reason ShardFailed, naming the pod and OOMKilled.",
         max_length=64,
         pattern=QUANTITY,
     )

@@ -13,7 +13,7 @@ result counts only when all of this holds:
 
 Anything else is rejected with the reason and never merged; an object the run did not expect
 (more results than shards) is a finding too. Failed shard pods say why in their termination
-message.
+message, or, killed for memory, in their container's status (``OOMKilled``).
 """
 
 from __future__ import annotations
@@ -139,17 +139,61 @@ def pod_indices(pods: list[Any], job_uid: str) -> dict[str, int]:
     return indices
 
 
-def pod_failure_messages(pods: list[Any]) -> list[str]:
-    """``pod: message`` for every failed shard pod, from its termination message (the shard
+OOM_KILLED = "OOMKilled"  # the kubelet's reason for a container the kernel killed at its memory limit
+
+
+@dataclass(frozen=True)
+class PodFailure:
+    """A failed shard pod: ``text`` is ``pod: why`` (redacted, for the status and the event),
+    ``index`` its completion index (None without one), ``oom_killed`` whether its container was
+    killed for memory (its log tail then says nothing of it)."""
+
+    text: str
+    index: int | None = None
+    oom_killed: bool = False
+
+
+def _memory_limit(pod: Any, container: str) -> str | None:
+    """The memory limit the pod's spec gives ``container``, None when it has none."""
+    containers = pod.spec.containers if pod.spec is not None else None
+    for spec in containers or []:
+        if spec.name == container and spec.resources is not None and spec.resources.limits:
+            memory = spec.resources.limits.get("memory")
+            return str(memory) if memory else None
+    return None
+
+
+def _oom_detail(pod: Any, container: str, exit_code: int) -> str:
+    limit = _memory_limit(pod, container)
+    if limit is None:
+        return f"{OOM_KILLED} (exit {exit_code}) with no memory limit set: the node ran short of memory"
+    return f"{OOM_KILLED} (exit {exit_code}) at its memory limit {limit}; raise spec.runner.memoryLimit"
+
+
+def pod_failures(pods: list[Any]) -> list[PodFailure]:
+    """Every failed shard pod and why: killed for memory (``OOMKilled``, with the exit code and
+    the container's memory limit), else the last line of its termination message (the shard
     writes why it failed there; the kubelet falls back to the log tail)."""
-    messages = []
+    failures = []
     for pod in pods:
         if pod.status.phase != "Failed":
             continue
+        index = (pod.metadata.annotations or {}).get(ANNOTATION_COMPLETION_INDEX, "")
         for container in pod.status.container_statuses or []:
             terminated = container.state.terminated if container.state else None
-            if terminated is not None and terminated.exit_code:
+            if terminated is None or not terminated.exit_code:
+                continue
+            oom = terminated.reason == OOM_KILLED
+            if oom:
+                detail = _oom_detail(pod, container.name, terminated.exit_code)
+            else:
                 text = (terminated.message or terminated.reason or "").strip().splitlines()
                 detail = text[-1] if text else f"exit code {terminated.exit_code}"
-                messages.append(redact_text(f"{pod.metadata.name}: {detail[:300]}"))
-    return messages
+            failures.append(
+                PodFailure(
+                    text=redact_text(f"{pod.metadata.name}: {detail[:300]}"),
+                    index=int(index) if index.isdigit() else None,
+                    oom_killed=oom,
+                )
+            )
+    return failures

@@ -54,8 +54,13 @@ MAX_JOB_NAME = MAX_DNS_LABEL - len(f"-{MAX_SHARDS - 1}")
 def spec_digest(spec: MCPBenchmarkSpec) -> str:
     """Digest of everything that shapes the run; ``suspend`` is left out so that pausing and
     resuming keep the same Job, and ``preflight`` (checks before the Job, not the run's shape);
-    an unset ``startBarrier`` too, so specs written before it existed keep their Job's name."""
-    left_out = {"suspend", "preflight"} | ({"start_barrier"} if spec.start_barrier is None else set())
+    an unset ``startBarrier`` or ``runner.memoryLimit`` too, so specs written before they existed
+    keep their Job's name."""
+    left_out: dict[str, Any] = {"suspend": True, "preflight": True}
+    if spec.start_barrier is None:
+        left_out["start_barrier"] = True
+    if spec.runner.memory_limit is None:
+        left_out["runner"] = {"memory_limit"}
     canonical = json.dumps(spec.model_dump(mode="json", exclude=left_out), sort_keys=True)
     return hashlib.sha256(canonical.encode()).hexdigest()[:8]
 
@@ -128,9 +133,14 @@ def shard_job(
     runner = spec.runner
     labels = {**benchmark_labels(name, uid), LABEL_JOB: job, LABEL_COMPONENT: COMPONENT_SHARD}
     resources: dict[str, dict[str, str]] = {"requests": {"cpu": runner.cpu, "memory": runner.memory}}
+    limits: dict[str, str] = {}
     if runner.gpus:
         resources["requests"]["nvidia.com/gpu"] = str(runner.gpus)
-        resources["limits"] = {"nvidia.com/gpu": str(runner.gpus)}
+        limits["nvidia.com/gpu"] = str(runner.gpus)
+    if runner.memory_limit is not None:  # a shard killed at it is reported (ShardFailed, OOMKilled)
+        limits["memory"] = runner.memory_limit
+    if limits:
+        resources["limits"] = limits
     env = [
         {"name": ENV_PLAN, "value": json.dumps(plan.model_dump(mode="json"), sort_keys=True)},
         {"name": ENV_BENCHMARK_UID, "value": uid},

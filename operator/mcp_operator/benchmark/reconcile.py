@@ -17,10 +17,11 @@ from .. import kube
 from ..redact import redact_text
 from .barrier import parse_starts, starts_text
 from .collect import (
+    PodFailure,
     PublishedObject,
     RunIdentity,
     ShardReadout,
-    pod_failure_messages,
+    pod_failures,
     pod_indices,
     read_shards,
 )
@@ -195,10 +196,10 @@ async def read_run_key(namespace: str, job: str) -> bytes | None:
 
 async def read_results(
     namespace: str, uid: str, job: str, state: JobState, key: bytes | None, pods: list[Any]
-) -> tuple[ShardReadout, list[str]]:
+) -> tuple[ShardReadout, list[PodFailure]]:
     """Every result object of the run, verified against the run's ``key`` (see ``collect``;
-    ``read_run_key``) and its writer pod's log (``podlogs``), and what failed shard pods said
-    (``pods``: the Job's pods, ``run_pods``)."""
+    ``read_run_key``) and its writer pod's log (``podlogs``), and why shard pods failed (what
+    they said, or that they were OOM-killed; ``pods``: the Job's pods, ``run_pods``)."""
     maps = await kube.call(
         kube.core().list_namespaced_config_map, namespace, label_selector=f"{LABEL_JOB}={job}"
     )
@@ -213,7 +214,7 @@ async def read_results(
         )
         for m in maps.items
     ]
-    return read_shards(run, objects), pod_failure_messages(pods)
+    return read_shards(run, objects), pod_failures(pods)
 
 
 async def write_report(namespace: str, name: str, uid: str, merged: ResultDocument, key: bytes | None) -> str:

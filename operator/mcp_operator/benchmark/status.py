@@ -7,6 +7,7 @@ built at tighter bounds until it fits ``bounded.STATUS_BUDGET``."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,12 +38,13 @@ from ..bounded import MAX_URL, TIERS, Bounds, clip, clip_map, fit, json_size
 from ..conditions import set_condition
 from ..rejection import rejected_fields
 from ..targets import SpecProblem
-from .collect import ShardReadout
+from .collect import PodFailure, ShardReadout
 from .gpusampler import serving_columns
 from .search import search_message, search_status
 
 Conditions = list[dict[str, Any]]
 OVERLAPPED = "ShardsOverlapped"
+SHARD_FAILED = "ShardFailed"  # a shard pod was OOM-killed before it published
 NOT_CONCURRENT = "ShardsNotConcurrent"
 
 
@@ -235,15 +237,20 @@ class Collected:
 
 
 def _problem(
-    readout: ShardReadout, expected: int, succeeded: int, failed: int, pod_failures: list[str]
+    readout: ShardReadout, expected: int, succeeded: int, failed: int, pod_failures: Sequence[PodFailure]
 ) -> tuple[str, str] | None:
+    """Why the run has no verdict: a result rejected; else a result missing, ``ShardFailed`` when
+    the pod of a missing index was OOM-killed (named first), else ``ShardResultMissing``."""
     if readout.rejected:
         names = ", ".join(f"{k} ({v})" for k, v in sorted(readout.rejected.items()))
         return "ShardResultRejected", f"{len(readout.rejected)} shard result(s) rejected: {names}"
     if len(readout.documents) < expected:
-        why = "".join(f"; {text}" for text in pod_failures[:3])
+        published = {doc.shard_index for doc in readout.documents}
+        killed = [f for f in pod_failures if f.oom_killed and f.index not in published]
+        others = [f for f in pod_failures if not (f.oom_killed and f.index not in published)]
+        why = "".join(f"; {f.text}" for f in [*killed, *others][:3])
         return (
-            "ShardResultMissing",
+            SHARD_FAILED if killed else "ShardResultMissing",
             f"{len(readout.documents)} of {expected} shards published a result "
             f"({succeeded} pods succeeded, {failed} failed){why}",
         )
@@ -259,11 +266,11 @@ def merged_status(
     conditions: Conditions,
     generation: int,
     now: str,
-    pod_failures: list[str] | None = None,
+    pod_failures: Sequence[PodFailure] | None = None,
     min_overlap: float = MIN_OVERLAP,
 ) -> Collected:
     """Status once the Job is finished: the verdict from the merged shards, or why there is none
-    (``pod_failures``: what failed shard pods said in their termination messages). A level whose
+    (``pod_failures``: why shard pods failed, ``collect.pod_failures``). A level whose
     shards did not overlap for ``min_overlap`` of its time is no cluster-wide figure: its row
     says so, the printer columns skip it, ShardsOverlapped is False and the verdict is
     Inconclusive (never a Pass on figures that were not measured together)."""

@@ -141,6 +141,26 @@ def test_live_shards_are_those_not_ended() -> None:
     assert live_shards(2, [_pod(0, "Succeeded", "other-job")], "job-uid") == {0, 1}
 
 
+def test_a_shard_oom_killed_holds_nobody_at_the_barrier() -> None:
+    """Killed at its memory limit (restartPolicy Never: the pod is Failed), and not retried, the
+    shard has ended: the others' level opens, and the verdict names it (ShardFailed)."""
+    killed = _pod(1, "Failed")
+    terminated = client.V1ContainerStateTerminated(exit_code=137, reason="OOMKilled")
+    killed.status.container_statuses = [
+        client.V1ContainerStatus(
+            name="shard",
+            image="x",
+            image_id="",
+            ready=False,
+            restart_count=0,
+            state=client.V1ContainerState(terminated=terminated),
+        )
+    ]
+    live = live_shards(2, [_pod(0, "Running"), killed], "job-uid")
+    assert live == {0}
+    assert level_to_release(_all(_report(0)), live, {}) == 0
+
+
 def test_progress_sums_the_shards_and_says_where_the_barrier_is() -> None:
     reports = _all(_report(0, "running", 1), _report(1, "waiting", 1), _report(2, "finished", 2))
     block = progress_status(reports, {0, 1}, {})

@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from mcp_bench.plan import PlanError, RunPlan
 from mcp_operator.api import MCPBenchmarkSpec
@@ -90,6 +91,30 @@ def test_gpu_requests_and_limits_only_when_asked() -> None:
     without = _container(_job(_spec(runner={"gpus": 0})))["resources"]
     assert without == {"requests": {"cpu": "1", "memory": "1Gi"}}
     assert "nvidia.com/gpu" not in json.dumps(without)
+
+
+def test_memory_limit_only_when_asked_beside_the_gpu_limit() -> None:
+    limited = _container(_job(_spec(runner={"memory": "512Mi", "memoryLimit": "1Gi"})))["resources"]
+    assert limited == {"requests": {"cpu": "1", "memory": "512Mi"}, "limits": {"memory": "1Gi"}}
+    both = _container(_job(_spec(runner={"gpus": 1, "memory": "8Gi", "memoryLimit": "8Gi"})))["resources"]
+    assert both == {
+        "requests": {"cpu": "1", "memory": "8Gi", "nvidia.com/gpu": "1"},
+        "limits": {"nvidia.com/gpu": "1", "memory": "8Gi"},
+    }
+    assert "limits" not in _container(_job(_spec(runner={"memory": "8Gi"})))["resources"]
+
+
+def test_an_unset_memory_limit_keeps_the_job_name_of_specs_written_before_it() -> None:
+    # digests of these specs before spec.runner.memoryLimit existed: a running benchmark keeps its Job
+    assert job_name("bench", _spec()) == "bench-85b89e61"
+    assert job_name("bench", _spec(runner={"gpus": 1, "memory": "8Gi"})) == "bench-91cee01e"
+    limited = _spec(runner={"gpus": 1, "memory": "8Gi", "memoryLimit": "8Gi"})
+    assert job_name("bench", limited) != "bench-91cee01e"  # a limit changes the run: a new Job
+
+
+def test_memory_limit_is_a_quantity() -> None:
+    with pytest.raises(ValidationError, match=r"runner\.memoryLimit"):
+        _spec(runner={"memoryLimit": "64 MiB"})
 
 
 def test_placement_is_copied_from_the_runner_spec() -> None:

@@ -11,13 +11,14 @@ import json
 from typing import Any
 
 import pytest
+from kubernetes import client
 from tests.operator.attested import honest_logs
 
 from mcp_bench.engines import run_plan
 from mcp_bench.results.document import ResultDocument, dumps_document, loads_document
 from mcp_operator.api import MCPBenchmarkSpec, MCPBenchmarkStatus
-from mcp_operator.benchmark.collect import PublishedObject, RunIdentity, read_shards
-from mcp_operator.benchmark.contract import shard_object_name
+from mcp_operator.benchmark.collect import PodFailure, PublishedObject, RunIdentity, pod_failures, read_shards
+from mcp_operator.benchmark.contract import ANNOTATION_COMPLETION_INDEX, SHARD_CONTAINER, shard_object_name
 from mcp_operator.benchmark.plan import plan_from_spec
 from mcp_operator.benchmark.status import Collected, merged_status
 from mcp_operator.conditions import condition
@@ -74,16 +75,20 @@ async def _shard_texts(server: RunningServer, spec: MCPBenchmarkSpec, shards: in
 T0 = "2026-01-01T00:00:00Z"
 
 
-def _collect(texts: list[tuple[str, str | None]], expected: int = 2) -> Collected:
+def _collect(
+    texts: list[tuple[str, str | None]], expected: int = 2, pod_failures: list[PodFailure] | None = None
+) -> Collected:
     readout = _read(texts, expected)
+    failed = len(pod_failures or [])
     return merged_status(
         expected=expected,
-        succeeded=expected,
-        failed=0,
+        succeeded=expected - failed,
+        failed=failed,
         readout=readout,
         conditions=[],
         generation=3,
         now=T0,
+        pod_failures=pod_failures,
     )
 
 
@@ -232,35 +237,102 @@ def test_unreadable_results_are_rejected_with_a_reason(text: str | None, why: st
     assert "results" not in collected.status and collected.merged is None
 
 
-def test_pod_failure_messages_take_the_last_line_of_failed_pods_only() -> None:
-    from kubernetes import client
+def _pod(
+    name: str,
+    phase: str,
+    code: int,
+    message: str | None,
+    *,
+    reason: str = "Error",
+    index: int | None = None,
+    memory_limit: str | None = None,
+) -> client.V1Pod:
+    """A shard pod as the API server lists it once its container ended with ``code``."""
+    terminated = client.V1ContainerStateTerminated(exit_code=code, message=message, reason=reason)
+    status = client.V1ContainerStatus(
+        name=SHARD_CONTAINER,
+        image="x",
+        image_id="",
+        ready=False,
+        restart_count=0,
+        state=client.V1ContainerState(terminated=terminated),
+    )
+    limits = {"memory": memory_limit} if memory_limit is not None else None
+    container = client.V1Container(
+        name=SHARD_CONTAINER,
+        image="x",
+        resources=client.V1ResourceRequirements(requests={"memory": "32Mi"}, limits=limits),
+    )
+    annotations = {ANNOTATION_COMPLETION_INDEX: str(index)} if index is not None else None
+    return client.V1Pod(
+        metadata=client.V1ObjectMeta(name=name, annotations=annotations),
+        spec=client.V1PodSpec(containers=[container]),
+        status=client.V1PodStatus(phase=phase, container_statuses=[status]),
+    )
 
-    from mcp_operator.benchmark.collect import pod_failure_messages
 
-    def pod(name: str, phase: str, code: int, message: str | None) -> client.V1Pod:
-        terminated = client.V1ContainerStateTerminated(exit_code=code, message=message, reason="Error")
-        status = client.V1ContainerStatus(
-            name="shard",
-            image="x",
-            image_id="",
-            ready=False,
-            restart_count=0,
-            state=client.V1ContainerState(terminated=terminated),
-        )
-        return client.V1Pod(
-            metadata=client.V1ObjectMeta(name=name),
-            status=client.V1PodStatus(phase=phase, container_statuses=[status]),
-        )
-
+def test_pod_failures_take_the_last_line_of_failed_pods_only() -> None:
     pods = [
-        pod("bench-0", "Failed", 4, "Traceback ...\nshard 0 could not publish its result: 403 Forbidden"),
-        pod("bench-1", "Succeeded", 0, "shard 1: result published"),
-        pod("bench-2", "Failed", 137, None),
+        _pod("bench-0", "Failed", 4, "Traceback ...\nshard 0 could not publish its result: 403 Forbidden"),
+        _pod("bench-1", "Succeeded", 0, "shard 1: result published"),
+        _pod("bench-2", "Failed", 137, None, index=2),
     ]
-    assert pod_failure_messages(pods) == [
-        "bench-0: shard 0 could not publish its result: 403 Forbidden",
-        "bench-2: Error",
+    assert pod_failures(pods) == [
+        PodFailure("bench-0: shard 0 could not publish its result: 403 Forbidden"),
+        PodFailure("bench-2: Error", index=2),
     ]
+
+
+def test_an_oom_killed_pod_says_so_with_its_exit_code_and_memory_limit() -> None:
+    """FallbackToLogsOnError puts the log tail in the message; OOMKilled is only in the reason."""
+    tail = "level c=8 running: 512 sent"
+    pods = [
+        _pod("bench-1-xyz", "Failed", 137, tail, reason="OOMKilled", index=1, memory_limit="64Mi"),
+        _pod("bench-0-abc", "Failed", 137, tail, reason="OOMKilled", index=0),
+    ]
+    assert pod_failures(pods) == [
+        PodFailure(
+            "bench-1-xyz: OOMKilled (exit 137) at its memory limit 64Mi; raise spec.runner.memoryLimit",
+            index=1,
+            oom_killed=True,
+        ),
+        PodFailure(
+            "bench-0-abc: OOMKilled (exit 137) with no memory limit set: the node ran short of memory",
+            index=0,
+            oom_killed=True,
+        ),
+    ]
+
+
+OOM_TEXT = "bench-1-xyz: OOMKilled (exit 137) at its memory limit 64Mi; raise spec.runner.memoryLimit"
+
+
+async def test_a_shard_oom_killed_before_it_published_fails_the_run(refserver: RunningServer) -> None:
+    (text,) = await _shard_texts(refserver, _spec(), shards=1)
+    other = PodFailure("bench-1-abc: shard 1 could not publish its result: 403 Forbidden", index=1)
+    killed = PodFailure(OOM_TEXT, index=1, oom_killed=True)
+    collected = _collect([(S0, text)], expected=2, pod_failures=[other, killed])
+    ready = _ready(collected)
+    assert (ready["status"], ready["reason"]) == ("False", "ShardFailed")
+    # the OOM kill comes first, whatever the order of the pods
+    assert ready["message"] == (
+        f"1 of 2 shards published a result (0 pods succeeded, 2 failed); {OOM_TEXT}; {other.text}"
+    )
+    failed = condition(collected.status["conditions"], "Failed")
+    assert failed is not None and (failed["status"], failed["reason"]) == ("True", "ShardFailed")
+    assert collected.status["verdict"] == "Error" and collected.status["phase"] == "Failed"
+    assert (collected.reason, collected.ready) == ("ShardFailed", False)  # what the event carries
+
+
+async def test_other_failures_stay_shard_result_missing(refserver: RunningServer) -> None:
+    (text,) = await _shard_texts(refserver, _spec(), shards=1)
+    other = PodFailure("bench-1-abc: shard 1 could not publish its result: 403 Forbidden", index=1)
+    ready = _ready(_collect([(S0, text)], expected=2, pod_failures=[other]))
+    assert (ready["reason"], ready["message"].endswith(f"; {other.text}")) == ("ShardResultMissing", True)
+    # an index killed for memory whose retry published is not why a result is missing
+    retried = PodFailure(OOM_TEXT.replace("bench-1", "bench-0"), index=0, oom_killed=True)
+    ready = _ready(_collect([(S0, text)], expected=2, pod_failures=[retried, other]))
+    assert ready["reason"] == "ShardResultMissing"
 
 
 async def test_status_row_and_cli_table_agree_on_errors_with_dropped_arrivals(

@@ -633,3 +633,40 @@ async def test_collect_says_why_a_shard_published_nothing(
     assert posted_events.events == [
         PostedEvent("Warning", "ShardResultMissing", _message(out, "Ready"), INVOLVED)
     ]
+
+
+async def test_collect_reports_a_shard_oom_killed_at_its_memory_limit(
+    kube_fake: FakeKube,
+    posted_events: EventLog,
+    refserver: RunningServer,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    spec = _spec(url=refserver.url, runner={"memory": "32Mi", "memoryLimit": "64Mi"}, **SEQUENTIAL)
+    status, job = await _started(spec)
+    assert _container(kube_fake.get("Job", NS, job) or {})["resources"]["limits"] == {"memory": "64Mi"}
+    await _run_pods(kube_fake, job, monkeypatch, tmp_path, only=0)
+    # shard 1's pod, killed by the kernel at its limit before it published: the kubelet says
+    # OOMKilled, and with FallbackToLogsOnError the termination message is the log's tail, which
+    # says nothing of it
+    ran = {key: pod for key, pod in kube_fake.objects.items() if key[0] == "Pod"}
+    started = kube_fake.start_indexed_job(NS, job)
+    kube_fake.objects.update(ran)  # shard 0's pod as it ended
+    (killed,) = [p["metadata"]["name"] for p in started if ("Pod", NS, p["metadata"]["name"]) not in ran]
+    assert killed.startswith(f"{job}-1-")
+    oom = container_status("shard", exit_code=137, message="shard 1: level 1/1 running\n")
+    oom["state"]["terminated"]["reason"] = "OOMKilled"
+    kube_fake.set_status("Pod", NS, killed, {"phase": "Failed", "containerStatuses": [oom]})
+    _finish_job(kube_fake, job, succeeded=1, failed=1)
+    posted_events.events.clear()
+
+    out = await _collect(status, spec=spec)
+    assert _cond(out, "Ready") == ("False", "ShardFailed")
+    assert _cond(out, "Failed") == ("True", "ShardFailed")
+    assert out["phase"] == "Failed" and out["verdict"] == "Error"
+    assert _message(out, "Ready") == (
+        f"1 of 2 shards published a result (1 pods succeeded, 1 failed); "
+        f"{killed}: OOMKilled (exit 137) at its memory limit 64Mi; raise spec.runner.memoryLimit"
+    )
+    assert posted_events.events == [PostedEvent("Warning", "ShardFailed", _message(out, "Ready"), INVOLVED)]
+    MCPBenchmarkStatus.model_validate(out)
