@@ -61,6 +61,35 @@ def test_operator_deployment_is_locked_down_and_budgeted(kubectl: Run, target: s
     assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
 
 
+@pytest.mark.parametrize(
+    "target",
+    [
+        "manifests/base",
+        "manifests/overlays/dev",
+        "manifests/overlays/namespaced",
+        "manifests/overlays/namespace",
+    ],
+)
+def test_every_binding_names_the_service_account_where_it_is(kubectl: Run, target: str) -> None:
+    """An overlay that moves the operator (``overlays/namespace``) must move its bindings'
+    subjects too, which kustomize's ``namespace`` alone does not: a binding left behind starts
+    the operator without its rights."""
+    docs = _build(kubectl, target)
+    account = _one(docs, "ServiceAccount")
+    namespace = account["metadata"]["namespace"]
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    assert deployment["metadata"]["namespace"] == namespace
+    bindings = [d for d in docs if d["kind"] in ("RoleBinding", "ClusterRoleBinding")]
+    assert bindings
+    for binding in bindings:
+        subjects = [s for s in binding["subjects"] if s["kind"] == "ServiceAccount"]
+        assert subjects == [{"kind": "ServiceAccount", "name": "mcp-operator", "namespace": namespace}], (
+            binding
+        )
+        if binding["kind"] == "RoleBinding" and binding["roleRef"]["name"] == "mcp-operator-leader":
+            assert binding["metadata"]["namespace"] == namespace  # where the Lease is
+
+
 def test_monitoring_has_the_alerts_and_the_dashboard(kubectl: Run) -> None:
     docs = _build(kubectl, "manifests/monitoring")
     assert sorted(d["kind"] for d in docs) == ["ConfigMap", "PrometheusRule"]

@@ -4,9 +4,12 @@ the real API server)."""
 from __future__ import annotations
 
 import datetime as dt
+import logging
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 
+from mcp_operator.leadership.elector import standby_problem
 from mcp_operator.leadership.lease import (
     Holder,
     LeaseConfig,
@@ -80,3 +83,13 @@ def test_config_from_the_environment_and_timings_that_cannot_work_are_refused(
     monkeypatch.setenv("MCP_LEASE_RENEW_DEADLINE_SECONDS", "20")  # past the duration: two could lead
     with pytest.raises(ValueError, match="duration > renew deadline"):
         LeaseConfig.from_env()
+
+
+def test_a_forbidden_lease_says_which_rights_are_missing_and_where() -> None:
+    config = LeaseConfig.from_env(name="mcp-operator", namespace="team-a", identity="ops-0")
+    level, message = standby_problem(ApiException(status=403, reason="Forbidden"), config)
+    assert level == logging.ERROR
+    assert "lease team-a/" in message and "leases in team-a" in message
+    assert "RoleBinding mcp-operator-leader" in message and "docs/using-it.md" in message
+    level, message = standby_problem(ApiException(status=503, reason="Unavailable"), config)
+    assert level == logging.WARNING and "503" in message  # the API server away: it passes

@@ -25,6 +25,21 @@ log = logging.getLogger(__name__)
 Clock = Callable[[], float]
 
 
+def standby_problem(exc: Exception, config: LeaseConfig) -> tuple[int, str]:
+    """How loud a standby's failed look at the Lease is, and what it says. A 403 does not pass
+    on its own: it is the install's RBAC (most often a kustomize overlay that moved the operator
+    to another namespace and left the RoleBinding's subject in the old one), so it says which
+    rights are missing, where, and what to look at, at error level."""
+    if isinstance(exc, ApiException) and exc.status == 403:
+        return logging.ERROR, (
+            f"standby: forbidden to read or take lease {config.namespace}/{config.name} (403): the "
+            f"operator's ServiceAccount needs get, create and update on leases in {config.namespace} "
+            "(Role and RoleBinding mcp-operator-leader; an overlay that changes the namespace must "
+            "move the bindings' subjects too, see docs/using-it.md); it stays on standby until then"
+        )
+    return logging.WARNING, f"standby: cannot read or take the lease: {exc}"
+
+
 class Elector:
     """One process's view of one Lease."""
 
@@ -103,6 +118,7 @@ class Elector:
     async def acquire(self, stop: asyncio.Event) -> bool:
         """Wait on standby until the Lease is ours (True) or ``stop`` is set (False)."""
         announced = ""
+        complained = ""
         while not stop.is_set():
             try:
                 if await self.try_acquire_or_renew():
@@ -119,7 +135,10 @@ class Elector:
                     log.info("standby: lease %s held by %s", self.config.name, holder or "nobody")
                     announced = holder
             except Exception as exc:  # the API server may be away for a while: keep looking
-                log.warning("standby: cannot read or take the lease: %s", exc)
+                level, message = standby_problem(exc, self.config)
+                if level == logging.WARNING or message != complained:  # a 403 is said once
+                    log.log(level, "%s", message)
+                complained = message
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self.config.retry_period_s)
         return False
