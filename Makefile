@@ -15,7 +15,7 @@ LOGS := .make-logs
 APT_PACKAGES := prometheus chromium-headless-shell containerd runc containernetworking-plugins docker.io \
 	mmdebstrap iptables tini
 DEMO_COMPONENTS := kubernetes etcd
-TEST_COMPONENTS := kwok helm luahealth xdsbed kubernetes-node
+TEST_COMPONENTS := kwok helm luahealth xdsbed kubernetes-node coredns
 # both cores, one test file per worker at a time (module fixtures stay on one worker; each worker
 # that runs an e2e file starts its own control plane); the 25 slowest tests and every skip with
 # its reason

@@ -43,7 +43,15 @@ OPT_IN = "mcp2026.io/fault-injection=enabled"
 SHARDS = 2
 POLL_S = 0.02
 VERDICT_TIMEOUT_S = 150
-VERDICT_REASONS = {"Measured", "SloMet", "SloMissed", "ShardResultMissing", "ShardFailed", "NothingMeasured", "JobMissing"}
+VERDICT_REASONS = {
+    "Measured",
+    "SloMet",
+    "SloMissed",
+    "ShardResultMissing",
+    "ShardFailed",
+    "NothingMeasured",
+    "JobMissing",
+}
 
 
 def crash_and_restart(operator: Any, kubeconfig: Path, log_dir: Path) -> tuple[float, float]:

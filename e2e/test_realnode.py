@@ -3,8 +3,11 @@ from the module proxy, images built here (``mcp_devcluster.realnode``).
 
 What only a container shows, asserted from inside it through ``kubectl logs``: the image's
 non-root user, a read-only root filesystem, no capabilities, seccomp filtering, the service
-account's token reaching the API server; and the memory limit enforced by the kernel, the
-container OOM-killed and reported so by the kubelet.
+account's token reaching the API server through the ``kubernetes`` Service, whose name cluster
+DNS (CoreDNS) answers; and the memory limit enforced by the kernel, the container OOM-killed and
+reported so by the kubelet. Then the operator as users install it: from its image by the Helm
+chart, in the pod network, gating the samples of ``make demo`` (its benchmark's shards are
+containers on the node too), its targets named by Service DNS names.
 
 The node joins a control plane of its own (no kwok, no process nodes), so nothing else of the
 session lands on it. It needs root (containerd, runc, network links); without root it is
@@ -15,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -26,15 +28,20 @@ from typing import Any
 import pytest
 import yaml
 
-from mcp_devcluster import build, stack
+from mcp_devcluster import build, demo, stack
 from mcp_devcluster.cluster import ClusterState, DevCluster
 from mcp_devcluster.realnode import lifecycle, node
 from mcp_devcluster.realnode.node import RealNodeState
 
 REPO = Path(__file__).resolve().parents[1]
+SAMPLES = REPO / "manifests" / "samples"
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0, reason="the real node needs root (containerd, runc, links)"
 )
+
+
+REAL_NODE_TOLERATIONS = [{"key": "mcp2026.io/real-node", "operator": "Exists", "effect": "NoSchedule"}]
+REAL_NODE_SELECTOR = {"kubernetes.io/hostname": node.NODE_NAME}
 
 
 @dataclass
@@ -52,10 +59,15 @@ class RealCluster:
 
 @pytest.fixture(scope="module")
 def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
-    # the API server listens on the node's address, so the kubernetes Service has an endpoint
-    node.add_node_address()
+    # the API server listens on the node's address, so the kubernetes Service has an endpoint;
+    # ClusterIPs come from the range routed to this machine, which pods on the bridge reach
+    node.add_node_network()
     dev = DevCluster(
-        tmp_path_factory.mktemp("realcluster"), nodes=[], local_nodes=[], api_address=node.NODE_IP
+        tmp_path_factory.mktemp("realcluster"),
+        nodes=[],
+        local_nodes=[],
+        api_address=node.NODE_IP,
+        service_cidr=node.SERVICE_CIDR,
     )
     try:
         state = dev.up()
@@ -67,13 +79,13 @@ def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
             lifecycle.down(Path(state.state_dir), keep_address=True)
     finally:
         dev.down()
-        node.remove_node_address()
+        node.remove_node_network()
 
 
 def _on_the_real_node(pod: dict[str, Any]) -> dict[str, Any]:
     spec = pod["spec"]
-    spec["nodeSelector"] = {"kubernetes.io/hostname": node.NODE_NAME}
-    spec["tolerations"] = [{"key": "mcp2026.io/real-node", "operator": "Exists", "effect": "NoSchedule"}]
+    spec["nodeSelector"] = REAL_NODE_SELECTOR
+    spec["tolerations"] = REAL_NODE_TOLERATIONS
     spec.setdefault("restartPolicy", "Never")
     for container in spec["containers"]:
         container.setdefault("imagePullPolicy", "Never")  # nothing is pulled: the image is local
@@ -109,7 +121,7 @@ LOCKED_DOWN = {
 }
 
 PROBE = """
-import os, ssl, urllib.request
+import os, socket, ssl, urllib.request
 print("uid", os.getuid())
 try:
     open("/probe", "w")
@@ -120,6 +132,7 @@ print("CapEff", status["CapEff"].strip(), "Seccomp", status["Seccomp"].strip())
 token = open("/var/run/secrets/kubernetes.io/serviceaccount/token").read()
 ca = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
 host, port = os.environ["KUBERNETES_SERVICE_HOST"], os.environ["KUBERNETES_SERVICE_PORT"]
+print("dns", socket.gethostbyname("kubernetes.default.svc") == host)
 req = urllib.request.Request(f"https://{host}:{port}/version", headers={"Authorization": "Bearer " + token})
 print("api", urllib.request.urlopen(req, context=ssl.create_default_context(cafile=ca), timeout=10).status)
 """
@@ -132,7 +145,6 @@ def test_the_operator_image_runs_locked_down_and_reaches_the_api_with_its_token(
             "kind": "Pod",
             "metadata": {"name": "locked-down", "namespace": "default"},
             "spec": {
-                "hostNetwork": True,  # the API server's ClusterIP is on the machine's loopback
                 "containers": [
                     {
                         "name": "probe",
@@ -153,7 +165,8 @@ def test_the_operator_image_runs_locked_down_and_reaches_the_api_with_its_token(
     assert lines["uid"] == "65532"  # the image's USER
     assert lines["rootfs"] == "Read-only file system"
     assert lines["CapEff"].startswith("0000000000000000") and lines["CapEff"].endswith("Seccomp 2")
-    assert lines["api"] == "200"
+    assert lines["api"] == "200"  # through the kubernetes Service's ClusterIP
+    assert lines["dns"] == "True"  # kubernetes.default.svc answered with that ClusterIP
 
 
 def test_a_container_past_its_memory_limit_is_oom_killed_and_reported(real: RealCluster) -> None:
@@ -183,18 +196,15 @@ def test_a_container_past_its_memory_limit_is_oom_killed_and_reported(real: Real
     assert terminated["reason"] == "OOMKilled" and terminated["exitCode"] == 137, terminated
 
 
-def _free_node_port() -> int:
-    """A port free on every address: pods in the node's network bind the node's address or all
-    of them, where the API server and the kubelet listen too (a port free on loopback alone can
-    be theirs)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("0.0.0.0", 0))
-        return int(sock.getsockname()[1])
+REFSERVER_NAMESPACE = "mcp-refserver"
 
 
-def _refserver_on_the_real_node(real: RealCluster, namespace: str, port: int) -> str:
-    """manifests/refserver on the real node (one replica, in the node's network: Services reach it
-    there); returns its Service's ClusterIP URL."""
+@pytest.fixture(scope="module")
+def refserver_url(real: RealCluster) -> str:
+    """manifests/refserver on the real node (one replica, in the pod network, locked down);
+    its Service's URL by DNS name, as a user writes it."""
+    namespace = REFSERVER_NAMESPACE
+    real.kubectl("create", "namespace", namespace, check=False)
     deployment, service = (
         yaml.safe_load((REPO / "manifests" / "refserver" / f"{kind}.yaml").read_text())
         for kind in ("deployment", "service")
@@ -203,11 +213,8 @@ def _refserver_on_the_real_node(real: RealCluster, namespace: str, port: int) ->
     pod = deployment["spec"]["template"]
     _on_the_real_node(pod)
     pod["spec"].pop("restartPolicy")  # a Deployment's pods restart
-    pod["spec"]["hostNetwork"] = True
     (container,) = pod["spec"]["containers"]
     container["image"] = real.node.images["refserver"]
-    container["args"][container["args"].index("8000")] = str(port)
-    container["ports"][0]["containerPort"] = port
     container["securityContext"] = LOCKED_DOWN
     for item in (deployment, service):
         item["metadata"]["namespace"] = namespace
@@ -216,29 +223,71 @@ def _refserver_on_the_real_node(real: RealCluster, namespace: str, port: int) ->
         "-n", namespace, "rollout", "status", "deployment/refserver", "--timeout=120s", check=False
     )
     assert rollout.returncode == 0, rollout.stdout + rollout.stderr
-    ip = real.kubectl(
-        "-n", namespace, "get", "service", "refserver", "-o", "jsonpath={.spec.clusterIP}"
-    ).stdout
-    return f"http://{ip}:8080"
+    return f"http://refserver.{namespace}.svc:8080"
 
 
-def test_the_chart_installs_the_operator_from_its_image_and_it_gates_a_release(real: RealCluster) -> None:
-    """helm install on the real node (the chart's locked-down pod, the image's tini, the
-    operator's own ServiceAccount and RBAC), the refserver sample Ready through it, its JSON logs
-    through ``kubectl logs``, and a SIGTERM ending it well inside its grace period."""
+def _sample_on_the_real_node(text: str, url: str) -> str:
+    """A sample of ``make demo`` pointed at the refserver Service by name, and its shards (if
+    any) placed on the real node instead of the process node the demo uses, with requests that
+    fit beside the operator and the server (the node is this machine: its real cores)."""
+    doc = yaml.safe_load(stack.render_sample(text, url))
+    runner = doc["spec"].get("runner")
+    if runner is not None:
+        runner.update(nodeSelector=REAL_NODE_SELECTOR, tolerations=REAL_NODE_TOLERATIONS)
+        runner.update(cpu="250m", memory="256Mi")
+    return yaml.safe_dump(doc)
+
+
+def _keep_for_the_reader(real: RealCluster, namespace: str, deployment: str) -> str:
+    """The operator's logs (and its pods' descriptions) into the state dir for a failure's
+    reader; returns the current logs."""
+    logs = real.kubectl("-n", namespace, "logs", f"deployment/{deployment}", check=False).stdout
+    (Path(real.cluster.state_dir) / f"operator-logs-{namespace}.txt").write_text(
+        logs
+        + "\n--- previous ---\n"
+        + real.kubectl("-n", namespace, "logs", f"deployment/{deployment}", "--previous", check=False).stdout
+        + real.kubectl("-n", namespace, "describe", "pods", check=False).stdout
+        + real.kubectl("get", "pods", "-A", "-o", "wide", check=False).stdout
+        + real.kubectl("get", "mcpbenchmarks,mcpreadinesses,jobs", "-A", "-o", "yaml", check=False).stdout
+        + real.kubectl("get", "events", "-A", check=False).stdout
+    )
+    return logs
+
+
+def _benchmark_killed_at_its_memory_limit(real: RealCluster, url: str) -> dict[str, Any]:
+    """The benchmark sample with one shard whose memory limit is below what Python needs to
+    import the engine: the kernel kills it, and the verdict must say so, not lose it."""
+    doc = yaml.safe_load(_sample_on_the_real_node((SAMPLES / "mcpbenchmark-refserver.yaml").read_text(), url))
+    doc["metadata"]["name"] = "starved"
+    doc["spec"]["shards"] = 1
+    doc["spec"]["runner"].update(memory="32Mi", memoryLimit="32Mi", backoffLimit=0)
+    real.kubectl("apply", "-f", "-", input_text=yaml.safe_dump(doc))
+    waited = real.kubectl(
+        "wait", "mcpbenchmark/starved", "--for=condition=Ready=false", "--timeout=180s", check=False
+    )
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    obj: dict[str, Any] = json.loads(real.kubectl("get", "mcpbenchmark", "starved", "-o", "json").stdout)
+    return obj
+
+
+def test_the_chart_installs_the_operator_from_its_image_and_the_samples_pass(
+    real: RealCluster, refserver_url: str
+) -> None:
+    """helm install on the real node (the chart's locked-down pod in the pod network, the
+    operator's own ServiceAccount and RBAC); every sample of ``make demo`` reaches a Ready
+    verdict through it, the benchmark's shards running as containers beside it; a shard killed
+    at its memory limit ends its benchmark ``ShardFailed``, naming ``OOMKilled``; its JSON logs
+    through ``kubectl logs``; a SIGTERM ends it well inside its grace period."""
     namespace = "mcp-system"
     real.kubectl("create", "namespace", namespace, check=False)
-    url = _refserver_on_the_real_node(real, namespace, _free_node_port())
     repository, tag = real.node.images["operator"].rsplit(":", 1)
+    grace_s = 30
     values = {
         "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
-        "hostNetwork": True,  # see the module's docstring: the Service addresses are the node's loopback
-        "healthzPort": _free_node_port(),
-        "metrics": {"port": _free_node_port()},
-        "nodeSelector": {"kubernetes.io/hostname": node.NODE_NAME},
-        "tolerations": [{"key": "mcp2026.io/real-node", "operator": "Exists", "effect": "NoSchedule"}],
+        "nodeSelector": REAL_NODE_SELECTOR,
+        "tolerations": REAL_NODE_TOLERATIONS,
         "shutdownTimeoutSeconds": 20,
-        "terminationGracePeriodSeconds": 30,
+        "terminationGracePeriodSeconds": grace_s,
     }
     values_file = Path(real.cluster.state_dir) / "operator-values.yaml"
     values_file.write_text(yaml.safe_dump(values))
@@ -261,41 +310,137 @@ def test_the_chart_installs_the_operator_from_its_image_and_it_gates_a_release(r
         timeout=240,
     )
     assert installed.returncode == 0, installed.stdout + installed.stderr
-    gate = yaml.safe_load((REPO / "manifests" / "samples" / "mcpreadiness-refserver.yaml").read_text())
-    gate["metadata"]["namespace"] = namespace
-    gate["spec"]["target"]["url"] = url
-    real.kubectl("apply", "-f", "-", input_text=yaml.safe_dump(gate))
-    waited = real.kubectl(
-        "-n",
-        namespace,
-        "wait",
-        "--for=condition=Ready",
-        "mcpreadiness/refserver-ready",
-        "--timeout=100s",
-        check=False,
-    )
-    status = json.loads(
-        real.kubectl("-n", namespace, "get", "mcpreadiness", "refserver-ready", "-o", "json").stdout
-    )
-    logs = real.kubectl("-n", namespace, "logs", "deployment/ops").stdout
-    (Path(real.cluster.state_dir) / "operator-logs.txt").write_text(  # kept for a failure's reader
-        logs
-        + "\n--- previous ---\n"
-        + real.kubectl("-n", namespace, "logs", "deployment/ops", "--previous", check=False).stdout
-        + real.kubectl("-n", namespace, "describe", "pods", check=False).stdout
-    )
-    assert waited.returncode == 0, (status.get("status"), logs[-3000:])
-    assert status["status"]["verdict"] == "Pass"
-    records = [json.loads(line) for line in logs.splitlines() if line.startswith("{")]
-    assert records and all({"time", "level", "message"} <= set(r) for r in records)
-    (pod,) = json.loads(
+    try:
+        outcomes = [
+            demo.apply_and_wait(
+                real.kubeconfig,
+                path,
+                lambda text: _sample_on_the_real_node(text, refserver_url),
+                timeout_s=240,
+            )
+            for path in sorted(SAMPLES.glob("*.yaml"))
+        ]
+        starved = _benchmark_killed_at_its_memory_limit(real, refserver_url)
+        logs = _keep_for_the_reader(real, namespace, "ops")
+        assert len(outcomes) == 3
+        assert all(o.ready == "True" for o in outcomes), ([o.__dict__ for o in outcomes], logs[-3000:])
+        shards = json.loads(
+            real.kubectl("get", "pods", "-l", "app.kubernetes.io/component=bench-shard", "-o", "json").stdout
+        )["items"]
+        assert shards and {p["spec"]["nodeName"] for p in shards} == {node.NODE_NAME}
+        phases = {
+            p["metadata"]["name"]: p["status"]["phase"]
+            for p in shards
+            if "starved" not in p["metadata"]["name"]
+        }
+        assert phases and set(phases.values()) == {"Succeeded"}, phases
+        ready = stack.condition_of(starved)
+        assert ready["reason"] == "ShardFailed", starved["status"]
+        assert "OOMKilled (exit 137) at its memory limit 32Mi" in ready["message"], ready["message"]
+        records = [json.loads(line) for line in logs.splitlines() if line.startswith("{")]
+        assert records and all({"time", "level", "message"} <= set(r) for r in records)
+        (pod,) = json.loads(
+            real.kubectl(
+                "-n", namespace, "get", "pods", "-l", "app.kubernetes.io/name=mcp-operator", "-o", "json"
+            ).stdout
+        )["items"]
+        assert pod["spec"]["nodeName"] == node.NODE_NAME
+        assert not pod["spec"].get("hostNetwork")
+        began = time.monotonic()
         real.kubectl(
-            "-n", namespace, "get", "pods", "-l", "app.kubernetes.io/name=mcp-operator", "-o", "json"
-        ).stdout
-    )["items"]
-    assert pod["spec"]["nodeName"] == node.NODE_NAME
-    began = time.monotonic()
-    real.kubectl("-n", namespace, "delete", "pod", pod["metadata"]["name"], "--wait=true", "--timeout=60s")
-    stopped_s = time.monotonic() - began
-    assert stopped_s < values["terminationGracePeriodSeconds"], stopped_s  # it ended on SIGTERM, not SIGKILL
-    subprocess.run([*helm, "uninstall", "ops"], capture_output=True, check=False, timeout=120)
+            "-n", namespace, "delete", "pod", pod["metadata"]["name"], "--wait=true", "--timeout=60s"
+        )
+        stopped_s = time.monotonic() - began
+        assert stopped_s < grace_s, stopped_s  # it ended on SIGTERM, not SIGKILL at the grace period's end
+    finally:
+        subprocess.run([*helm, "uninstall", "ops", "--wait"], capture_output=True, check=False, timeout=120)
+
+
+def _kustomize_overlay(real: RealCluster, root: Path, namespace: str) -> Path:
+    """An overlay of manifests/base as a user writes one: their namespace (with the bindings
+    moved along, as manifests/overlays/namespace shows), the image as built here (never pulled),
+    the pod placed on the real node."""
+    image = real.node.images["operator"]
+    repository, tag = image.rsplit(":", 1)
+    root.mkdir(parents=True, exist_ok=True)
+    patch = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "mcp-operator"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "nodeSelector": REAL_NODE_SELECTOR,
+                    "tolerations": REAL_NODE_TOLERATIONS,
+                    "containers": [
+                        {
+                            "name": "operator",
+                            "imagePullPolicy": "Never",
+                            "env": [{"name": "MCP_RUNNER_IMAGE", "value": image}],
+                            "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+                        }
+                    ],
+                }
+            }
+        },
+    }
+    (root / "placement.yaml").write_text(yaml.safe_dump(patch))
+    # the bindings' subjects follow the namespace as manifests/overlays/namespace makes them
+    example = yaml.safe_load(
+        (REPO / "manifests" / "overlays" / "namespace" / "kustomization.yaml").read_text()
+    )
+    kustomization = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "namespace": namespace,
+        "resources": [os.path.relpath(REPO / "manifests" / "base", root)],
+        "images": [{"name": "ghcr.io/mcp2026/mcp-operator", "newName": repository, "newTag": tag}],
+        "patches": [{"path": "placement.yaml"}],
+        "replacements": example["replacements"],
+    }
+    (root / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    return root
+
+
+def test_the_kustomize_base_runs_the_operator_from_its_image_and_it_gates_a_sample(
+    real: RealCluster, refserver_url: str
+) -> None:
+    """``kubectl apply -k`` of an overlay of manifests/base: the Deployment becomes available on
+    the real node (locked down, its own ServiceAccount and ClusterRole, in the pod network) and
+    the readiness sample reaches Ready True through it."""
+    namespace = "mcp-kustomize"
+    overlay = _kustomize_overlay(real, Path(real.cluster.state_dir) / "overlay", namespace)
+    rendered = [d for d in yaml.safe_load_all(real.kubectl("kustomize", str(overlay)).stdout) if d]
+    assert {d["metadata"]["name"] for d in rendered if d["kind"] == "Namespace"} == {namespace}
+    (deployment,) = [d for d in rendered if d["kind"] == "Deployment"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == real.node.images["operator"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    # everything but the CRDs goes away at the end (the chart's test may hold resources of theirs)
+    owned = yaml.safe_dump_all([d for d in rendered if d["kind"] != "CustomResourceDefinition"])
+    applied = real.kubectl("apply", "--server-side", "--force-conflicts", "-k", str(overlay), check=False)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    try:
+        rollout = real.kubectl(
+            "-n", namespace, "rollout", "status", "deployment/mcp-operator", "--timeout=180s", check=False
+        )
+        logs = _keep_for_the_reader(real, namespace, "mcp-operator")
+        assert rollout.returncode == 0, rollout.stdout + rollout.stderr + logs[-3000:]
+        outcome = demo.apply_and_wait(
+            real.kubeconfig,
+            SAMPLES / "mcpreadiness-refserver.yaml",
+            lambda text: _sample_on_the_real_node(text, refserver_url),
+            timeout_s=180,
+        )
+        logs = _keep_for_the_reader(real, namespace, "mcp-operator")
+        assert outcome.ready == "True", (outcome.__dict__, logs[-3000:])
+        (pod,) = json.loads(
+            real.kubectl(
+                "-n", namespace, "get", "pods", "-l", "app.kubernetes.io/name=mcp-operator", "-o", "json"
+            ).stdout
+        )["items"]
+        assert pod["spec"]["nodeName"] == node.NODE_NAME and not pod["spec"].get("hostNetwork")
+        assert pod["spec"]["serviceAccountName"] == "mcp-operator"
+        assert outcome.name in logs  # this operator judged it
+    finally:
+        real.kubectl("delete", "-f", "-", "--wait=true", "--timeout=120s", input_text=owned, check=False)

@@ -32,7 +32,15 @@ from mcp_devcluster import stack
 
 SHARDS = 2
 LEASE = ("default", "mcp-operator")  # namespace, name: the operator's defaults outside a pod
-BENCH_REASONS = {"Measured", "SloMet", "SloMissed", "ShardResultMissing", "ShardFailed", "NothingMeasured", "JobMissing"}
+BENCH_REASONS = {
+    "Measured",
+    "SloMet",
+    "SloMissed",
+    "ShardResultMissing",
+    "ShardFailed",
+    "NothingMeasured",
+    "JobMissing",
+}
 
 
 def _gate(name: str, url: str) -> dict[str, Any]:

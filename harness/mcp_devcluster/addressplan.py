@@ -24,12 +24,16 @@ PROXY_PORT = 10249
 @dataclass(frozen=True)
 class AddressPlan:
     slot: int
+    # a range routed to this machine instead of the loopback one: pods in network namespaces of
+    # their own (a real node's) cannot reach loopback ClusterIPs (``realnode.node``)
+    routable_services: str | None = None
 
     @property
     def service_cidr(self) -> str:
-        """Inside 127.0.0.0/8, so the proxy can listen on every ClusterIP without root; the API
-        server accepts a loopback service range (it refuses loopback only in EndpointSlices)."""
-        return f"127.{self.slot}.0.0/16"
+        """Inside 127.0.0.0/8 unless a routable range is given, so the proxy can listen on every
+        ClusterIP without root; the API server accepts a loopback service range (it refuses
+        loopback only in EndpointSlices)."""
+        return self.routable_services or f"127.{self.slot}.0.0/16"
 
     @property
     def kubernetes_service_ip(self) -> str:
@@ -45,11 +49,11 @@ class AddressPlan:
         return str(self.pod_loopback.network_address + 1), PROXY_PORT
 
 
-def claim_plan() -> tuple[AddressPlan, socket.socket]:
+def claim_plan(routable_services: str | None = None) -> tuple[AddressPlan, socket.socket]:
     """The first slot no live cluster on this machine holds, and the listening socket that
     holds it; close the socket (or let the proxy that inherited it exit) to give it back."""
     for slot in SLOTS:
-        plan = AddressPlan(slot)
+        plan = AddressPlan(slot, routable_services)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         # without SO_REUSEADDR a closed cluster's TIME_WAIT connections would block the slot;
         # with it, bind or listen still fails while another socket listens there

@@ -27,6 +27,7 @@ KUBERNETES_VERSION = "v1.36.3"
 ETCD_VERSION = "v3.6.16"
 KWOK_VERSION = "v0.8.0"
 HELM_VERSION = "v3.22.0"
+COREDNS_VERSION = "v1.15.0"
 
 STAMP = ".built"
 LUAHEALTH_SOURCE = Path(__file__).parent / "data" / "luahealth"
@@ -198,6 +199,13 @@ def components() -> dict[str, Component]:
             module="helm.sh/helm/v3",
             version=HELM_VERSION,
             packages=("helm.sh/helm/v3/cmd/helm",),
+        ),
+        # the real node's cluster DNS: answers Service names with their ClusterIPs
+        "coredns": Component(
+            name="coredns",
+            module="github.com/coredns/coredns",
+            version=COREDNS_VERSION,
+            packages=("github.com/coredns/coredns",),
         ),
         "luahealth": Component(
             name="luahealth",

@@ -1,5 +1,6 @@
 """``mcp-devcluster``: the test harness's command. ``build|up|down|env|status`` manage the local
-control plane by hand; ``realnode up|down`` adds a real node (containers) beside it; ``demo``
+control plane by hand (``up --real-node``: one whose node runs containers); ``realnode up|down``
+adds a real node beside a running one; ``demo``
 runs the README's main job (``make demo``)."""
 
 from __future__ import annotations
@@ -15,22 +16,38 @@ from .cluster import ClusterState, DevCluster, default_state_dir
 
 
 def dev_cluster(
-    action: str, state_dir: Path | None, components: list[str] | None = None, local_only: bool = False
+    action: str,
+    state_dir: Path | None,
+    components: list[str] | None = None,
+    local_only: bool = False,
+    real_node: bool = False,
 ) -> int:
     """``local_only``: ``up`` starts only the local (process) nodes, as the demo does, so it needs
-    no kwok; the default adds the simulated nodes the tests use."""
+    no kwok; the default adds the simulated nodes the tests use. ``real_node``: a cluster whose
+    one node is the real node (containers), with the API server and ClusterIPs where its pods
+    reach them, as ``e2e/test_realnode.py`` starts it."""
     directory = state_dir or default_state_dir()
     if action == "build":
         for name, path in build.ensure_all(components or None).items():
             print(f"{name}: {path}")
         return 0
     if action == "up":
-        state = DevCluster(directory, nodes=[] if local_only else None).up()
+        state = (
+            _up_with_real_node(directory)
+            if real_node
+            else DevCluster(directory, nodes=[] if local_only else None).up()
+        )
         print(f"control plane ready in {state.startup_seconds['total']:.1f}s", file=sys.stderr)
         print(env_exports(state))
         return 0
     if action == "down":
+        from .realnode import lifecycle, node
+
+        with_real_node = lifecycle.node_root(directory).joinpath("state.json").exists()
+        lifecycle.down(directory, keep_address=True)  # the API server may still listen on its address
         DevCluster(directory).down()
+        if with_real_node:
+            node.remove_node_network()
         return 0
     try:
         state = ClusterState.load(directory)
@@ -52,6 +69,24 @@ def dev_cluster(
     return 0
 
 
+def _up_with_real_node(directory: Path) -> ClusterState:
+    from .realnode import lifecycle, node
+
+    node.add_node_network()
+    dev = DevCluster(
+        directory, nodes=[], local_nodes=[], api_address=node.NODE_IP, service_cidr=node.SERVICE_CIDR
+    )
+    state = dev.up()
+    try:
+        real = lifecycle.up(directory)
+    except BaseException:
+        dev.down()
+        node.remove_node_network()
+        raise
+    print(f"real node {real.node} Ready; images: {json.dumps(real.images)}", file=sys.stderr)
+    return state
+
+
 def env_exports(state: ClusterState) -> str:
     """The shell lines ``env`` prints (``eval "$(mcp-devcluster env)"``): the cluster's KUBECONFIG
     and, first on PATH, the directory of the kubectl built beside the API server (v1.36), so an
@@ -70,7 +105,11 @@ def env_exports(state: ClusterState) -> str:
 
 def _cmd_dev_cluster(args: argparse.Namespace) -> int:
     return dev_cluster(
-        args.action, args.state_dir, getattr(args, "components", None), getattr(args, "local_only", False)
+        args.action,
+        args.state_dir,
+        getattr(args, "components", None),
+        getattr(args, "local_only", False),
+        getattr(args, "real_node", False),
     )
 
 
@@ -98,9 +137,12 @@ def _cmd_realnode(args: argparse.Namespace) -> int:
         built, _ = lifecycle.prepare_images()
         print(json.dumps({"images": [built.pause, built.operator, built.refserver]}, indent=2))
         return 0
+    note = lifecycle.pod_network_note(ClusterState.load(directory))
     state = lifecycle.up(directory)
     shown = {"node": state.node, "images": state.images, "startup": state.startup_seconds}
     print(json.dumps(shown, indent=2))
+    if note:
+        print(note, file=sys.stderr)
     return 0
 
 
@@ -128,6 +170,12 @@ def build_parser() -> argparse.ArgumentParser:
                 "--local-only",
                 action="store_true",
                 help="only the local nodes that run pods as processes (no kwok, nothing simulated)",
+            )
+            cmd.add_argument(
+                "--real-node",
+                action="store_true",
+                help="one real node (containerd, runc, a kubelet; needs root) and no other: the API "
+                "server and ClusterIPs on addresses its pods reach, CoreDNS for Service names",
             )
         cmd.set_defaults(func=_cmd_dev_cluster, action=action)
     demo = sub.add_parser(

@@ -78,7 +78,7 @@ class ClusterState:
     started_at: float
     startup_seconds: dict[str, float]
     service_proxy: str = ""  # the service proxy's admin URL (/routes, /healthz)
-    service_cidr: str = ""  # every ClusterIP is in it: a loopback range of this cluster's own
+    service_cidr: str = ""  # every ClusterIP is in it: a loopback range of its own, or a real node's
     pod_loopback: str = ""  # where pod IPs are served (``podnet.loopback_twin``)
     etcd_endpoints: list[str] = field(default_factory=list)  # every member's client URL
 
@@ -106,13 +106,16 @@ class DevCluster:
         timeout_s: float = 90.0,
         etcd_members: int = 1,
         api_address: str = "127.0.0.1",
+        service_cidr: str | None = None,
     ) -> None:
         """``etcd_members``: 1 (fast, the default) or 3, so that an etcd leader can really move
         (the control-plane write-outage drill). ``api_address``: where the API server listens and
         what it advertises; on loopback (the default) it writes no endpoint for the ``kubernetes``
         Service, so only a real node's address (``realnode.node.NODE_IP``) lets pods reach it
-        through that Service."""
+        through that Service. ``service_cidr``: a range routed to this machine for the ClusterIPs
+        (a real node's pods reach no loopback address); by default one of loopback's own."""
         self.api_address = api_address
+        self.service_cidr = service_cidr
         if etcd_members not in (1, 3):
             raise ValueError(f"etcd_members must be 1 or 3, not {etcd_members}")
         self.etcd_members = etcd_members
@@ -152,7 +155,7 @@ class DevCluster:
         self.state_dir.mkdir(parents=True)
         build.ensure_all(self.components)
         try:
-            self.plan, self._claim = claim_plan()
+            self.plan, self._claim = claim_plan(self.service_cidr)
             return self._start_all()
         except BaseException:
             self.down()

@@ -39,6 +39,15 @@ def test_slots_never_share_an_address() -> None:
     assert all(not a.overlaps(b) for i, a in enumerate(ranges) for b in ranges[i + 1 :])
 
 
+def test_a_routable_service_range_replaces_the_loopback_one_and_keeps_the_slot() -> None:
+    """A real node's pods live in network namespaces of their own and cannot reach loopback
+    ClusterIPs; the cluster then takes a routable range, the pod twins stay the slot's."""
+    plan = AddressPlan(SLOTS[0], "10.213.16.0/20")
+    assert plan.service_cidr == "10.213.16.0/20"
+    assert plan.kubernetes_service_ip == "10.213.16.1"
+    assert plan.pod_loopback == AddressPlan(SLOTS[0]).pod_loopback
+
+
 def test_a_claimed_slot_is_skipped_until_given_back() -> None:
     first, held = claim_plan()
     try:

@@ -36,6 +36,30 @@ def test_every_subcommand_is_wired() -> None:
     assert stress.pytest_args == ["--", "-q", "-m", "timing"]  # the -- is dropped when it runs
     demo = parser.parse_args(["demo", "--keep", "--timeout", "12"])
     assert demo.keep is True and demo.timeout == 12.0 and callable(demo.func)
+    assert parser.parse_args(["up", "--real-node"]).real_node is True
+    assert parser.parse_args(["up"]).real_node is False
+    assert parser.parse_args(["realnode", "up"]).action == "up"
+
+
+def test_a_real_node_beside_a_loopback_cluster_says_what_its_pods_cannot_reach(tmp_path: Path) -> None:
+    from mcp_devcluster.realnode import lifecycle, node
+
+    def cluster(service_cidr: str, server: str) -> ClusterState:
+        return ClusterState(
+            state_dir=str(tmp_path),
+            kubeconfig="",
+            server=server,
+            etcd_port=0,
+            apiserver_port=0,
+            pids={},
+            started_at=0.0,
+            startup_seconds={},
+            service_cidr=service_cidr,
+        )
+
+    note = lifecycle.pod_network_note(cluster("127.16.0.0/16", "https://127.0.0.1:6443"))
+    assert note is not None and "127.16.0.0/16" in note and "mcp-devcluster up --real-node" in note
+    assert lifecycle.pod_network_note(cluster(node.SERVICE_CIDR, f"https://{node.NODE_IP}:6443")) is None
 
 
 def test_status_without_a_cluster_says_so(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:

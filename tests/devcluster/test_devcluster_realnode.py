@@ -12,7 +12,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from mcp_devcluster.certs import PkiPaths, generate_pki, issue_kubelet_serving_pair
-from mcp_devcluster.realnode import debs, images, node, runtime
+from mcp_devcluster.realnode import debs, dns, images, node, runtime
 
 
 def test_containerd_config_carries_what_this_machine_needs(tmp_path: Path) -> None:
@@ -38,20 +38,43 @@ def test_kubelet_config_for_cgroup_v1_without_systemd_or_image_gc(tmp_path: Path
         healthz_port=10248,
         node_ip="10.213.0.2",
         pod_cidr="10.213.1.0/24",
+        cluster_dns="10.213.0.2",
     )
     assert cfg["failCgroupV1"] is False and cfg["cgroupDriver"] == "cgroupfs"
     assert cfg["imageGCHighThresholdPercent"] == 100  # nothing could be pulled back
     assert cfg["address"] == "10.213.0.2" and cfg["readOnlyPort"] == 0
     assert cfg["authentication"]["anonymous"]["enabled"] is False
     assert cfg["authorization"]["mode"] == "Webhook"
+    # every pod's resolv.conf names the node's CoreDNS and searches the cluster's domain
+    assert cfg["clusterDNS"] == ["10.213.0.2"] and cfg["clusterDomain"] == "cluster.local"
 
 
-def test_cni_bridge_hands_out_the_pod_cidr() -> None:
-    conf = node.cni_config("br-x", "10.213.1.0/24")
+def test_coredns_answers_the_cluster_domain_on_the_node_address_only(tmp_path: Path) -> None:
+    text = dns.corefile(address="10.213.0.2", kubeconfig=tmp_path / "kc", ready_port=41234)
+    assert text.startswith(".:53 {") and text.count("{") == text.count("}") == 2
+    lines = [line.strip() for line in text.splitlines()]
+    assert "bind 10.213.0.2" in lines  # never the machine's other addresses
+    assert "ready 127.0.0.1:41234" in lines
+    assert "kubernetes cluster.local in-addr.arpa ip6.arpa {" in lines
+    assert f"kubeconfig {tmp_path / 'kc'}" in lines
+    assert "ttl 5" in lines  # a new Service answers within seconds
+    assert not any(line.startswith("forward") for line in lines)  # nothing off the machine
+
+
+def test_the_service_range_is_routable_and_apart_from_the_node_and_its_pods() -> None:
+    services = ipaddress.IPv4Network(node.SERVICE_CIDR)
+    assert not services.is_loopback and services.is_private
+    assert ipaddress.IPv4Address(node.NODE_IP) not in services
+    assert not services.overlaps(ipaddress.IPv4Network(node.POD_CIDR))
+
+
+def test_cni_bridge_hands_out_the_pod_cidr(tmp_path: Path) -> None:
+    conf = node.cni_config("br-x", "10.213.1.0/24", tmp_path / "leases")
     bridge = conf["plugins"][0]
     assert bridge["type"] == "bridge" and bridge["bridge"] == "br-x" and bridge["isGateway"] is True
     assert bridge["ipMasq"] is False  # nothing from a pod is masqueraded off the machine
     assert bridge["ipam"]["ranges"] == [[{"subnet": "10.213.1.0/24"}]]
+    assert bridge["ipam"]["dataDir"] == str(tmp_path / "leases")  # gone with the node, not shared
 
 
 def test_image_names_as_containerd_holds_them() -> None:

@@ -1,9 +1,10 @@
 """Bring the real node up beside a running local control plane, and take it down again.
 
-``up``: Debian packages, the kubelet build, the images (built once, then cached), containerd
-with the images imported, the node's address and pod network, the kubelet; returns when the
-Node is Ready. ``down``: the kubelet, every container, containerd, the mounts and links, the
-kernel tunables as they were, and the Node object. Both are safe to run again after a crash.
+``up``: Debian packages, the kubelet and CoreDNS builds, the images (built once, then cached),
+containerd with the images imported, the node's address, service range and pod network, the
+cluster DNS, the kubelet; returns when the Node is Ready. ``down``: the kubelet, every
+container, containerd, CoreDNS, the mounts, links and route, the kernel tunables as they were,
+and the Node object. Both are safe to run again after a crash.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from .. import build
 from ..certs import PkiPaths
 from ..cluster import ClusterState
 from ..processes import stop_pid
-from . import debs, images, node, runtime
+from . import debs, dns, images, node, runtime
 
 
 def node_root(cluster_state_dir: Path) -> Path:
@@ -70,6 +71,19 @@ def prepare_images(run_dir: Path = images.DOCKER_RUN_DIR) -> tuple[images.NodeIm
     return built, archives
 
 
+def pod_network_note(cluster: ClusterState) -> str | None:
+    """What a real node's pods in the pod network cannot reach on this cluster, or None: a
+    cluster started without ``--real-node`` has loopback ClusterIPs and an API server on
+    loopback, which only ``hostNetwork`` pods share."""
+    if cluster.service_cidr == node.SERVICE_CIDR:
+        return None
+    return (
+        f"this cluster's ClusterIPs ({cluster.service_cidr}) and API server ({cluster.server}) are on "
+        "loopback: on the real node only hostNetwork pods reach them. For pods in the pod network "
+        "(Services, cluster DNS, the operator's token): mcp-devcluster down && mcp-devcluster up --real-node"
+    )
+
+
 def up(cluster_state_dir: Path, timeout_s: float = 120) -> node.RealNodeState:
     """The node Ready; on any failure what was started is taken down again."""
     root = node_root(cluster_state_dir)
@@ -91,8 +105,8 @@ def _up(cluster_state_dir: Path, root: Path, timeout_s: float) -> node.RealNodeS
     began = time.monotonic()
     timings["packages"] = debs.ensure_packages()
     t = time.monotonic()
-    build.ensure_all(["kubernetes-node"])
-    timings["kubelet-build"] = time.monotonic() - t
+    build.ensure_all(["kubernetes-node", "coredns"])
+    timings["builds"] = time.monotonic() - t
     t = time.monotonic()
     built, archives = prepare_images()
     timings["images"] = time.monotonic() - t
@@ -111,7 +125,7 @@ def _up(cluster_state_dir: Path, root: Path, timeout_s: float) -> node.RealNodeS
     paths = _runtime_paths(cluster_state_dir)
     paths.cni_conf_dir.mkdir(parents=True, exist_ok=True)
     (paths.cni_conf_dir / "10-mcp-real.conflist").write_text(
-        json.dumps(node.cni_config(node.BRIDGE, node.POD_CIDR), indent=2)
+        json.dumps(node.cni_config(node.BRIDGE, node.POD_CIDR, root / "cni-leases"), indent=2)
     )
     t = time.monotonic()
     containerd = runtime.start_containerd(paths, state.images["pause"], root / "containerd.log")
@@ -121,7 +135,11 @@ def _up(cluster_state_dir: Path, root: Path, timeout_s: float) -> node.RealNodeS
     for archive in archives:
         runtime.import_image(paths, archive)
     timings["containerd"] = time.monotonic() - t
-    node.add_node_address()
+    node.add_node_network()
+    coredns, timings["coredns"] = dns.start_coredns(root, Path(cluster.kubeconfig), node.NODE_IP, timeout_s)
+    assert coredns.popen is not None
+    state.pids["coredns"] = coredns.popen.pid
+    state.save()
     kubelet, timings["kubelet"] = node.start_kubelet(
         root, Path(cluster.kubeconfig), PkiPaths(cluster_state_dir / "pki"), paths, timeout_s
     )
@@ -134,7 +152,8 @@ def _up(cluster_state_dir: Path, root: Path, timeout_s: float) -> node.RealNodeS
 
 
 def down(cluster_state_dir: Path, *, keep_address: bool = False) -> None:
-    """``keep_address``: leave the node's address (an API server still listening on it)."""
+    """``keep_address``: leave the node's address and service route (an API server still
+    listening on the one, a service proxy on the other)."""
     root = node_root(cluster_state_dir)
     try:
         state = node.RealNodeState.load(root)
@@ -146,6 +165,8 @@ def down(cluster_state_dir: Path, *, keep_address: bool = False) -> None:
     if "containerd" in state.pids:
         node.remove_containers(paths)
         stop_pid(state.pids["containerd"])
+    if "coredns" in state.pids:
+        stop_pid(state.pids["coredns"])
     node.unmount_under(root)
     node.unmount_under(paths.run)
     shutil.rmtree(paths.run, ignore_errors=True)
@@ -156,5 +177,5 @@ def down(cluster_state_dir: Path, *, keep_address: bool = False) -> None:
         api.delete_node(state.node)
     node.remove_links(node.BRIDGE)
     if not keep_address:
-        node.remove_node_address()
+        node.remove_node_network()
     (root / "state.json").unlink(missing_ok=True)

@@ -3,9 +3,13 @@
 Its address: kubelet refuses a loopback node IP, so the node gets one on an interface the harness
 creates (``mcp-real0``, 10.213.0.2/32, a veth whose peer sits in a network namespace of its own):
 local to this machine and never routed off it.
-Its pods: a CNI bridge (``mcp-realbr0``) with host-local addresses from the node's pod CIDR.
-Pods with ``hostNetwork`` share the machine's loopback, so they reach the API server and the
-service proxy's ClusterIPs there; pods on the bridge reach other pods on it.
+Its pods: a CNI bridge (``mcp-realbr0``) with host-local addresses from the node's pod CIDR,
+the bridge their gateway into this machine.
+Its Services: the cluster's service range (:data:`SERVICE_CIDR`) is routed to this machine as a
+whole (a ``local`` route on ``lo``), so the harness's service proxy can listen on any ClusterIP
+in it and a pod's packets to a ClusterIP reach that listener; nothing is forwarded, NATed or
+written into the machine's firewall. Names: CoreDNS (``dns``) on the node's address, the
+kubelet's ``clusterDNS``.
 
 kubelet sets kernel tunables it wants (``kernel.panic``, ``kernel.panic_on_oops``,
 ``vm.overcommit_memory``); they are read before it starts and written back when it stops.
@@ -34,6 +38,8 @@ NODE_LINK = "mcp-real0"
 NODE_IP = "10.213.0.2"
 NODE_NETNS = "mcp-realnode"
 POD_CIDR = "10.213.1.0/24"
+SERVICE_CIDR = "10.213.16.0/20"  # the cluster's ClusterIPs: DevCluster(service_cidr=...)
+CLUSTER_DOMAIN = "cluster.local"
 BRIDGE = "mcp-realbr0"
 ZONE = "zone-real"
 # pods land here only when they ask: the process nodes stay where every other test's pods go
@@ -52,6 +58,7 @@ def kubelet_config(
     healthz_port: int,
     node_ip: str,
     pod_cidr: str,
+    cluster_dns: str,
 ) -> dict[str, Any]:
     """KubeletConfiguration for this machine: cgroup v1 through cgroupfs (no systemd), no image
     garbage collection (nothing could be pulled back), no swap check, eviction only near a full disk."""
@@ -75,6 +82,8 @@ def kubelet_config(
         },
         "authorization": {"mode": "Webhook"},
         "podCIDR": pod_cidr,
+        "clusterDNS": [cluster_dns],
+        "clusterDomain": CLUSTER_DOMAIN,
         "failSwapOn": False,
         "imageGCHighThresholdPercent": 100,
         "imageGCLowThresholdPercent": 99,
@@ -90,8 +99,11 @@ def kubelet_config(
     }
 
 
-def cni_config(bridge: str, pod_cidr: str) -> dict[str, Any]:
-    """A bridge with host-local addresses; the gateway is the bridge's own address."""
+def cni_config(bridge: str, pod_cidr: str, leases: Path) -> dict[str, Any]:
+    """A bridge with host-local addresses; the gateway is the bridge's own address. The address
+    leases live in ``leases``, under the node's root: containers killed at ``down`` never hand
+    theirs back, and in the plugin's default directory (shared by every run) they would fill the
+    pod CIDR run after run."""
     return {
         "cniVersion": "0.4.0",
         "name": "mcp-real",
@@ -105,6 +117,7 @@ def cni_config(bridge: str, pod_cidr: str) -> dict[str, Any]:
                 "ipam": {
                     "type": "host-local",
                     "ranges": [[{"subnet": pod_cidr}]],
+                    "dataDir": str(leases),
                     "routes": [{"dst": "0.0.0.0/0"}],
                 },
             },
@@ -117,23 +130,32 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["ip", *args], capture_output=True, text=True, check=check)
 
 
-def has_node_address(link: str = NODE_LINK, address: str = NODE_IP) -> bool:
+def _has_route(cidr: str) -> bool:
+    shown = _ip("-o", "route", "show", "table", "local", "type", "local", cidr, check=False)
+    return shown.returncode == 0 and cidr in shown.stdout
+
+
+def has_node_network(link: str = NODE_LINK, address: str = NODE_IP, services: str = SERVICE_CIDR) -> bool:
     shown = _ip("-o", "addr", "show", "dev", link, check=False)
-    return shown.returncode == 0 and f" {address}/32 " in shown.stdout
+    return shown.returncode == 0 and f" {address}/32 " in shown.stdout and _has_route(services)
 
 
-def add_node_address(link: str = NODE_LINK, address: str = NODE_IP, netns: str = NODE_NETNS) -> None:
+def add_node_network(
+    link: str = NODE_LINK, address: str = NODE_IP, netns: str = NODE_NETNS, services: str = SERVICE_CIDR
+) -> None:
     """A veth pair, its far end in a network namespace of its own, the near end carrying the
-    node's address (this kernel has no dummy interfaces). Kept when it is there already (an API
-    server may listen on it); anything else under the name is replaced."""
-    if has_node_address(link, address):
+    node's address (this kernel has no dummy interfaces), and the service range routed to this
+    machine. Kept when it is there already (an API server may listen on it); anything else under
+    the names is replaced."""
+    if has_node_network(link, address, services):
         return
-    remove_node_address(link, netns)
+    remove_node_network(link, netns, services)
     _ip("netns", "add", netns)
     _ip("link", "add", link, "type", "veth", "peer", "name", f"{link}p", "netns", netns)
     _ip("addr", "add", f"{address}/32", "dev", link)
     _ip("link", "set", link, "up")
     _ip("-n", netns, "link", "set", f"{link}p", "up")
+    _ip("route", "add", "local", services, "dev", "lo")
 
 
 def remove_links(*links: str) -> None:
@@ -141,7 +163,8 @@ def remove_links(*links: str) -> None:
         _ip("link", "del", link, check=False)
 
 
-def remove_node_address(link: str = NODE_LINK, netns: str = NODE_NETNS) -> None:
+def remove_node_network(link: str = NODE_LINK, netns: str = NODE_NETNS, services: str = SERVICE_CIDR) -> None:
+    _ip("route", "del", "local", services, "dev", "lo", check=False)
     remove_links(link)
     _ip("netns", "del", netns, check=False)
 
@@ -199,6 +222,7 @@ def start_kubelet(
         healthz_port=free_port(),
         node_ip=NODE_IP,
         pod_cidr=POD_CIDR,
+        cluster_dns=NODE_IP,
     )
     (root / "kubelet.yaml").write_text(yaml.safe_dump(config))
     argv = [
@@ -225,9 +249,25 @@ def start_kubelet(
     return proc, took
 
 
+def _network_namespaces(paths: runtime.RuntimePaths, container: str) -> list[str]:
+    """The named network namespaces (``/var/run/netns/cni-…``) a container joins: its pod
+    sandbox's, which only the CRI's teardown would delete."""
+    with contextlib.suppress(RuntimeError, ValueError, KeyError, TypeError):
+        spec = json.loads(runtime.ctr(paths, "containers", "info", container))["Spec"]
+        return [
+            Path(ns["path"]).name
+            for ns in spec["linux"]["namespaces"]
+            if ns.get("type") == "network"
+            and str(ns.get("path", "")).startswith(("/var/run/netns/", "/run/netns/"))
+        ]
+    return []
+
+
 def remove_containers(paths: runtime.RuntimePaths) -> None:
-    """Every task and container containerd runs for the node, killed and deleted: stopping the
-    kubelet and containerd leaves the containers' shims running."""
+    """Every task and container containerd runs for the node, killed and deleted, and the pods'
+    network namespaces with them: stopping the kubelet and containerd leaves the containers'
+    shims running, and killing them under the CRI leaves its namespaces behind."""
+    namespaces: set[str] = set()
     with contextlib.suppress(RuntimeError):
         for line in runtime.ctr(paths, "tasks", "ls", "-q").splitlines():
             with contextlib.suppress(RuntimeError):
@@ -237,8 +277,11 @@ def remove_containers(paths: runtime.RuntimePaths) -> None:
             with contextlib.suppress(RuntimeError):
                 runtime.ctr(paths, "tasks", "delete", "-f", line.strip())
         for line in runtime.ctr(paths, "containers", "ls", "-q").splitlines():
+            namespaces.update(_network_namespaces(paths, line.strip()))
             with contextlib.suppress(RuntimeError):
                 runtime.ctr(paths, "containers", "delete", line.strip())
+    for name in sorted(namespaces):
+        _ip("netns", "del", name, check=False)
 
 
 def unmount_under(root: Path) -> None:
