@@ -43,15 +43,7 @@ OPT_IN = "mcp2026.io/fault-injection=enabled"
 SHARDS = 2
 POLL_S = 0.02
 VERDICT_TIMEOUT_S = 150
-VERDICT_REASONS = {
-    "Measured",
-    "SloMet",
-    "SloMissed",
-    "ShardResultMissing",
-    "ShardFailed",
-    "NothingMeasured",
-    "JobMissing",
-}
+VERDICT_REASONS = stack.BENCHMARK_VERDICT_REASONS
 
 
 def crash_and_restart(operator: Any, kubeconfig: Path, log_dir: Path) -> tuple[float, float]:

@@ -32,15 +32,7 @@ from mcp_devcluster import stack
 
 SHARDS = 2
 LEASE = ("default", "mcp-operator")  # namespace, name: the operator's defaults outside a pod
-BENCH_REASONS = {
-    "Measured",
-    "SloMet",
-    "SloMissed",
-    "ShardResultMissing",
-    "ShardFailed",
-    "NothingMeasured",
-    "JobMissing",
-}
+BENCH_REASONS = stack.BENCHMARK_VERDICT_REASONS
 
 
 def _gate(name: str, url: str) -> dict[str, Any]:

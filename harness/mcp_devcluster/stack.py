@@ -279,6 +279,12 @@ def until(
         time.sleep(interval_s)
 
 
+# the Ready reasons of a benchmark that reached its verdict (the e2e tests count verdict events)
+BENCHMARK_VERDICT_REASONS = frozenset(
+    {"Measured", "SloMet", "SloMissed", "ShardResultMissing", "ShardFailed", "NothingMeasured", "JobMissing"}
+)
+
+
 def condition_of(obj: dict[str, Any], type_: str = "Ready") -> dict[str, Any]:
     """One condition of an object as read back from the API (KeyError-free: {} when absent)."""
     conditions: list[dict[str, Any]] = (obj.get("status") or {}).get("conditions") or []
