@@ -132,11 +132,16 @@ def base_image(daemon: BuildDaemon) -> str:
     if not rootfs.is_file():
         rootfs.parent.mkdir(parents=True, exist_ok=True)
         partial = rootfs.with_suffix(".partial")
+        for leftover in (rootfs, partial):  # a crashed run's, or a directory an older build left
+            if leftover.is_dir():
+                shutil.rmtree(leftover)
+            leftover.unlink(missing_ok=True)
         subprocess.run(
             [
                 "mmdebstrap",
                 "--quiet",
                 "--variant=minbase",
+                "--format=tar",  # never guessed from the name: ".partial" made a directory
                 f"--include={','.join(BASE_PACKAGES)}",
                 DEBIAN_SUITE,
                 str(partial),
