@@ -48,6 +48,9 @@ CLUSTER_RULES: list[Rule] = [
 WORK_RULES: list[Rule] = [
     # our resources and their status
     {"apiGroups": [GROUP], "resources": PLURALS, "verbs": ["get", "list", "watch", "patch", "update"]},
+    # a drill's stage load as shard Jobs (spec.drill.shards): a benchmark per stage, owned by the
+    # gate, replaced by its next drill
+    {"apiGroups": [GROUP], "resources": ["mcpbenchmarks"], "verbs": ["create", "delete"]},
     {
         "apiGroups": [GROUP],
         "resources": [f"{p}/status" for p in PLURALS],

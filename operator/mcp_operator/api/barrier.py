@@ -16,6 +16,12 @@ class StartBarrierSpec(ApiModel):
     enabled: bool = Field(
         default=True, description="Wait for a common start time of each level (runs of several shards)."
     )
+    every_level: bool = Field(
+        default=True,
+        description="Wait at every level; false: only the first, the later levels following back to back "
+        "(a drill stage's windows: one load, no pause between them), and also for a single shard, so "
+        "the run's start time is known (a drill times its faults from it).",
+    )
     min_overlap: float = Field(
         default=0.9,
         ge=0,

@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from .benchmark import RunnerSpec
 from .common import ApiModel, Verdict, cel, with_rules
 from .credentials import no_credentials_in_query, rules_extra
 from .drillmeasures import Autoscaling, ChaosExperiment, LoadRetry, ServerRequests
@@ -176,11 +177,36 @@ class FaultPolicy(ApiModel):
     max_nodes: int = Field(default=1, ge=0, le=1000, description="Blast radius: nodes one fault may take.")
 
 
+class DrillShards(ApiModel):
+    """Each stage's load as an MCPBenchmark of its own (owned by this gate): shard Jobs spread
+    over the nodes, the same engine, signed results and start barrier as any benchmark, so the
+    operator only orchestrates and the load grows with the cluster instead of with its pod."""
+
+    count: int = Field(
+        default=2, ge=1, le=64, description="Shard pods per stage; each sends its share of the rate."
+    )
+    runner: RunnerSpec = Field(
+        default_factory=RunnerSpec, description="The shards' placement and resources, as a benchmark's."
+    )
+    start_timeout_seconds: float = Field(
+        default=120,
+        gt=0,
+        le=3600,
+        description="How long the shards may take to be scheduled and start before the stage fails.",
+    )
+
+
 class DrillSpec(ApiModel):
     """Staged load with faults; the run is judged on the KPI board."""
 
     model_config = with_rules(
         cel("has(self.profile) || (has(self.stages) && size(self.stages) > 0)", "set a profile or stages"),
+        cel(
+            "!has(self.shards) || !has(self.stages) || "
+            "self.stages.all(s, !has(s.load) || !has(s.load.retry))",
+            "a stage's load.retry runs in the operator's pod only: unset it or spec.drill.shards",
+            ".shards",
+        ),
     )
 
     profile: Literal["MCP2026"] | None = Field(
@@ -189,6 +215,18 @@ class DrillSpec(ApiModel):
         "stages given here replace the profile's.",
     )
     scale: float = Field(default=1.0, gt=0, le=10, description="Scales the profile's rates and durations.")
+    duration_scale: float | None = Field(
+        default=None,
+        gt=0,
+        le=10,
+        description="Scales the profile's durations alone (default: scale), e.g. the full rates (scale 1) "
+        "for a tenth of the time (durationScale 0.1).",
+    )
+    shards: DrillShards | None = Field(
+        default=None,
+        description="Run each stage's load as shard Jobs (an MCPBenchmark per stage); unset: in the "
+        "operator's pod.",
+    )
     stages: list[Stage] = Field(default_factory=list, description="Stages, in order.", max_length=MAX_STAGES)
     kpis: KpiThresholds = Field(default_factory=KpiThresholds, description="The KPI board's thresholds.")
     fault_policy: FaultPolicy = Field(default_factory=FaultPolicy, description="Blast-radius limits.")
@@ -262,6 +300,12 @@ class StageSummary(ApiModel):
     p99_jump_at_seconds: float | None = Field(
         default=None,
         description="When within the stage P99 first rose past the jump factor, or its failures passed 1 %.",
+    )
+    load_from: str | None = Field(
+        default=None,
+        description="What generated the stage's load: the MCPBenchmark and its shards (spec.drill.shards); "
+        "unset: the operator's pod.",
+        max_length=512,
     )
     started_at: str | None = Field(default=None, description="When the stage started (RFC 3339).")
     ended_at: str | None = Field(default=None, description="When the stage ended (RFC 3339).")

@@ -39,12 +39,20 @@ POLL_S = 0.5  # how often a waiting shard reads the start object
 LEAD_NS = 2_000_000_000  # a level starts this long after the operator writes its time
 MIN_OVERLAP = 0.9
 WAITING, RUNNING, FINISHED = "waiting", "running", "finished"
+BARRIER_FIRST_LEVEL = "first"  # ENV_START_BARRIER's value for a barrier at the first level only
 STATES = frozenset({"starting", WAITING, RUNNING, FINISHED})
 
 
 def barrier_on(spec: MCPBenchmarkSpec) -> bool:
-    """A barrier needs two shards to mean anything; it is on unless the spec turns it off."""
+    """A barrier needs two shards to mean anything; it is on unless the spec turns it off. One
+    at the first level only is on for one shard too: its start time is what it is for."""
+    if spec.start_barrier is not None and not spec.start_barrier.every_level:
+        return spec.start_barrier.enabled
     return spec.shards > 1 and (spec.start_barrier is None or spec.start_barrier.enabled)
+
+
+def first_level_only(spec: MCPBenchmarkSpec) -> bool:
+    return spec.start_barrier is not None and not spec.start_barrier.every_level
 
 
 def min_overlap(spec: MCPBenchmarkSpec) -> float:
@@ -71,7 +79,7 @@ def with_run_state_env(job: dict[str, Any], spec: MCPBenchmarkSpec) -> dict[str,
     if barrier_on(spec):
         timeout = 600 if spec.start_barrier is None else spec.start_barrier.timeout_seconds
         env += [
-            {"name": ENV_START_BARRIER, "value": "1"},
+            {"name": ENV_START_BARRIER, "value": BARRIER_FIRST_LEVEL if first_level_only(spec) else "1"},
             {"name": ENV_BARRIER_TIMEOUT, "value": str(timeout)},
         ]
     container = job["spec"]["template"]["spec"]["containers"][0]

@@ -54,11 +54,13 @@ MAX_JOB_NAME = MAX_DNS_LABEL - len(f"-{MAX_SHARDS - 1}")
 def spec_digest(spec: MCPBenchmarkSpec) -> str:
     """Digest of everything that shapes the run; ``suspend`` is left out so that pausing and
     resuming keep the same Job, and ``preflight`` (checks before the Job, not the run's shape);
-    an unset ``startBarrier`` or ``runner.memoryLimit`` too, so specs written before they existed
-    keep their Job's name."""
+    an unset ``startBarrier``, ``startBarrier.everyLevel`` or ``runner.memoryLimit`` too (at their
+    defaults), so specs written before they existed keep their Job's name."""
     left_out: dict[str, Any] = {"suspend": True, "preflight": True}
     if spec.start_barrier is None:
         left_out["start_barrier"] = True
+    elif spec.start_barrier.every_level:
+        left_out["start_barrier"] = {"every_level"}
     if spec.runner.memory_limit is None:
         left_out["runner"] = {"memory_limit"}
     canonical = json.dumps(spec.model_dump(mode="json", exclude=left_out), sort_keys=True)

@@ -84,11 +84,14 @@ def _run_key(api: client.ApiClient, namespace: str, job: str) -> tuple[bytes | N
     return base64.b64decode(encoded), ""
 
 
-def read_report(benchmark: str, namespace: str) -> tuple[ResultDocument, dict[str, Any], str]:
+def read_report(
+    benchmark: str, namespace: str, api: client.ApiClient | None = None
+) -> tuple[ResultDocument, dict[str, Any], str]:
     """The merged document of ``benchmark``, the benchmark object, and how the document was
     verified; ReportError says why there is none, or that it was rewritten after the operator
-    signed it."""
-    api = _client()
+    signed it. ``api``: the operator's own client (a drill reading its stage's benchmark);
+    default: one from the kubeconfig or the pod's account (the command)."""
+    api = api or _client()
     name = report_name(benchmark)
     try:
         cm = client.CoreV1Api(api).read_namespaced_config_map(

@@ -34,7 +34,7 @@ from mcp_bench.api import (
 from .. import kube
 from ..redact import REDACTED, redact_text, redact_url
 from .attestation import attestation_line
-from .barrier import parse_starts
+from .barrier import BARRIER_FIRST_LEVEL, parse_starts
 from .contract import (
     ENV_BARRIER_TIMEOUT,
     ENV_BENCHMARK_UID,
@@ -132,7 +132,8 @@ def shard_gate(*, job: str, namespace: str, index: int, pod_uid: str, key: str) 
         index=index,
         pod_uid=pod_uid,
         key=key.encode(),
-        barrier=os.environ.get(ENV_START_BARRIER) == "1",
+        barrier=os.environ.get(ENV_START_BARRIER) in ("1", BARRIER_FIRST_LEVEL),
+        first_level_only=os.environ.get(ENV_START_BARRIER) == BARRIER_FIRST_LEVEL,
         timeout_s=float(os.environ.get(ENV_BARRIER_TIMEOUT) or 600),
         writer=ProgressWriter(write, max(interval, 0.5)),
         read_starts=read_starts,

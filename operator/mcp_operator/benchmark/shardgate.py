@@ -120,9 +120,11 @@ class ShardGate(GateObserver):
         timeout_s: float,
         writer: ProgressWriter,
         read_starts: Callable[[], dict[int, int]],
+        first_level_only: bool = False,
     ) -> None:
         self.index, self.pod_uid, self.key = index, pod_uid, key
         self.barrier, self.timeout_s = barrier, timeout_s
+        self.first_level_only = first_level_only
         self.writer, self.read_starts = writer, read_starts
         self.levels = 0
         self.level = 0
@@ -168,7 +170,8 @@ class ShardGate(GateObserver):
             await self.level_ready(plan, meta)
 
     async def level_ready(self, plan: RunPlan, meta: LevelMeta) -> None:
-        if self.barrier and meta.index not in self.waited and meta.index not in self.missed:
+        waits = self.barrier and (meta.index == 0 or not self.first_level_only)
+        if waits and meta.index not in self.waited and meta.index not in self.missed:
             self.state = WAITING
             self._report(urgent=True)
             start = await self._wait_for_start(meta.index)

@@ -21,7 +21,8 @@ from ..conditions import set_condition, utc_now
 from ..runtime import Runtime
 from .claim import Marker
 from .drill import journal
-from .drill.run import Announce, Drill, DrillContext, DrillOutcome, ended_stages, replay_journal
+from .drill.run import Announce, Drill, DrillContext, DrillOutcome, StageLoader, ended_stages, replay_journal
+from .drill.shardload import ShardedStageLoader
 from .readers import fresh
 
 log = logging.getLogger(__name__)
@@ -169,7 +170,19 @@ async def run(
         write_status=lambda fields: write_status(namespace, name, fields),
         announce=announce,
     )
-    return await Drill(parsed.drill, context, rt.loads).run()
+    loads: StageLoader = rt.loads
+    if parsed.drill.shards is not None:
+        gate = await fresh(namespace, name)
+        if gate is None:
+            raise RuntimeError(f"MCPReadiness {namespace}/{name} is gone")
+        loads = ShardedStageLoader(
+            gate=name,
+            gate_uid=str(gate["metadata"]["uid"]),
+            namespace=namespace,
+            shards=parsed.drill.shards,
+            api=context.api,
+        )
+    return await Drill(parsed.drill, context, loads).run()
 
 
 def start(

@@ -18,10 +18,13 @@ from kubernetes.client.exceptions import ApiException
 from tests.operator.fakekube import FakeKube
 
 from mcp_bench.engines import run_plan
+from mcp_bench.results.aggregate import LevelMeta
 from mcp_bench.results.document import ResultDocument, loads_document
 from mcp_operator.api import MCPBenchmarkSpec
 from mcp_operator.benchmark import reconcile
 from mcp_operator.benchmark.barrier import (
+    BARRIER_FIRST_LEVEL,
+    RUNNING,
     ShardProgress,
     level_to_release,
     live_shards,
@@ -290,6 +293,10 @@ def test_every_shard_gets_the_barrier_and_progress_env_and_one_shard_no_barrier(
     assert ENV_START_BARRIER not in env(1)
     assert ENV_START_BARRIER not in env(3, startBarrier={"enabled": False})
     assert env(200)["MCP_PROGRESS_INTERVAL_S"] == "10"  # about 20 writes a second in all
+    # the first level only (a drill stage's windows): on for one shard too, for its start time
+    assert env(3, startBarrier={"everyLevel": False})[ENV_START_BARRIER] == BARRIER_FIRST_LEVEL
+    assert env(1, startBarrier={"everyLevel": False})[ENV_START_BARRIER] == BARRIER_FIRST_LEVEL
+    assert ENV_START_BARRIER not in env(1, startBarrier={"everyLevel": False, "enabled": False})
 
 
 def test_an_unset_barrier_keeps_the_job_name_of_specs_written_before_it() -> None:
@@ -298,6 +305,50 @@ def test_an_unset_barrier_keeps_the_job_name_of_specs_written_before_it() -> Non
     tuned = MCPBenchmarkSpec.model_validate({**base, "startBarrier": {"minOverlap": 0.5}})
     assert job_name("b", plain) != job_name("b", tuned)
     assert job_name("b", plain) == job_name("b", MCPBenchmarkSpec.model_validate(dict(base)))
+    # everyLevel at its default keeps a tuned barrier's Job name as it was before the field
+    spelled = MCPBenchmarkSpec.model_validate(
+        {**base, "startBarrier": {"minOverlap": 0.5, "everyLevel": True}}
+    )
+    assert job_name("b", spelled) == job_name("b", tuned)
+    first = MCPBenchmarkSpec.model_validate(
+        {**base, "startBarrier": {"minOverlap": 0.5, "everyLevel": False}}
+    )
+    assert job_name("b", first) != job_name("b", tuned)
+
+
+async def test_with_the_first_level_only_a_shard_waits_once_then_runs_back_to_back() -> None:
+    """A drill stage's windows are levels of one load: only the first waits for the operator's
+    start; the later ones follow at once, with no barrier's lead between them."""
+    writer = ProgressWriter(lambda text: None, interval_s=2.0)
+    reads: list[float] = []
+    start_ns = time.time_ns() + 200_000_000
+
+    def read_starts() -> dict[int, int]:
+        reads.append(time.monotonic())
+        return {0: start_ns}
+
+    gate = ShardGate(
+        index=0,
+        pod_uid="p",
+        key=b"k" * 32,
+        barrier=True,
+        timeout_s=5.0,
+        writer=writer,
+        read_starts=read_starts,
+        first_level_only=True,
+    )
+    spec = MCPBenchmarkSpec.model_validate(
+        {"target": {"url": "http://h:1"}, "load": {"rate": [5.0, 5.0, 5.0], "durationSeconds": 1}}
+    )
+    plan = plan_from_spec(spec, "http://h:1", "b")
+    await gate.level_ready(plan, LevelMeta(index=0, mode="open", requested_rate=5.0))
+    assert gate.waited == {0: start_ns} and time.time_ns() >= start_ns
+    began = time.monotonic()
+    for index in (1, 2):
+        await gate.level_ready(plan, LevelMeta(index=index, mode="open", requested_rate=5.0))
+    assert time.monotonic() - began < 0.1 and len(reads) == 1  # never asked again
+    assert gate.state == RUNNING and list(gate.waited) == [0]
+    writer.close()
 
 
 def test_shards_take_a_start_only_signed_with_the_runs_key() -> None:

@@ -11,6 +11,8 @@ import math
 import os
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,8 @@ from mcp_bench.api import LatencyHistogram, ResultDocument, loads_document
 
 from ...api.drill import StageLoad
 from ...guarded import rule
+
+OnStart = Callable[[float], None]  # when a stage's load started, on the monotonic clock
 
 
 @dataclass(frozen=True)
@@ -47,12 +51,18 @@ class StageFigures:
     sent: int = 0  # requests the clients sent (completed or failed; dropped ones never left)
     dropped: int = 0
     client_bound: tuple[str, ...] = ()
+    source: str = ""  # what generated the load: empty for the operator's own process
+
+
+def window_count(load: StageLoad) -> tuple[int, float]:
+    """How many windows the stage has and how long each is: whole windows that fill it."""
+    windows = max(1, math.ceil(load.duration_seconds / load.window_seconds))
+    return windows, load.duration_seconds / windows
 
 
 def load_plan(load: StageLoad, base_url: str) -> dict[str, Any]:
     """The engine's plan: one level per window, back to back."""
-    windows = max(1, math.ceil(load.duration_seconds / load.window_seconds))
-    window_s = load.duration_seconds / windows
+    windows, window_s = window_count(load)
     levels: dict[str, Any] = (
         {"rate": [load.rate] * windows, "arrival": "poisson", "overload": "drop"}
         if load.rate is not None
@@ -77,7 +87,7 @@ def load_plan(load: StageLoad, base_url: str) -> dict[str, Any]:
     return plan
 
 
-def figures(doc: ResultDocument, load: StageLoad) -> StageFigures:
+def figures(doc: ResultDocument, load: StageLoad, source: str = "") -> StageFigures:
     total = LatencyHistogram()
     windows = []
     offset = 0.0
@@ -110,6 +120,7 @@ def figures(doc: ResultDocument, load: StageLoad) -> StageFigures:
         sent=sent,
         dropped=dropped,
         client_bound=tuple(bound),
+        source=source,
     )
 
 
@@ -121,7 +132,9 @@ class LoadRunner:
     def __init__(self) -> None:
         self._running: set[asyncio.subprocess.Process] = set()
 
-    async def run(self, load: StageLoad, base_url: str) -> StageFigures:
+    async def run(self, stage: str, load: StageLoad, base_url: str, on_start: OnStart) -> StageFigures:
+        """``on_start``: told when the load starts (the process is spawned), the time the
+        stage's faults count from."""
         with tempfile.TemporaryDirectory(prefix="mcp-drill-") as work:
             plan, out = Path(work) / "plan.json", Path(work) / "result.json"
             plan.write_text(json.dumps(load_plan(load, base_url)), encoding="utf-8")
@@ -140,6 +153,7 @@ class LoadRunner:
                 # its client checks each connection's address against the target policy
                 env={**os.environ, DIAL_GUARD_ENV: rule().to_env()},
             )
+            on_start(time.monotonic())
             self._running.add(proc)
             try:
                 _, err = await proc.communicate()

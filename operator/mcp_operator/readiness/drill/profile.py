@@ -1,6 +1,7 @@
 """The built-in MCP2026 profile: the reference readiness procedure's three stages and KPIs,
 expanded into ordinary stages (so ``kubectl get -o yaml`` shows exactly what ran) and scaled
-for small clusters and demos (``scale: 0.01`` runs 1% of the rate for 1% of the time).
+for small clusters and demos (``scale: 0.01`` runs 1% of the rate for 1% of the time;
+``durationScale`` shortens the time alone).
 
 The reference gives the rates (baseline 500 req/s, mixed 3200, spike +180% for 90 s); it does
 not give baseline and mixed durations: this profile uses 60 s each.
@@ -18,8 +19,8 @@ SPIKE_SECONDS = 90.0
 MIN_SECONDS = 1.0  # a scaled stage still measures something
 
 
-def _stage(name: str, rate: float, seconds: float, scale: float, path: str) -> Stage:
-    duration = max(MIN_SECONDS, seconds * scale)
+def _stage(name: str, rate: float, seconds: float, scale: float, path: str, duration_scale: float) -> Stage:
+    duration = max(MIN_SECONDS, seconds * duration_scale)
     return Stage(
         name=name,
         load=StageLoad(
@@ -31,11 +32,14 @@ def _stage(name: str, rate: float, seconds: float, scale: float, path: str) -> S
     )
 
 
-def mcp2026_stages(scale: float, path: str = "/health") -> list[Stage]:
+def mcp2026_stages(scale: float, path: str = "/health", duration_scale: float | None = None) -> list[Stage]:
+    """``duration_scale`` (default ``scale``) shortens the stages without lowering the rates: the
+    full profile's rates for a tenth of its time is ``scale=1, duration_scale=0.1``."""
+    durations = scale if duration_scale is None else duration_scale
     return [
-        _stage("baseline", BASELINE_RPS, STAGE_SECONDS, scale, path),
-        _stage("mixed", MIXED_RPS, STAGE_SECONDS, scale, path),
-        _stage("spike", MIXED_RPS * SPIKE_FACTOR, SPIKE_SECONDS, scale, path),
+        _stage("baseline", BASELINE_RPS, STAGE_SECONDS, scale, path, durations),
+        _stage("mixed", MIXED_RPS, STAGE_SECONDS, scale, path, durations),
+        _stage("spike", MIXED_RPS * SPIKE_FACTOR, SPIKE_SECONDS, scale, path, durations),
     ]
 
 
@@ -44,7 +48,7 @@ def expand(drill: DrillSpec, path: str = "/health") -> list[Stage]:
     stage are added to the profile's stage, so a profile can carry faults."""
     if drill.profile is None:
         return list(drill.stages)
-    stages = mcp2026_stages(drill.scale, path)
+    stages = mcp2026_stages(drill.scale, path, drill.duration_scale)
     extra = {s.name: s for s in drill.stages}
     out = []
     for stage in stages:

@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from kubernetes import client
 
@@ -28,12 +28,12 @@ from mcp_checks.api import (
 )
 
 from ... import metrics
-from ...api.drill import MAX_WINDOWS, DrillSpec, FaultSpec, Stage
+from ...api.drill import MAX_WINDOWS, DrillSpec, FaultSpec, Stage, StageLoad
 from ...guarded import check_hooks
 from ..faults import FaultRefused, PlannedFault, inject_fault, plan_fault, revert_fault
 from . import journal as jr
 from .kpi import FaultTiming, board, jump_points, refused_outcome
-from .load import LoadRunner, StageFigures
+from .load import OnStart, StageFigures
 from .measures import Measures
 from .preflight import preflight
 from .profile import expand
@@ -43,6 +43,13 @@ WriteStatus = Callable[[dict[str, Any]], Awaitable[None]]
 Announce = Callable[[bool, str, str], None]  # (warning, reason, message): an event on the object
 RECOVERY_KINDS = ("podKill", "zoneOutage", "nodeDrain", "scaleDown", "rolloutRestart")
 HOT_UPDATE_TIMEOUT_S = 60.0
+
+
+class StageLoader(Protocol):
+    """Runs one stage's load: in the operator's pod (``load.LoadRunner``) or as shard Jobs
+    (``shardload.ShardedStageLoader``)."""
+
+    async def run(self, stage: str, load: StageLoad, base_url: str, on_start: OnStart) -> StageFigures: ...
 
 
 @dataclass
@@ -121,6 +128,8 @@ def _summary(
         )
         if figures.client_bound:
             row["clientBound"] = "; ".join(figures.client_bound)[:1024]
+        if figures.source:
+            row["loadFrom"] = figures.source
         if figures.windows:
             row["windows"] = window_rows(figures)
     return row
@@ -134,7 +143,7 @@ def ended_stages(stages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 class Drill:
-    def __init__(self, spec: DrillSpec, ctx: DrillContext, loads: LoadRunner) -> None:
+    def __init__(self, spec: DrillSpec, ctx: DrillContext, loads: StageLoader) -> None:
         self.spec = spec
         self.ctx = ctx
         self.loads = loads
@@ -217,18 +226,27 @@ class Drill:
             )
 
     async def _stage(self, stage: Stage) -> StageFigures | None:
+        """The stage's load and its faults; the faults' offsets count from when the load starts
+        (shard Jobs start seconds after they are created), or from now for a stage without load."""
         before = await self.measures.stage_starting(stage)
-        started = time.monotonic()
         length = (
             stage.load.duration_seconds
             if stage.load is not None
             else max((f.at_seconds + f.hold_seconds for f in stage.faults), default=0.0)
         )
-        load = (
-            asyncio.create_task(self.loads.run(stage.load, self.ctx.base_url))
-            if stage.load is not None
-            else None
-        )
+        started: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+
+        def load_started(at: float) -> None:
+            if not started.done():
+                started.set_result(at)
+
+        load = None
+        if stage.load is not None:
+            load = asyncio.create_task(
+                self.loads.run(stage.name, stage.load, self.ctx.base_url, load_started)
+            )
+        else:
+            load_started(time.monotonic())
         faults = [
             asyncio.create_task(self._fault(stage, f"{stage.name}-{i}", fault, started, length))
             for i, fault in enumerate(stage.faults)
@@ -245,8 +263,14 @@ class Drill:
         return result
 
     async def _fault(
-        self, stage: Stage, fault_id: str, fault: FaultSpec, started: float, length: float
+        self,
+        stage: Stage,
+        fault_id: str,
+        fault: FaultSpec,
+        load_started: asyncio.Future[float],
+        length: float,
     ) -> None:
+        started = await asyncio.shield(load_started)
         await asyncio.sleep(max(0.0, started + fault.at_seconds - time.monotonic()))
         try:
             planned = await plan_fault(fault, self.ctx.namespace, self.spec.fault_policy, self.ctx.api)
