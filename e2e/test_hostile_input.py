@@ -535,6 +535,37 @@ BENCHMARK_CREDENTIAL_CASES = [
     ),
 ]
 
+
+def _runner_cases(path: Path_, where: str, *, stages: bool = False) -> list[tuple[str, Cel]]:
+    """A shard runner's rules, for a benchmark's ``runner`` and a drill's ``shards.runner``."""
+    bad: list[tuple[str, dict[str, Any], str]] = [
+        (
+            "exists-toleration-with-value",
+            {"tolerations": [{"key": "k", "operator": "Exists", "value": "v"}]},
+            ".tolerations[0]",
+        ),
+        (
+            "tolerationSeconds-without-NoExecute",
+            {"tolerations": [{"key": "k", "operator": "Equal", "value": "v", "tolerationSeconds": 5}]},
+            ".tolerations[0]",
+        ),
+        ("nodeSelector-key-not-qualified", {"nodeSelector": {"not a key!": "x"}}, ".nodeSelector"),
+        ("memoryLimit-below-request", {"memory": "1Gi", "memoryLimit": "512Mi"}, ".memoryLimit"),
+    ]
+
+    def case(runner: dict[str, Any], at: str) -> Cel:
+        def apply(spec: dict[str, Any]) -> str:
+            put(spec, path, copy.deepcopy(runner))
+            if stages:  # a drill needs a stage to be a drill at all
+                spec["drill"]["stages"] = [{"name": "s", "load": {"rate": 1, "durationSeconds": 1}}]
+            return where + at
+
+        return apply
+
+    prefix = "drill-runner-" if stages else ""
+    return [(prefix + label, case(runner, at)) for label, runner, at in bad]
+
+
 CEL_CASES: dict[str, list[tuple[str, Cel]]] = {
     "MCPReadiness": [
         ("url-and-serviceRef", _both_url_and_ref),
@@ -582,6 +613,20 @@ CEL_CASES: dict[str, list[tuple[str, Cel]]] = {
         ),
         ("drill-without-stages", _cel(("drill",), {}, "spec.drill")),
         (
+            "drill-shards-with-client-retries",
+            _cel(
+                ("drill",),
+                {
+                    "shards": {"count": 2},
+                    "stages": [
+                        {"name": "s", "load": {"rate": 1, "durationSeconds": 1, "retry": {"attempts": 2}}}
+                    ],
+                },
+                "spec.drill.shards",
+            ),
+        ),
+        *_runner_cases(("drill", "shards", "runner"), "spec.drill.shards.runner", stages=True),
+        (
             "stage-rate-and-concurrency",
             _cel(
                 ("drill",),
@@ -624,26 +669,7 @@ CEL_CASES: dict[str, list[tuple[str, Cel]]] = {
             ),
         ),
         ("header-without-value", _cel(("target", "headers"), [{"name": "A"}], "spec.target.headers[0]")),
-        (
-            "exists-toleration-with-value",
-            _cel(
-                ("runner", "tolerations"),
-                [{"key": "k", "operator": "Exists", "value": "v"}],
-                "spec.runner.tolerations[0]",
-            ),
-        ),
-        (
-            "tolerationSeconds-without-NoExecute",
-            _cel(
-                ("runner", "tolerations"),
-                [{"key": "k", "operator": "Equal", "value": "v", "tolerationSeconds": 5}],
-                "spec.runner.tolerations[0]",
-            ),
-        ),
-        (
-            "nodeSelector-key-not-qualified",
-            _cel(("runner", "nodeSelector"), {"not a key!": "x"}, "spec.runner.nodeSelector"),
-        ),
+        *_runner_cases(("runner",), "spec.runner"),
         ("integer-interval-below-minimum", _cel(("observe", "timelineIntervalSeconds"), 0)),
         (
             "fixed-without-value",
