@@ -1,8 +1,9 @@
 """A drill whose stage load runs as shard Jobs (``spec.drill.shards``) through the real operator:
 each stage an MCPBenchmark owned by the gate, its shard pods on the local nodes (processes that
 really send the load to the reference server), the merged, verified document read back into the
-stage's row, and a fault timed from when the shards' load started, not from when the drill
-created the Jobs.
+stage's row, the mixed stage a traffic mix (health, V2 inference, chat streaming) reported per
+class, and a fault timed from when the shards' load started, not from when the drill created the
+Jobs.
 """
 
 from __future__ import annotations
@@ -18,6 +19,11 @@ from mcp_devcluster import stack
 OPT_IN = "mcp2026.io/fault-injection=enabled"
 RUNNER = {"nodeSelector": {"mcp2026.io/local-runner": "true"}, "cpu": "100m", "memory": "128Mi"}
 FAULT_AT_S = 1.0
+MIX = [  # the mixed stage's traffic: health checks, V2 inference and chat streaming
+    {"name": "health", "weight": 6, "backend": "http", "path": "/health"},
+    {"name": "infer", "weight": 3, "backend": "triton-http", "model": "refmodel"},
+    {"name": "chat", "weight": 1, "backend": "openai-chat", "model": "refmodel"},
+]
 
 
 def _unix(rfc3339: str) -> float:
@@ -32,7 +38,7 @@ def _gate(url: str) -> str:
             {"name": "baseline", "load": {"rate": 40, "durationSeconds": 3, "windowSeconds": 1}},
             {
                 "name": "mixed",
-                "load": {"rate": 80, "durationSeconds": 4, "windowSeconds": 1},
+                "load": {"rate": 80, "durationSeconds": 4, "windowSeconds": 1, "classes": MIX},
                 "faults": [
                     {
                         "kind": "scaleDown",
@@ -102,6 +108,12 @@ def test_stage_load_runs_as_shard_jobs_and_faults_count_from_its_start(kube: Any
         pods = _listed(kube, "pods", f"job-name={child['status']['jobName']}")
         assert len(pods) == 2 and all(p["status"]["phase"] == "Succeeded" for p in pods)
         assert all(p["spec"]["nodeName"].startswith("mcp-local") for p in pods)
+    # the mix's classes, each over its own protocol, figures of their own (none failed)
+    classes = {c["name"]: c for c in rows["mixed"]["classes"]}
+    assert set(classes) == {"health", "infer", "chat"}, rows["mixed"]
+    assert all(c["completed"] > 0 and c["errors"] == 0 and c["p99Ms"] for c in classes.values()), classes
+    assert children["mixed"]["spec"]["target"]["backend"] == "mix"
+    assert "classes" not in rows["baseline"]
     (fault,) = status["faults"]
     assert (fault["kind"], fault["phase"]) == ("scaleDown", "Reverted"), fault
     # the fault's offset counts from the shards' start (the barrier's, seconds after the drill

@@ -416,6 +416,10 @@ def _load_path(path: str) -> dict[str, Any]:
     return {"stages": [{"name": "s", "load": {"rate": 1, "durationSeconds": 1, "path": path}}]}
 
 
+def _stage_classes(classes: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"stages": [{"name": "s", "load": {"rate": 1, "durationSeconds": 1, "classes": classes}}]}
+
+
 def _same(value: str) -> str:
     return value
 
@@ -479,9 +483,30 @@ READINESS_CREDENTIAL_CASES = [
         "spec.drill.stages[0].load.path",
         {"token": f"/x{TOKEN}", "encoded": f"/x{ENCODED}"},
     ),
+    *_credential_cases(
+        "stage-class-path",
+        ("drill",),
+        lambda path: _stage_classes([{"name": "a", "backend": "http", "path": path}]),
+        "spec.drill.stages[0].load.classes[0].path",
+        {"token": f"/x{TOKEN}", "encoded": f"/x{ENCODED}"},
+    ),
+    *_credential_cases(
+        "mix-class-path",
+        ("drill",),
+        lambda path: {"profile": "MCP2026", "mix": [{"name": "a", "backend": "http", "path": path}]},
+        "spec.drill.mix[0].path",
+        {"token": f"/x{TOKEN}", "encoded": f"/x{ENCODED}"},
+    ),
 ]
 BENCHMARK_CREDENTIAL_CASES = [
     ("encoded-in-url", _cel(("target", "url"), f"http://host:8000/v1{ENCODED}")),
+    *_credential_cases(
+        "class-path",
+        ("workload",),
+        lambda path: {"classes": [{"name": "a", "backend": "http", "path": path}]},
+        "spec.workload.classes[0].path",
+        {"token": f"/v1{TOKEN}", "encoded": f"/v1{ENCODED}"},
+    ),
     *_credential_cases(
         "path",
         ("target", "path"),
@@ -626,6 +651,22 @@ CEL_CASES: dict[str, list[tuple[str, Cel]]] = {
             ),
         ),
         *_runner_cases(("drill", "shards", "runner"), "spec.drill.shards.runner", stages=True),
+        (
+            "stage-class-without-model",
+            _cel(
+                ("drill",),
+                _stage_classes([{"name": "a", "backend": "openai-chat"}]),
+                "spec.drill.stages[0].load.classes",
+            ),
+        ),
+        (
+            "mix-class-without-model",
+            _cel(
+                ("drill",),
+                {"profile": "MCP2026", "mix": [{"name": "a", "backend": "triton-http"}]},
+                "spec.drill.mix",
+            ),
+        ),
         (
             "stage-rate-and-concurrency",
             _cel(

@@ -20,7 +20,10 @@ from mcp_bench.multimodal import ImageParts, ImageTensor, media_problem
 from mcp_bench.search.model import SearchSpec
 from mcp_bench.workload import Workload
 
-Backend = Literal["http", "openai", "openai-chat", "triton-http", "triton-grpc"]
+Backend = Literal["http", "openai", "openai-chat", "triton-http", "triton-grpc", "mix"]
+# "mix": every request class names its own backend (a traffic mix: health checks, V2 inference and
+# chat streaming against one service, each class measured on its own)
+ClassBackend = Literal["http", "openai", "openai-chat", "triton-http", "triton-grpc"]
 Arrival = Literal["constant", "poisson", "gamma"]
 Overload = Literal["late", "drop"]
 Connections = Literal["warm", "cold", "per-request"]
@@ -152,6 +155,18 @@ class RequestClass(_Strict):
     )
     image_tensor: ImageTensor | None = Field(
         default=None, description="this class's V2 image tensor (default: the payload's)"
+    )
+    backend: ClassBackend | None = Field(
+        default=None,
+        description="with the plan's backend 'mix': this class's protocol (required there, only there)",
+    )
+    path: str | None = Field(
+        default=None,
+        pattern=r"^/",
+        description="with backend 'mix': appended to the plan's url for this class (http: the request path)",
+    )
+    model: str | None = Field(
+        default=None, description="with backend 'mix': this class's model (default: the plan's)"
     )
 
 
@@ -369,6 +384,25 @@ def choose_workers(levels: Mapping[str, Any], engine: str = "builtin", cores: in
     return max(1, min(wanted, (usable_cores() if cores is None else cores) // 2, 256))
 
 
+def mix_problem(plan: RunPlan) -> str | None:
+    """A mix names each class's backend, and only a mix does (a class's backend elsewhere would
+    be silently ignored)."""
+    classes = plan.payload.classes
+    if plan.backend == "mix":
+        if not classes:
+            return "backend 'mix' needs payload.classes, each naming its backend"
+        missing = [c.name for c in classes if c.backend is None]
+        if missing:
+            return f"backend 'mix': payload.classes {missing} name no backend"
+        if plan.engine != "builtin":
+            return f"backend 'mix' needs the builtin engine, not {plan.engine!r}"
+        return None
+    named = [c.name for c in classes if c.backend is not None or c.path is not None or c.model is not None]
+    if named:
+        return f"payload.classes {named} set backend, path or model, which only backend 'mix' reads"
+    return None
+
+
 class RunPlan(_Strict):
     """One benchmark run: a target, a load model swept over levels, stages, SLOs and payload."""
 
@@ -427,12 +461,14 @@ class RunPlan(_Strict):
         if self.backend != "triton-grpc" and not self.url.startswith(("http://", "https://")):
             raise ValueError(f"url must start with http:// or https:// for backend {self.backend!r}")
         p = self.payload
-        for where, images, tensor in [
-            ("payload", p.images, p.image_tensor),
-            *((f"payload.classes.{c.name}", c.images, c.image_tensor) for c in p.classes),
-        ]:
-            if (problem := media_problem(self.backend, images, tensor)) is not None:
-                raise ValueError(f"{where}: {problem}")
+        if (problem := mix_problem(self)) is not None:
+            raise ValueError(problem)
+        if self.backend != "mix" and (problem := media_problem(self.backend, p.images, p.image_tensor)):
+            raise ValueError(f"payload: {problem}")
+        for c in p.classes:
+            backend = c.backend or self.backend
+            if (problem := media_problem(backend, c.images, c.image_tensor)) is not None:
+                raise ValueError(f"payload.classes.{c.name}: {problem}")
         if self.consistency is not None and self.backend == "http":
             raise ValueError("consistency needs an openai, openai-chat or triton backend: answers to compare")
         if self.search is not None and (problem := search_problem(self)) is not None:

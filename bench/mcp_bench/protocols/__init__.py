@@ -26,6 +26,7 @@ _KNOWN_MODULES: dict[str, str] = {
     "openai-chat": "mcp_bench.protocols.openai",
     "triton-http": "mcp_bench.protocols.triton",
     "triton-grpc": "mcp_bench.protocols.triton",
+    "mix": "mcp_bench.protocols.mix",
 }
 
 

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from mcp_bench.plan import Arrival, Backend, Connections, Overload
+from mcp_bench.plan import Arrival, Backend, ClassBackend, Connections, Overload
 
 from .barrier import BenchmarkProgress, StartBarrierSpec
 from .common import (
@@ -364,6 +364,22 @@ class RequestClassSpec(ApiModel):
     )
     image_tensor: ImageTensorSpec | None = Field(
         default=None, description="This class's V2 image tensor (default: the workload's)."
+    )
+    backend: ClassBackend | None = Field(
+        default=None,
+        description="With spec.target.backend mix: this class's protocol (required there, and only there).",
+    )
+    path: str | None = Field(
+        default=None,
+        max_length=1024,
+        pattern=r"^/",
+        description="With backend mix: appended to the target's URL for this class (http: the request path).",
+        json_schema_extra=rules_extra(no_credentials_in_query("class path")),
+    )
+    model: str | None = Field(
+        default=None,
+        max_length=256,
+        description="With backend mix: this class's model (default: the target's).",
     )
 
 

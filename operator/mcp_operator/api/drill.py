@@ -8,7 +8,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from .benchmark import RunnerSpec
+from mcp_bench.plan import ClassBackend
+
+from .benchmark import CLASS_NAME, RequestClassSpec, RunnerSpec
 from .common import ApiModel, Verdict, cel, with_rules
 from .credentials import no_credentials_in_query, rules_extra
 from .drillmeasures import Autoscaling, ChaosExperiment, LoadRetry, ServerRequests
@@ -93,9 +95,38 @@ class FaultSpec(ApiModel):
     )
 
 
+class TrafficClass(ApiModel):
+    """One class of a stage's traffic mix: its share of the requests and how they are sent."""
+
+    name: str = Field(description="Class name, reported per class.", max_length=63, pattern=CLASS_NAME)
+    weight: float = Field(default=1.0, gt=0, le=1_000_000, description="Share of the requests, relative.")
+    backend: ClassBackend = Field(
+        description="Its protocol: http, openai, openai-chat, triton-http or triton-grpc."
+    )
+    path: str | None = Field(
+        default=None,
+        max_length=1024,
+        pattern=r"^/",
+        description="Appended to the target's URL for this class (http: the request path, e.g. /health).",
+        json_schema_extra=rules_extra(no_credentials_in_query("class path")),
+    )
+    model: str | None = Field(
+        default=None, max_length=256, description="The model its requests name (openai and triton backends)."
+    )
+
+    def as_request_class(self) -> RequestClassSpec:
+        """The same class as a benchmark's workload has it (what the engine's plan is built from)."""
+        return RequestClassSpec.model_validate(self.model_dump(by_alias=True, exclude_none=True))
+
+
 class StageLoad(ApiModel):
     model_config = with_rules(
         cel("has(self.rate) != has(self.concurrency)", "set exactly one of rate and concurrency"),
+        cel(
+            "!has(self.classes) || self.classes.all(c, c.backend == 'http' || has(c.model))",
+            "a stage's class over openai or triton names its model",
+            ".classes",
+        ),
     )
 
     rate: float | None = Field(default=None, gt=0, le=1_000_000, description="Open-loop requests per second.")
@@ -118,6 +149,12 @@ class StageLoad(ApiModel):
     )
     retry: LoadRetry | None = Field(
         default=None, description="Client retries, as the service's clients do (none by default)."
+    )
+    classes: list[TrafficClass] = Field(
+        default_factory=list,
+        max_length=16,
+        description="A traffic mix: weighted request classes, each on its own protocol, path and model "
+        "(health checks, V2 inference, chat streaming), reported per class; path is then unused.",
     )
 
 
@@ -222,6 +259,20 @@ class DrillSpec(ApiModel):
         description="Scales the profile's durations alone (default: scale), e.g. the full rates (scale 1) "
         "for a tenth of the time (durationScale 0.1).",
     )
+    mix: list[TrafficClass] = Field(
+        default_factory=list,
+        max_length=16,
+        description="The profile's mixed stage as a traffic mix of these classes, each naming its backend "
+        "(e.g. health over http, V2 inference, chat streaming); default: the health path alone.",
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel(
+                    "self.all(c, c.backend == 'http' || has(c.model))",
+                    "a mix's class over openai or triton names its model",
+                ),
+            ]
+        },
+    )
     shards: DrillShards | None = Field(
         default=None,
         description="Run each stage's load as shard Jobs (an MCPBenchmark per stage); unset: in the "
@@ -278,6 +329,16 @@ class WindowSummary(ApiModel):
     dropped: int = Field(default=0, ge=0, description="Arrivals in the window the load generator never sent.")
 
 
+class StageClassSummary(ApiModel):
+    """One request class of a stage's traffic mix."""
+
+    name: str = Field(description="The class.")
+    completed: int = Field(default=0, ge=0, description="Its requests that completed.")
+    errors: int = Field(default=0, ge=0, description="Its requests that failed.")
+    p50_ms: str = Field(default="", description="Its median latency.")
+    p99_ms: str = Field(default="", description="Its P99 latency.")
+
+
 class StageSummary(ApiModel):
     name: str = Field(description="Stage name.")
     phase: Literal["Pending", "Running", "Done", "Skipped", "Stopped"] = Field(
@@ -300,6 +361,9 @@ class StageSummary(ApiModel):
     p99_jump_at_seconds: float | None = Field(
         default=None,
         description="When within the stage P99 first rose past the jump factor, or its failures passed 1 %.",
+    )
+    classes: list[StageClassSummary] = Field(
+        default_factory=list, description="A mix's classes, each with its own figures.", max_length=16
     )
     load_from: str | None = Field(
         default=None,

@@ -102,6 +102,25 @@ def plan_from_spec(spec: MCPBenchmarkSpec, url: str, benchmark: str) -> RunPlan:
     )
 
 
+def model_problem(spec: MCPBenchmarkSpec) -> SpecProblem | None:
+    """Every backend but plain HTTP names a model: the target's, or in a mix each class's own
+    (falling back to the target's)."""
+    target = spec.target
+    if target.backend == "mix":
+        classes = spec.workload.classes if spec.workload is not None else []
+        missing = [
+            c.name for c in classes if c.backend not in (None, "http") and not (c.model or target.model)
+        ]
+        if missing:
+            return SpecProblem(
+                "ModelRequired", f"backend mix: classes {missing} need a model (theirs or spec.target.model)"
+            )
+        return None
+    if target.backend != "http" and not target.model:
+        return SpecProblem("ModelRequired", f"backend {target.backend} needs spec.target.model")
+    return None
+
+
 def runner_problem(runner: RunnerSpec, settings: OperatorSettings) -> SpecProblem | None:
     """Whoever can create an MCPBenchmark must not run any image under any account through the
     operator: a runner image or service account other than the operator's own needs its allow-list."""
@@ -175,8 +194,8 @@ async def prepare_plan(
     url = await resolve_url(target.url, target.service_ref, namespace, exists, policy, by_pods=True)
     if isinstance(url, SpecProblem):
         return url
-    if spec.target.backend != "http" and not spec.target.model:
-        return SpecProblem("ModelRequired", f"backend {spec.target.backend} needs spec.target.model")
+    if (unmodelled := model_problem(spec)) is not None:
+        return unmodelled
     observing = await observe_problem(spec, policy, namespace=namespace, exists=exists)
     if observing is not None:
         return observing

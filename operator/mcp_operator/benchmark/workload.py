@@ -71,7 +71,7 @@ def _prompts(wl: BenchmarkWorkload) -> dict[str, Any] | None:
     return out
 
 
-def _class(c: RequestClassSpec) -> dict[str, Any]:
+def plan_class(c: RequestClassSpec) -> dict[str, Any]:
     out: dict[str, Any] = {
         "name": c.name,
         "weight": c.weight,
@@ -82,6 +82,9 @@ def _class(c: RequestClassSpec) -> dict[str, Any]:
         out["images"] = c.images.to_plan()
     if c.image_tensor is not None:
         out["image_tensor"] = c.image_tensor.to_plan()
+    for key, value in (("backend", c.backend), ("path", c.path), ("model", c.model)):
+        if value is not None:  # a mix's class (the plan refuses them on any other backend)
+            out[key] = value
     return out
 
 
@@ -94,7 +97,7 @@ def workload_payload(spec: MCPBenchmarkSpec) -> dict[str, Any]:
     if (prompts := _prompts(wl)) is not None:
         out["workload"] = prompts
     if wl.classes:
-        out["classes"] = [_class(c) for c in wl.classes]
+        out["classes"] = [plan_class(c) for c in wl.classes]
     if wl.shape_sweep is not None:
         out["shape_sweep"] = {
             "input_tokens": list(wl.shape_sweep.input_tokens),

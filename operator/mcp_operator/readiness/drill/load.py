@@ -21,6 +21,7 @@ from mcp_bench.api import ENV as DIAL_GUARD_ENV
 from mcp_bench.api import LatencyHistogram, ResultDocument, loads_document
 
 from ...api.drill import StageLoad
+from ...benchmark.workload import plan_class
 from ...guarded import rule
 
 OnStart = Callable[[float], None]  # when a stage's load started, on the monotonic clock
@@ -33,6 +34,17 @@ class WindowFigures:
     completed: int
     errors: int  # requests sent that failed
     dropped: int = 0  # arrivals the client never sent (its in-flight cap was reached)
+
+
+@dataclass(frozen=True)
+class ClassFigures:
+    """One request class of a mix over the whole stage."""
+
+    name: str
+    completed: int
+    errors: int
+    p50_ms: float | None
+    p99_ms: float | None
 
 
 @dataclass(frozen=True)
@@ -52,6 +64,7 @@ class StageFigures:
     dropped: int = 0
     client_bound: tuple[str, ...] = ()
     source: str = ""  # what generated the load: empty for the operator's own process
+    classes: tuple[ClassFigures, ...] = ()
 
 
 def window_count(load: StageLoad) -> tuple[int, float]:
@@ -76,6 +89,12 @@ def load_plan(load: StageLoad, base_url: str) -> dict[str, Any]:
         "request_timeout_s": 5.0,
         "labels": {"component": "mcp-readiness-drill"},
     }
+    if load.classes:  # a mix: each class its own protocol and path against the service
+        plan.update(
+            url=base_url,
+            backend="mix",
+            payload={"classes": [plan_class(c.as_request_class()) for c in load.classes]},
+        )
     if load.retry is not None:
         retry = load.retry
         plan["retry"] = {
@@ -108,6 +127,7 @@ def figures(doc: ResultDocument, load: StageLoad, source: str = "") -> StageFigu
         bound += [f"at {offset:.0f} s: {reason}" for reason in level.client_bound or []]
         offset += window_s
     achieved = completed / load.duration_seconds if load.duration_seconds else None
+    classes = class_figures(doc)
     requested = f"{load.rate:g} req/s" if load.rate is not None else f"concurrency {load.concurrency}"
     return StageFigures(
         requested=requested,
@@ -121,6 +141,30 @@ def figures(doc: ResultDocument, load: StageLoad, source: str = "") -> StageFigu
         dropped=dropped,
         client_bound=tuple(bound),
         source=source,
+        classes=classes,
+    )
+
+
+def class_figures(doc: ResultDocument) -> tuple[ClassFigures, ...]:
+    """Each request class over every window of the stage (histograms merged exactly)."""
+    totals: dict[str, tuple[int, int, LatencyHistogram]] = {}
+    for level in doc.levels:
+        metric = "e2e_from_schedule" if level.mode == "open" else "e2e"
+        for name, row in ((level.breakdown or {}).get("class") or {}).items():
+            completed, errors, hist = totals.get(name, (0, 0, LatencyHistogram()))
+            part = row.histogram(metric) or row.histogram("e2e")
+            if part is not None:
+                hist.merge(part)
+            totals[name] = (completed + row.completed, errors + row.failed, hist)
+    return tuple(
+        ClassFigures(
+            name,
+            completed,
+            errors,
+            hist.percentile_ms(50) if hist.count else None,
+            hist.percentile_ms(99) if hist.count else None,
+        )
+        for name, (completed, errors, hist) in totals.items()
     )
 
 

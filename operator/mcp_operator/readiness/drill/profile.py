@@ -49,6 +49,13 @@ def expand(drill: DrillSpec, path: str = "/health") -> list[Stage]:
     if drill.profile is None:
         return list(drill.stages)
     stages = mcp2026_stages(drill.scale, path, drill.duration_scale)
+    if drill.mix:  # the mixed stage as a traffic mix instead of the health path alone
+        stages = [
+            s.model_copy(update={"load": s.load.model_copy(update={"classes": list(drill.mix)})})
+            if s.name == "mixed" and s.load is not None
+            else s
+            for s in stages
+        ]
     extra = {s.name: s for s in drill.stages}
     out = []
     for stage in stages:

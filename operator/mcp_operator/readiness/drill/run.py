@@ -130,6 +130,17 @@ def _summary(
             row["clientBound"] = "; ".join(figures.client_bound)[:1024]
         if figures.source:
             row["loadFrom"] = figures.source
+        if figures.classes:
+            row["classes"] = [
+                {
+                    "name": c.name,
+                    "completed": c.completed,
+                    "errors": c.errors,
+                    "p50Ms": "" if c.p50_ms is None else f"{c.p50_ms:.2f}",
+                    "p99Ms": "" if c.p99_ms is None else f"{c.p99_ms:.2f}",
+                }
+                for c in figures.classes
+            ]
         if figures.windows:
             row["windows"] = window_rows(figures)
     return row

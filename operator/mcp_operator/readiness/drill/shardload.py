@@ -68,6 +68,13 @@ def stage_benchmark(
     else:
         assert load.concurrency is not None
         levels = {"concurrency": [max(1, math.ceil(load.concurrency / shards.count))] * windows}
+    target: dict[str, Any] = {"url": base_url, "path": load.path, "backend": "http"}
+    workload: dict[str, Any] = {}
+    if load.classes:  # a mix: each class its own protocol and path
+        target = {"url": base_url, "backend": "mix"}
+        workload = {
+            "workload": {"classes": [c.model_dump(by_alias=True, exclude_none=True) for c in load.classes]}
+        }
     return {
         "apiVersion": API_VERSION,
         "kind": "MCPBenchmark",
@@ -78,7 +85,8 @@ def stage_benchmark(
             "ownerReferences": [owner_reference(READINESS_KIND, gate, gate_uid)],
         },
         "spec": {
-            "target": {"url": base_url, "path": load.path, "backend": "http"},
+            "target": target,
+            **workload,
             "load": {
                 **levels,
                 "durationSeconds": window_s,

@@ -1,5 +1,6 @@
-"""The MCPBenchmark a drill stage's load becomes (``spec.drill.shards``), and the profile's
-durations on their own knob. The drill with shard Jobs runs in ``e2e/test_drill_shards.py``."""
+"""The MCPBenchmark a drill stage's load becomes (``spec.drill.shards``), the profile's
+durations on their own knob, and a stage's traffic mix. The drill with shard Jobs runs in
+``e2e/test_drill_shards.py``."""
 
 from __future__ import annotations
 
@@ -7,13 +8,15 @@ from typing import Any
 
 import pytest
 
+from mcp_bench.plan import RunPlan
 from mcp_operator.api import MCPBenchmarkSpec
 from mcp_operator.api.drill import DrillShards, DrillSpec, StageLoad
 from mcp_operator.benchmark.barrier import barrier_on, first_level_only
 from mcp_operator.benchmark.plan import plan_from_spec
-from mcp_operator.readiness.drill.load import load_plan
+from mcp_operator.readiness.drill.load import LoadRunner, load_plan
 from mcp_operator.readiness.drill.profile import expand
 from mcp_operator.readiness.drill.shardload import LABEL_DRILL_OF, stage_benchmark, stage_benchmark_name
+from mcp_refserver import RefServerConfig, start_refserver
 
 UID = "0b9f3c5e-8d57-4d6a-9a55-1f3c1e2d7a10"
 
@@ -85,3 +88,45 @@ def test_the_profiles_durations_have_a_knob_of_their_own(
     assert baseline.load.duration_seconds == seconds and spike.load.duration_seconds == seconds * 1.5
     assert baseline.load.rate == 500 * scale and mixed.load.rate == 3200 * scale
     assert spike.load.rate == pytest.approx(8960 * scale)
+
+
+MIX = [
+    {"name": "health", "weight": 6, "backend": "http", "path": "/health"},
+    {"name": "infer", "weight": 3, "backend": "triton-http", "model": "refmodel"},
+    {"name": "chat", "weight": 1, "backend": "openai-chat", "model": "refmodel"},
+]
+
+
+def test_a_mixed_stage_is_a_mix_in_the_operators_engine_and_in_shard_jobs() -> None:
+    load = StageLoad.model_validate({"rate": 100, "durationSeconds": 2, "windowSeconds": 1, "classes": MIX})
+    plan = RunPlan.from_dict(load_plan(load, "http://srv:8000"))
+    assert plan.backend == "mix" and plan.url == "http://srv:8000"
+    assert [(c.name, c.backend, c.path) for c in plan.payload.classes] == [
+        ("health", "http", "/health"),
+        ("infer", "triton-http", None),
+        ("chat", "openai-chat", None),
+    ]
+    spec = MCPBenchmarkSpec.model_validate(_body(load)["spec"])
+    assert spec.target.backend == "mix" and spec.workload is not None and len(spec.workload.classes) == 3
+    shard_plan = plan_from_spec(spec, "http://srv:8000", "b")
+    assert shard_plan.backend == "mix" and shard_plan.payload.classes[1].model == "refmodel"
+
+
+def test_the_profiles_mixed_stage_takes_the_drills_mix() -> None:
+    drill = DrillSpec.model_validate({"profile": "MCP2026", "scale": 0.01, "mix": MIX})
+    baseline, mixed, spike = expand(drill)
+    assert mixed.load is not None and [c.name for c in mixed.load.classes] == ["health", "infer", "chat"]
+    assert baseline.load is not None and spike.load is not None
+    assert not baseline.load.classes and not spike.load.classes  # the calm and the spike stay plain
+
+
+async def test_a_mixed_stage_reports_each_class_from_the_engines_own_run() -> None:
+    load = StageLoad.model_validate({"rate": 60, "durationSeconds": 2, "windowSeconds": 1, "classes": MIX})
+    started: list[float] = []
+    async with await start_refserver(RefServerConfig(ttft_ms=2, tpot_ms=1)) as srv:
+        got = await LoadRunner().run("mixed", load, srv.url, started.append)
+    assert len(started) == 1 and len(got.windows) == 2
+    by_name = {c.name: c for c in got.classes}
+    assert set(by_name) == {"health", "infer", "chat"}
+    assert all(c.errors == 0 and c.completed > 0 and c.p99_ms is not None for c in by_name.values()), by_name
+    assert sum(c.completed for c in by_name.values()) == got.completed
