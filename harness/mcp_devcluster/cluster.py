@@ -63,6 +63,12 @@ CONTROLLERS = ",".join(
     ]
 )
 HPA_SYNC_PERIOD = "1s"  # the autoscaler reads its metrics every second (15 s by default)
+# DevCluster(node_lifecycle=True): nodes that stop posting status go NotReady and are tainted,
+# their pods marked not ready and evicted, as in a real cluster, on a scale a test can wait for
+NODE_LIFECYCLE_CONTROLLERS = "node-lifecycle-controller,taint-eviction-controller"
+NODE_GRACE_S = 8  # --node-monitor-grace-period: no status for this long and the node is Unknown
+NODE_HEARTBEAT_S = 2.0  # how often the local kubelets post status then (well inside the grace)
+NODE_TOLERATION_S = 2  # the default tolerationSeconds of pods for not-ready and unreachable
 
 
 @dataclass
@@ -107,13 +113,20 @@ class DevCluster:
         etcd_members: int = 1,
         api_address: str = "127.0.0.1",
         service_cidr: str | None = None,
+        node_lifecycle: bool = False,
     ) -> None:
         """``etcd_members``: 1 (fast, the default) or 3, so that an etcd leader can really move
         (the control-plane write-outage drill). ``api_address``: where the API server listens and
         what it advertises; on loopback (the default) it writes no endpoint for the ``kubernetes``
         Service, so only a real node's address (``realnode.node.NODE_IP``) lets pods reach it
         through that Service. ``service_cidr``: a range routed to this machine for the ClusterIPs
-        (a real node's pods reach no loopback address); by default one of loopback's own."""
+        (a real node's pods reach no loopback address); by default one of loopback's own.
+        ``node_lifecycle``: the controller manager also runs the node-lifecycle and taint-eviction
+        controllers (a node that stops posting status goes NotReady within ``NODE_GRACE_S``, its
+        pods are marked not ready and evicted after ``NODE_TOLERATION_S``), the local kubelets
+        post every ``NODE_HEARTBEAT_S``; off by default: kwok's nodes and the tests' cordons do
+        without it."""
+        self.node_lifecycle = node_lifecycle
         self.api_address = api_address
         self.service_cidr = service_cidr
         if etcd_members not in (1, 3):
@@ -334,6 +347,14 @@ class DevCluster:
             "--enable-priority-and-fairness=false",
             # nodes here have no node-lifecycle controller to lift the not-ready taint this plugin adds
             "--disable-admission-plugins=TaintNodesByCondition",
+            *(
+                [
+                    f"--default-not-ready-toleration-seconds={NODE_TOLERATION_S}",
+                    f"--default-unreachable-toleration-seconds={NODE_TOLERATION_S}",
+                ]
+                if self.node_lifecycle
+                else []
+            ),
             "--profiling=false",
             f"--cert-dir={self.state_dir / 'pki' / 'apiserver'}",
             # pod logs (``kubectl logs``, the operator's attestation check) from the local kubelets,
@@ -352,7 +373,14 @@ class DevCluster:
             f"--authentication-kubeconfig={self.kubeconfig}",
             f"--authorization-kubeconfig={self.kubeconfig}",
             "--leader-elect=false",
-            f"--controllers={CONTROLLERS}",
+            f"--controllers={CONTROLLERS},{NODE_LIFECYCLE_CONTROLLERS}"
+            if self.node_lifecycle
+            else f"--controllers={CONTROLLERS}",
+            *(
+                [f"--node-monitor-grace-period={NODE_GRACE_S}s", "--node-monitor-period=1s"]
+                if self.node_lifecycle
+                else []
+            ),
             f"--horizontal-pod-autoscaler-sync-period={HPA_SYNC_PERIOD}",
             f"--service-account-private-key-file={pki.sa_key}",
             f"--root-ca-file={pki.ca_cert}",
@@ -385,6 +413,8 @@ class DevCluster:
         argv += [f"--node={node.name}", f"--zone={node.zone}", f"--pod-cidr={node.pod_cidr}"]
         argv += [f"--pod-loopback={self.plan.pod_loopback}"]
         argv += [f"--register-with-taints={format_taint(t)}" for t in node.taints]
+        if self.node_lifecycle:
+            argv += [f"--heartbeat-seconds={NODE_HEARTBEAT_S}"]
         return [*argv, f"--work-dir={self.state_dir / 'pods' / node.name}"]
 
     def _proxy_argv(self, admin_fd: int) -> list[str]:

@@ -41,7 +41,14 @@ from .containers import (
     stop_containers,
 )
 from .kubeletlogs import log_app, serve_in_thread, server_ssl_context
-from .localnode import HEARTBEAT_S, follow_cordon, parse_taint, post_heartbeat, register_node
+from .localnode import (
+    HEARTBEAT_S,
+    follow_cordon,
+    outage_requested,
+    parse_taint,
+    post_heartbeat,
+    register_node,
+)
 from .nodes import api_client
 from .nodespec import LocalNode
 from .podenv import ContainerSpecError, PodEnvironment
@@ -89,8 +96,12 @@ class LocalKubelet:
         work_dir: Path,
         pod_loopback: ipaddress.IPv4Network,
         tls: KubeletTls,
+        heartbeat_s: float = HEARTBEAT_S,
     ) -> None:
         self.tls = tls
+        self.heartbeat_s = heartbeat_s
+        # the node is down (its outage annotation): no heartbeat, no status, its pods frozen
+        self.down = threading.Event()
         self.log_port = 0  # set by ``run`` once the log endpoint is served
         self.kubeconfig = kubeconfig
         self.local_node = node
@@ -117,7 +128,10 @@ class LocalKubelet:
         register_node(self.core, self.local_node, self.log_port)
         threading.Thread(target=self._heartbeat_loop, daemon=True, name="heartbeat").start()
         threading.Thread(
-            target=follow_cordon, args=(self.core, self.node, self.stopping), daemon=True, name="cordon"
+            target=follow_cordon,
+            args=(self.core, self.node, self.stopping, self._follow_outage),
+            daemon=True,
+            name="cordon",
         ).start()
         selector = f"spec.nodeName={self.node}"
         while not self.stopping.is_set():
@@ -141,14 +155,52 @@ class LocalKubelet:
                 time.sleep(1)
 
     def _heartbeat_loop(self) -> None:
-        while not self.stopping.wait(HEARTBEAT_S):
+        while not self.stopping.wait(self.heartbeat_s):
+            if self.down.is_set():
+                continue
             try:
                 post_heartbeat(self.core, self.node, self.log_port)
             except Exception:
                 log.exception("node heartbeat failed")
 
+    # -- outage ------------------------------------------------------------------------------
+    def _follow_outage(self, node: client.V1Node) -> None:
+        """Go down as a power loss takes a node, or come back: down, every pod's processes are
+        stopped (SIGSTOP: connections to them hang, as to a host that is gone) and nothing is
+        written (no heartbeat, no pod status), so the node-lifecycle controller finds the node
+        unreachable by itself; back up, they continue, a heartbeat goes at once and every pod is
+        synced again (deletions made meanwhile, the Ready the controller took away)."""
+        wanted = outage_requested(node)
+        if wanted == self.down.is_set():
+            return
+        with self.lock:
+            running = list(self.pods.values())
+        if wanted:
+            self.down.set()
+            for pod in running:
+                signal_containers(pod.containers, signal.SIGSTOP)
+            log.warning(
+                "node %s down (outage): %d pod(s) frozen, heartbeats stopped", self.node, len(running)
+            )
+            return
+        for pod in running:
+            signal_containers(pod.containers, signal.SIGCONT)
+        self.down.clear()
+        log.warning("node %s back up: %d pod(s) continued", self.node, len(running))
+        try:
+            post_heartbeat(self.core, self.node, self.log_port)
+            for listed in self.core.list_pod_for_all_namespaces(
+                field_selector=f"spec.nodeName={self.node}"
+            ).items:
+                self.sync(listed)
+        except Exception:
+            log.exception("resync after the outage failed (the watch and heartbeats go on)")
+
     def sync(self, pod: client.V1Pod) -> None:
-        """Bring one pod's processes and status in line with what the API says of it."""
+        """Bring one pod's processes and status in line with what the API says of it (nothing
+        while the node is down)."""
+        if self.down.is_set():
+            return
         uid = pod.metadata.uid
         with self.lock:
             running = self.pods.get(uid)
@@ -309,7 +361,9 @@ class LocalKubelet:
 
     def _patch_status(self, pod: client.V1Pod, status: dict[str, Any], strict: bool = False) -> None:
         """Patch the pod's status; with ``strict`` a failure other than a gone pod raises, so
-        the caller can try again."""
+        the caller can try again. A node that is down writes nothing."""
+        if self.down.is_set():
+            return
         try:
             self.core.patch_namespaced_pod_status(
                 pod.metadata.name,
@@ -339,6 +393,7 @@ class KubeletArgs(NamedTuple):
     work_dir: Path
     pod_loopback: ipaddress.IPv4Network
     tls: KubeletTls
+    heartbeat_seconds: float = HEARTBEAT_S
 
 
 def parse_args(argv: list[str] | None = None) -> KubeletArgs:
@@ -357,16 +412,21 @@ def parse_args(argv: list[str] | None = None) -> KubeletArgs:
     parser.add_argument("--tls-cert-file", type=Path, required=True, help="serving certificate (logs)")
     parser.add_argument("--tls-private-key-file", type=Path, required=True)
     parser.add_argument("--client-ca-file", type=Path, required=True, help="CA of accepted clients")
+    parser.add_argument(
+        "--heartbeat-seconds", type=float, default=HEARTBEAT_S, help="how often the node's status is posted"
+    )
     args = parser.parse_args(argv)
     node = LocalNode(args.node, args.zone, args.pod_cidr, taints=args.register_with_taints)
     tls = KubeletTls(args.tls_cert_file, args.tls_private_key_file, args.client_ca_file)
-    return KubeletArgs(args.kubeconfig, node, args.work_dir, args.pod_loopback, tls)
+    return KubeletArgs(args.kubeconfig, node, args.work_dir, args.pod_loopback, tls, args.heartbeat_seconds)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    kubelet = LocalKubelet(args.kubeconfig, args.node, args.work_dir, args.pod_loopback, args.tls)
+    kubelet = LocalKubelet(
+        args.kubeconfig, args.node, args.work_dir, args.pod_loopback, args.tls, args.heartbeat_seconds
+    )
 
     def stop(_sig: int, _frame: object) -> None:
         kubelet.shutdown()

@@ -15,6 +15,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from kubernetes import client, watch
@@ -27,6 +28,9 @@ from .nodespec import ZONE_LABEL, LocalNode
 log = logging.getLogger("mcp_devcluster.localnode")
 
 HEARTBEAT_S = 10.0
+# the outage agent's contract with the operator (mcp_operator.api.drill.OUTAGE_ANNOTATION): a node
+# carrying it is down, its heartbeats stopped and its pods frozen, until it is removed
+OUTAGE_ANNOTATION = "mcp2026.io/outage"
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
@@ -86,15 +90,23 @@ def mirrored_taints(node: client.V1Node) -> list[dict[str, str]] | None:
     return [t for t in taints if t["key"] != UNSCHEDULABLE_TAINT]
 
 
-def follow_cordon(core: client.CoreV1Api, node: str, stopping: threading.Event) -> None:
+def follow_cordon(
+    core: client.CoreV1Api,
+    node: str,
+    stopping: threading.Event,
+    on_node: Callable[[client.V1Node], None] = lambda node: None,
+) -> None:
     """Watch the node and keep the unschedulable taint in line with its cordon, until
-    ``stopping``. The patch carries the resourceVersion it was computed from, so a concurrent
-    change of the taints makes it fail (409) and the next event computes it again."""
+    ``stopping``; ``on_node`` sees every version of the Node (its outage annotation). The patch
+    carries the resourceVersion it was computed from, so a concurrent change of the taints makes
+    it fail (409) and the next event computes it again."""
     selector = f"metadata.name={node}"
     while not stopping.is_set():
         try:
             for event in watch.Watch().stream(core.list_node, field_selector=selector, timeout_seconds=60):
                 obj = event["object"]
+                if event["type"] in ("ADDED", "MODIFIED"):
+                    on_node(obj)
                 taints = mirrored_taints(obj) if event["type"] in ("ADDED", "MODIFIED") else None
                 if taints is not None:
                     patch = {"metadata": {"resourceVersion": obj.metadata.resource_version}}
@@ -104,6 +116,12 @@ def follow_cordon(core: client.CoreV1Api, node: str, stopping: threading.Event) 
         except Exception:
             log.exception("node watch failed; watching again")
             time.sleep(1)
+
+
+def outage_requested(node: client.V1Node) -> bool:
+    """Whether the node is asked to go down (``OUTAGE_ANNOTATION``), as a power loss would take
+    it: the drill's zoneOutage with ``outage: nodesDown`` sets it, its revert removes it."""
+    return OUTAGE_ANNOTATION in ((node.metadata.annotations if node.metadata else None) or {})
 
 
 def _patch_taints(core: client.CoreV1Api, node: str, body: dict[str, Any]) -> None:

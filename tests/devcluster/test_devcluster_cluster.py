@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import yaml
+from kubernetes import client
 
 from mcp_devcluster import build
 from mcp_devcluster.certs import PkiPaths
@@ -25,6 +26,9 @@ from mcp_devcluster.cluster import (
     CONTROLLERS,
     KWOK_NODE_LABEL,
     LOCAL_NODE,
+    NODE_GRACE_S,
+    NODE_HEARTBEAT_S,
+    NODE_LIFECYCLE_CONTROLLERS,
     ClusterState,
     DevCluster,
 )
@@ -239,7 +243,32 @@ def real_binaries() -> Iterator[dict[str, Path]]:
     yield wanted
 
 
+def test_a_cluster_with_node_lifecycle_takes_silent_nodes_down_as_a_real_one(dev: DevCluster) -> None:
+    """The session's clusters run no node-lifecycle controller (kwok's nodes and the tests' cordons
+    do without it); one asked for it runs it with a grace the kubelets' heartbeats stay inside."""
+    assert NODE_LIFECYCLE_CONTROLLERS not in _flags(_argvs(dev)["kube-controller-manager"])["controllers"]
+    dev.node_lifecycle = True
+    kcm, api = _flags(_argvs(dev)["kube-controller-manager"]), _flags(_argvs(dev)["kube-apiserver"])
+    assert kcm["controllers"].split(",")[-2:] == NODE_LIFECYCLE_CONTROLLERS.split(",")
+    assert kcm["node-monitor-grace-period"] == f"{NODE_GRACE_S}s" and NODE_HEARTBEAT_S * 3 <= NODE_GRACE_S
+    assert api["default-unreachable-toleration-seconds"] == api["default-not-ready-toleration-seconds"]
+    argv = dev._kubelet_argv(dev.local_nodes[0])
+    assert kubelet_args(argv[3:]).heartbeat_seconds == NODE_HEARTBEAT_S
+
+
+def test_the_outage_annotation_is_the_operators(dev: DevCluster) -> None:
+    from mcp_devcluster.localnode import OUTAGE_ANNOTATION, outage_requested
+    from mcp_operator.api.drill import OUTAGE_ANNOTATION as OPERATORS
+
+    assert OUTAGE_ANNOTATION == OPERATORS
+    node = client.V1Node(metadata=client.V1ObjectMeta(name="n", annotations={OPERATORS: "zone-a"}))
+    assert outage_requested(node) and not outage_requested(
+        client.V1Node(metadata=client.V1ObjectMeta(name="n"))
+    )
+
+
 def test_every_flag_is_known_to_the_real_binaries(dev: DevCluster, real_binaries: dict[str, Path]) -> None:
+    dev.node_lifecycle = True  # its flags too
     for name, argv in _argvs(dev).items():
         known, _ = _help_flags(real_binaries[name])
         unknown = set(_flags(argv)) - known
@@ -251,7 +280,8 @@ def test_every_controller_name_is_known(real_binaries: dict[str, Path]) -> None:
     match = re.search(r"All controllers: ([a-z0-9, -]+)", text)
     assert match, "kube-controller-manager --help lists no controllers"
     known = {name.strip() for name in match.group(1).split(",")}
-    assert set(CONTROLLERS.split(",")) <= known, set(CONTROLLERS.split(",")) - known
+    wanted = set(CONTROLLERS.split(",")) | set(NODE_LIFECYCLE_CONTROLLERS.split(","))
+    assert wanted <= known, wanted - known
 
 
 def test_state_round_trip(tmp_path: Path) -> None:

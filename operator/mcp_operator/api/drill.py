@@ -29,6 +29,9 @@ FaultPhase = Literal["Planned", "Injected", "Reverted", "RevertFailed", "Skipped
 MAX_STAGES = 8
 MAX_FAULTS = 16
 FAULT_OPT_IN_LABEL = "mcp2026.io/fault-injection"
+# zoneOutage with outage nodesDown: the nodes carrying it are to go down (their kubelet silent,
+# their pods frozen) until it is removed; an outage agent on each node acts on it
+OUTAGE_ANNOTATION = "mcp2026.io/outage"
 FAULT_OPT_IN_VALUE = "enabled"
 
 
@@ -71,6 +74,21 @@ class FaultSpec(ApiModel):
     zone: str | None = Field(
         default=None,
         description="zoneOutage: cordon and evict every node with this topology.kubernetes.io/zone.",
+    )
+    outage: Literal["cordon", "nodesDown"] = Field(
+        default="cordon",
+        description="zoneOutage: cordon (cordon the zone's nodes and evict this namespace's pods) or "
+        "nodesDown (the nodes go down: annotated mcp2026.io/outage for the outage agent on each node, "
+        "which silences its kubelet and freezes its pods; the node-lifecycle controller then marks "
+        "them NotReady, taints them and evicts their pods; refused OutageNotTaken when no node went "
+        "NotReady within outageTimeoutSeconds).",
+    )
+    outage_timeout_seconds: float = Field(
+        default=60,
+        gt=0,
+        le=600,
+        description="zoneOutage nodesDown: how long the nodes may take to be NotReady (the cluster's "
+        "node-monitor grace period and a margin).",
     )
     node: str | None = Field(default=None, description="nodeDrain: the node to cordon and drain.")
     workload: str | None = Field(

@@ -331,6 +331,7 @@ class Drill:
     ) -> bool:
         """Inject, journal it, and hold it until ``hold_until``; False when it was refused (and
         reverted at once)."""
+        began = time.time()  # an outage can start while the injection is still going (nodesDown waits)
         try:
             message = await inject_fault(planned, self.ctx.api)
         except FaultRefused as exc:
@@ -342,7 +343,7 @@ class Drill:
             self.state.refused.append(refused_outcome(fault_id, reason, f"{type(exc).__name__}: {exc}"))
             await self._revert(fault_id, f"{reason}: {type(exc).__name__}: {exc}")
             return False
-        self.state.injected_at[fault_id] = time.time()
+        self.state.injected_at[fault_id] = began
         self.state.journal = jr.updated(
             self.state.journal, fault_id, phase="Injected", injectedAt=utc_now(), message=message
         )
