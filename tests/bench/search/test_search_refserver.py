@@ -89,7 +89,11 @@ def test_a_rate_search_finds_the_servers_capacity(refserver: str, tmp_path: Path
     assert search.lowest_failing_load > search.max_goodput_load
     # every probe is a level of the document, in the order it ran, and the answer is one that met
     assert [p.load for p in search.probes] == [lv.requested_rate for lv in doc.levels]
-    assert [p.step for p in search.probes[:3]] == ["start", "bracket-up", "bracket-up"]
+    # 20/s meets, so the bracket doubles to 40/s, which is the capacity itself: whether it meets
+    # the 250 ms P99 is a coin toss (260 ms seen), and the next step follows what it found
+    start, up, third = search.probes[:3]
+    assert (start.step, up.step) == ("start", "bracket-up") and up.load == 2 * start.load
+    assert third.step == ("bracket-up" if up.passed else "bisect"), search.probes
     assert len(search.probes) <= 10
     assert search.max_goodput_rps is not None and search.max_goodput_rps > 0.9 * search.max_goodput_load
     # the knee: past capacity throughput stays near 40/s while latency climbs
