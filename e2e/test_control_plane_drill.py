@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from mcp_devcluster import stack
-from mcp_devcluster.cluster import ClusterState, DevCluster
+from mcp_devcluster.cluster import ClusterState
 from mcp_operator.readiness.faults.controlplane import ENDPOINTS_ENV
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,13 +31,8 @@ NAMESPACE = "etcd-drill"
 
 @pytest.fixture(scope="module")
 def three(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterState]:
-    dev = DevCluster(tmp_path_factory.mktemp("three-etcd"), etcd_members=3)
-    try:
-        state = dev.up()
-        stack.apply_crds(Path(state.kubeconfig), REPO / "crds")
+    with stack.own_cluster(tmp_path_factory.mktemp("three-etcd"), REPO / "crds", etcd_members=3) as state:
         yield state
-    finally:
-        dev.down()
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from mcp_devcluster import stack
-from mcp_devcluster.cluster import NODE_GRACE_S, ClusterState, DevCluster
+from mcp_devcluster.cluster import NODE_GRACE_S, ClusterState
 
 REPO = Path(__file__).resolve().parents[1]
 NAMESPACE = "zone-drill"
@@ -34,13 +34,10 @@ UNREACHABLE = "node.kubernetes.io/unreachable"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterState]:
-    dev = DevCluster(tmp_path_factory.mktemp("zones"), nodes=[], node_lifecycle=True)
-    try:
-        state = dev.up()
-        stack.apply_crds(Path(state.kubeconfig), REPO / "crds")
+    with stack.own_cluster(
+        tmp_path_factory.mktemp("zones"), REPO / "crds", nodes=[], node_lifecycle=True
+    ) as state:
         yield state
-    finally:
-        dev.down()
 
 
 @pytest.fixture(scope="module")

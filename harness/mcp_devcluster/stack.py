@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from . import build
-from .cluster import DevCluster
+from .cluster import ClusterState, DevCluster
 from .processes import ManagedProcess, free_port, http_ok, stop_pid, wait_until
 
 SAMPLE_URL = "http://127.0.0.1:18080"
@@ -167,6 +167,19 @@ def start_operator(
     else:
         wait_until(proc, lambda: http_ok(liveness), timeout_s=60, what="live")
     return op
+
+
+@contextmanager
+def own_cluster(work: Path, crd_dir: Path, **options: Any) -> Iterator[ClusterState]:
+    """A control plane of a test module's own (``DevCluster`` options: three etcd members, the
+    node-lifecycle controller, ...) with the CRDs applied, taken down whatever happened."""
+    dev = DevCluster(work, **options)
+    try:
+        state = dev.up()
+        apply_crds(Path(state.kubeconfig), crd_dir)
+        yield state
+    finally:
+        dev.down()
 
 
 @dataclass(frozen=True)

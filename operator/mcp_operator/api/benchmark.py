@@ -347,6 +347,18 @@ class BenchmarkObserve(ApiModel):
     )
 
 
+def class_path_field(description: str) -> Any:
+    """A request class's path (a benchmark's and a drill's mix alike): appended to the target's
+    URL, its query checked for credentials as the target's path is."""
+    return Field(
+        default=None,
+        max_length=1024,
+        pattern=r"^/",
+        description=description,
+        json_schema_extra=rules_extra(no_credentials_in_query("class path")),
+    )
+
+
 class RequestClassSpec(ApiModel):
     name: str = Field(description="Class name, reported per class.", max_length=63, pattern=CLASS_NAME)
     weight: float = Field(default=1.0, gt=0, le=1_000_000, description="Share of the requests, relative.")
@@ -369,12 +381,8 @@ class RequestClassSpec(ApiModel):
         default=None,
         description="With spec.target.backend mix: this class's protocol (required there, and only there).",
     )
-    path: str | None = Field(
-        default=None,
-        max_length=1024,
-        pattern=r"^/",
-        description="With backend mix: appended to the target's URL for this class (http: the request path).",
-        json_schema_extra=rules_extra(no_credentials_in_query("class path")),
+    path: str | None = class_path_field(
+        "With backend mix: appended to the target's URL for this class (http: the request path)."
     )
     model: str | None = Field(
         default=None,

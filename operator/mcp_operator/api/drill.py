@@ -10,7 +10,7 @@ from pydantic import Field
 
 from mcp_bench.plan import ClassBackend
 
-from .benchmark import CLASS_NAME, RequestClassSpec, RunnerSpec
+from .benchmark import CLASS_NAME, RequestClassSpec, RunnerSpec, class_path_field
 from .common import ApiModel, Verdict, cel, with_rules
 from .credentials import no_credentials_in_query, rules_extra
 from .drillmeasures import Autoscaling, ChaosExperiment, LoadRetry, ServerRequests
@@ -121,12 +121,8 @@ class TrafficClass(ApiModel):
     backend: ClassBackend = Field(
         description="Its protocol: http, openai, openai-chat, triton-http or triton-grpc."
     )
-    path: str | None = Field(
-        default=None,
-        max_length=1024,
-        pattern=r"^/",
-        description="Appended to the target's URL for this class (http: the request path, e.g. /health).",
-        json_schema_extra=rules_extra(no_credentials_in_query("class path")),
+    path: str | None = class_path_field(
+        "Appended to the target's URL for this class (http: the request path, e.g. /health)."
     )
     model: str | None = Field(
         default=None, max_length=256, description="The model its requests name (openai and triton backends)."
