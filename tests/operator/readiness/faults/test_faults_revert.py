@@ -10,7 +10,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 from tests.operator.readiness.faults.faultcluster import API, NS, Cluster
 
-from mcp_operator.api.drill import FaultPolicy, FaultSpec, PodSelection
+from mcp_operator.api.drill import OUTAGE_ANNOTATION, FaultPolicy, FaultSpec, PodSelection
 from mcp_operator.readiness.faults import FaultRefused, PlannedFault, inject_fault, plan_fault, revert_fault
 from mcp_operator.readiness.faults.hotupdate import content_hash
 
@@ -249,3 +249,38 @@ async def test_undo_data_that_is_not_whole_fails_by_name(cluster: Cluster) -> No
         await revert_fault("scaleDown", {"namespace": NS, "workload": "srv"}, API)
     with pytest.raises(ValueError, match="'cordon'"):
         await revert_fault("zoneOutage", {"namespace": NS}, API)
+
+
+def _annotated(cluster: Cluster, node: str) -> bool:
+    obj = cluster.fake.get("Node", "", node)
+    assert obj is not None
+    return OUTAGE_ANNOTATION in (obj["metadata"].get("annotations") or {})
+
+
+async def test_nodes_down_annotates_waits_for_not_ready_and_says_when_no_agent_acted(
+    cluster: Cluster,
+) -> None:
+    """nodesDown never cordons or evicts: it asks each node to go down and is injected only once
+    the cluster sees them NotReady; nodes that stay Ready (no outage agent) are OutageNotTaken,
+    and the revert takes the annotation away again."""
+    fault = FaultSpec(kind="zoneOutage", zone="zone-a", outage="nodesDown", outage_timeout_seconds=0.6)
+    planned = await plan_fault(fault, NS, FaultPolicy(max_nodes=2), API)
+    assert planned.undo["outage"] == "nodesDown" and planned.undo["cordon"] == []
+    assert planned.target == "nodes node-a1,node-a2 (zone-a) down; 2 pod(s) of ml on them"
+    for node in ("node-a1", "node-a2"):
+        cluster.fake.set_status("Node", "", node, {"conditions": [{"type": "Ready", "status": "True"}]})
+    with pytest.raises(FaultRefused) as refused:
+        await inject_fault(planned, API)
+    assert refused.value.reason == "OutageNotTaken" and "still Ready" in str(refused.value)
+    assert _annotated(cluster, "node-a1") and not cluster.unschedulable("node-a1")
+    assert ("create", "Eviction", "srv-0") not in cluster.writes()
+    assert (await revert_fault("zoneOutage", planned.undo, API)).startswith(
+        "brought node-a1,node-a2 back up;"
+    )
+    assert not _annotated(cluster, "node-a1") and not _annotated(cluster, "node-a2")
+    # the cluster sees them go: injected
+    for node in ("node-a1", "node-a2"):
+        cluster.fake.set_status("Node", "", node, {"conditions": [{"type": "Ready", "status": "Unknown"}]})
+    assert (await inject_fault(planned, API)).startswith("nodes node-a1,node-a2 down: NotReady")
+    assert (await revert_fault("zoneOutage", planned.undo, API)).startswith("brought")
+    assert (await revert_fault("zoneOutage", planned.undo, API)).startswith("no node left down;")
