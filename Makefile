@@ -13,9 +13,9 @@ BIN := $(VENV)/bin
 LOGS := .make-logs
 # the drift tests; the HTML report's screenshot test; the real node (containers: e2e/test_realnode.py)
 APT_PACKAGES := prometheus chromium-headless-shell containerd runc containernetworking-plugins docker.io \
-	mmdebstrap iptables tini
+	mmdebstrap iptables tini ipset
 DEMO_COMPONENTS := kubernetes etcd
-TEST_COMPONENTS := kwok helm luahealth xdsbed kubernetes-node coredns
+TEST_COMPONENTS := kwok helm luahealth xdsbed kubernetes-node coredns chaos-mesh
 # both cores, one test file per worker at a time (module fixtures stay on one worker; each worker
 # that runs an e2e file starts its own control plane); the 25 slowest tests and every skip with
 # its reason

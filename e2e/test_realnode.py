@@ -28,9 +28,9 @@ from typing import Any
 import pytest
 import yaml
 
-from mcp_devcluster import build, demo, stack
+from mcp_devcluster import build, chaosmesh, demo, processes, stack
 from mcp_devcluster.cluster import ClusterState, DevCluster
-from mcp_devcluster.realnode import lifecycle, node
+from mcp_devcluster.realnode import lifecycle, node, runtime
 from mcp_devcluster.realnode.node import RealNodeState
 
 REPO = Path(__file__).resolve().parents[1]
@@ -444,3 +444,201 @@ def test_the_kustomize_base_runs_the_operator_from_its_image_and_it_gates_a_samp
         assert outcome.name in logs  # this operator judged it
     finally:
         real.kubectl("delete", "-f", "-", "--wait=true", "--timeout=120s", input_text=owned, check=False)
+
+
+# -- Chaos Mesh on the real node ---------------------------------------------------------------
+
+OPT_IN = "mcp2026.io/fault-injection=enabled"
+REFSERVER_LABELS = {"app.kubernetes.io/name": "refserver"}
+
+
+@pytest.fixture(scope="module")
+def chaos_mesh(real: RealCluster, refserver_url: str) -> Iterator[chaosmesh.ChaosMesh]:
+    """Chaos Mesh's controller and daemon (built from the module proxy) as local processes, the
+    daemon on the real node's containerd; stopped at the end, leaving nothing behind."""
+    state_dir = Path(real.cluster.state_dir)
+    mesh = chaosmesh.start_chaos_mesh(
+        state_dir, real.kubeconfig, lifecycle._runtime_paths(state_dir).socket, node.NODE_NAME, node.NODE_IP
+    )
+    try:
+        yield mesh
+    finally:
+        chaosmesh.stop_chaos_mesh(mesh)
+        assert not _chaos_processes(), _chaos_processes()
+        assert "/usr/local/bin" not in Path("/proc/mounts").read_text()
+
+
+def _chaos_processes() -> str:
+    return subprocess.run(
+        ["pgrep", "-af", "chaos-(daemon|controller)"], capture_output=True, text=True
+    ).stdout
+
+
+@pytest.fixture(scope="module")
+def drilling_operator(real: RealCluster, chaos_mesh: chaosmesh.ChaosMesh) -> Iterator[stack.OperatorProcess]:
+    """The operator as a process with the admin kubeconfig (rights to chaos-mesh.org objects),
+    watching the refserver's namespace, which opts in to fault injection."""
+    stack.apply_crds(real.kubeconfig, REPO / "crds")
+    real.kubectl("label", "namespace", REFSERVER_NAMESPACE, OPT_IN, "--overwrite")
+    operator = stack.start_operator(
+        real.kubeconfig, Path(real.cluster.state_dir), namespaces=[REFSERVER_NAMESPACE]
+    )
+    try:
+        yield operator
+    finally:
+        stack.stop(operator.process)
+
+
+def _refserver_pod(real: RealCluster) -> dict[str, Any]:
+    (pod,) = json.loads(
+        real.kubectl(
+            "-n", REFSERVER_NAMESPACE, "get", "pods", "-l", "app.kubernetes.io/name=refserver", "-o", "json"
+        ).stdout
+    )["items"]
+    return dict(pod)
+
+
+def _pod_url(pod: dict[str, Any]) -> str:
+    """The server's own address: the operator runs on this machine, outside cluster DNS."""
+    (port,) = pod["spec"]["containers"][0]["ports"]
+    return f"http://{pod['status']['podIP']}:{port['containerPort']}"
+
+
+def _in_pod_network(real: RealCluster, pod: dict[str, Any], *command: str) -> str:
+    """``command`` run in the pod's network namespace, found through its container's task."""
+    container = pod["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
+    paths = lifecycle._runtime_paths(Path(real.cluster.state_dir))
+    tasks = [line.split() for line in runtime.ctr(paths, "tasks", "ls").splitlines()[1:]]
+    pid = next(fields[1] for fields in tasks if fields[0] == container)
+    return subprocess.run(
+        ["nsenter", f"--net=/proc/{pid}/ns/net", "--", *command], capture_output=True, text=True, check=True
+    ).stdout
+
+
+def _chaos_rules(real: RealCluster, pod: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The pod's iptables rules that drop, and its ipsets (Chaos Mesh's partition uses both)."""
+    rules = _in_pod_network(real, pod, "iptables-save").splitlines()
+    sets = _in_pod_network(real, pod, "ipset", "list", "-n").split()
+    return [r for r in rules if r.startswith("-A") and "DROP" in r], sets
+
+
+def _chaos_drill(real: RealCluster, name: str, url: str, chaos: dict[str, Any]) -> dict[str, Any]:
+    """One stage of load with the experiment injected at 2 s for 3 s; polls the experiment and
+    the pod's rules while it runs; returns the finished MCPReadiness and what was seen."""
+    stage = {
+        "name": "chaos",
+        "load": {"rate": 20, "durationSeconds": 10, "windowSeconds": 1},
+        "faults": [{"kind": "chaosMesh", "atSeconds": 2, "holdSeconds": 3, "chaos": chaos}],
+    }
+    spec = {
+        "target": {"url": url},
+        "checks": {"healthProbe": {"requests": 20, "minSuccessRatio": 0.5, "maxProberLagMs": 2000}},
+        "drill": {"kpis": {"healthSuccessRatio": 0.5}, "faultPolicy": {"maxPods": 1}, "stages": [stage]},
+    }
+    pod = _refserver_pod(real)
+    kind = chaos["kind"].lower()
+    real.kubectl(
+        "-n",
+        REFSERVER_NAMESPACE,
+        "apply",
+        "-f",
+        "-",
+        input_text=stack.custom_resource("MCPReadiness", name, spec),
+    )
+    seen: dict[str, Any] = {"conditions": set(), "phases": set(), "drops": []}
+    deadline = time.monotonic() + 240
+    while True:
+        obj = json.loads(
+            real.kubectl("-n", REFSERVER_NAMESPACE, "get", "mcpreadiness", name, "-o", "json").stdout
+        )
+        seen["phases"].update(f["phase"] for f in (obj.get("status") or {}).get("faults") or [])
+        if stack.condition_of(obj, "Complete").get("status") == "True":
+            return {"readiness": obj, **seen}
+        assert time.monotonic() < deadline, json.dumps(obj.get("status"), indent=1)
+        for item in json.loads(real.kubectl("-n", REFSERVER_NAMESPACE, "get", kind, "-o", "json").stdout)[
+            "items"
+        ]:
+            seen["conditions"].update(
+                c["type"] for c in item.get("status", {}).get("conditions") or [] if c.get("status") == "True"
+            )
+        if kind == "networkchaos" and not seen["drops"]:
+            seen["drops"] = _chaos_rules(real, pod)[0]
+        time.sleep(0.3)
+
+
+def _experiment(kind: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """Every field spelled out: without Chaos Mesh's webhook nothing is defaulted."""
+    selector = {"namespaces": [REFSERVER_NAMESPACE], "labelSelectors": REFSERVER_LABELS}
+    return {
+        "kind": kind,
+        "injectTimeoutSeconds": 90,
+        "recoverTimeoutSeconds": 90,
+        "spec": {"mode": "all", "selector": selector, **spec},
+    }
+
+
+def _fault(obj: dict[str, Any]) -> dict[str, Any]:
+    faults = obj["status"].get("faults") or []
+    assert len(faults) == 1, json.dumps(obj["status"], indent=1)[-4000:]
+    return dict(faults[0])
+
+
+def test_a_drill_partitions_the_refserver_through_chaos_mesh_and_it_answers_again(
+    real: RealCluster, drilling_operator: stack.OperatorProcess, chaos_mesh: chaosmesh.ChaosMesh
+) -> None:
+    """A NetworkChaos partition (both directions) of the refserver's pod, by the drill's
+    chaosMesh fault: injected (AllInjected, DROP rules in the pod's network namespace), the
+    stage's requests failing while it holds, reverted (deleted, rules gone), the server
+    answering again."""
+    pod = _refserver_pod(real)
+    url = _pod_url(pod)
+    chaos = _experiment("NetworkChaos", {"action": "partition", "direction": "both"})
+    run = _chaos_drill(real, "partition", url, chaos)
+    obj = run["readiness"]
+    fault = _fault(obj)
+    print(
+        "partition drill:", json.dumps({k: obj["status"][k] for k in ("faults", "stages", "kpis")}, indent=1)
+    )
+    assert {"Injected", "Reverted"} <= run["phases"] | {fault["phase"]}, (run["phases"], fault)
+    assert fault["phase"] == "Reverted" and fault["injectedAt"] and fault["revertedAt"], fault
+    assert "AllInjected" in run["conditions"], (run["conditions"], chaos_mesh.log_tails()[-3000:])
+    assert run["drops"], "no DROP rule was seen in the pod's network namespace while the fault held"
+    (stage,) = obj["status"]["stages"]
+    windows = stage["windows"]
+    kpis = {k["name"]: k for k in obj["status"]["kpis"]}
+    failed = sum(w["errors"] for w in windows)
+    assert failed > 0 or not kpis["healthSuccessRatio"]["measured"].startswith("100"), (windows, kpis)
+    assert windows[-1]["completed"] > 0 and windows[-1]["errors"] == 0, windows
+    assert real.kubectl("-n", REFSERVER_NAMESPACE, "get", "networkchaos", "-o", "name").stdout == ""
+    # recovery empties CHAOS-INPUT/-OUTPUT (the only jumps into Chaos Mesh's chains); like the
+    # upstream daemon it leaves the experiment's own chains behind, unreferenced
+    rules = _in_pod_network(real, _refserver_pod(real), "iptables-save").splitlines()
+    assert [r for r in rules if r.startswith(("-A CHAOS-", "-A INPUT -j CHAOS", "-A OUTPUT -j CHAOS"))] in (
+        [],
+        ["-A INPUT -j CHAOS-INPUT", "-A OUTPUT -j CHAOS-OUTPUT"],
+    ), rules
+    assert _chaos_rules(real, _refserver_pod(real))[1] == []
+    assert processes.http_ok(f"{url}/v2/health/ready", timeout=5)
+
+
+def test_a_drill_kills_the_refserver_container_through_chaos_mesh_and_it_restarts(
+    real: RealCluster, drilling_operator: stack.OperatorProcess, chaos_mesh: chaosmesh.ChaosMesh
+) -> None:
+    """A PodChaos container-kill of the refserver's container: containerd kills it through the
+    daemon, the kubelet restarts it, the Deployment is available again."""
+    before = _refserver_pod(real)
+    restarts = before["status"]["containerStatuses"][0]["restartCount"]
+    url = _pod_url(before)
+    chaos = _experiment("PodChaos", {"action": "container-kill", "containerNames": ["server"]})
+    run = _chaos_drill(real, "container-kill", url, chaos)
+    fault = _fault(run["readiness"])
+    assert fault["phase"] == "Reverted" and fault["injectedAt"], fault
+    assert "AllInjected" in run["conditions"], (run["conditions"], chaos_mesh.log_tails()[-3000:])
+    rollout = real.kubectl(
+        "-n", REFSERVER_NAMESPACE, "rollout", "status", "deployment/refserver", "--timeout=180s", check=False
+    )
+    assert rollout.returncode == 0, rollout.stdout + rollout.stderr
+    after = _refserver_pod(real)
+    assert after["metadata"]["uid"] == before["metadata"]["uid"]  # the same pod: its container restarted
+    assert after["status"]["containerStatuses"][0]["restartCount"] > restarts, after["status"]
+    assert real.kubectl("-n", REFSERVER_NAMESPACE, "get", "podchaos", "-o", "name").stdout == ""

@@ -28,6 +28,9 @@ ETCD_VERSION = "v3.6.16"
 KWOK_VERSION = "v0.8.0"
 HELM_VERSION = "v3.22.0"
 COREDNS_VERSION = "v1.15.0"
+# no tagged releases on the proxy: a pinned commit of the main module, and of its nested api module
+CHAOS_MESH_VERSION = "v0.9.1-0.20260902003049-47411975a8cb"
+CHAOS_MESH_API_VERSION = "v0.0.0-20260906172039-d70b66ad97ac"
 
 STAMP = ".built"
 LUAHEALTH_SOURCE = Path(__file__).parent / "data" / "luahealth"
@@ -55,6 +58,10 @@ class Component:
     sibling_replaces: dict[str, str] = field(default_factory=dict)
     # a Go module of ours (go.mod, go.sum, sources) instead of a wrapper around a published one
     source_dir: Path | None = None
+    # replace directives only apply in the main module: copy the upstream module's version pins
+    inherit_replaces: bool = False
+    # some commands link C code (e.g. through a cgo-only dependency)
+    cgo: bool = False
 
     @property
     def bin_dir(self) -> Path:
@@ -71,17 +78,17 @@ class Component:
         return (self.bin_dir / STAMP).is_file()
 
 
-def _go_env() -> dict[str, str]:
+def _go_env(*, cgo: bool = False) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({"CGO_ENABLED": "0", "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod"})
+    env.update({"CGO_ENABLED": "1" if cgo else "0", "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod"})
     return env
 
 
-def _run(cmd: list[str], cwd: Path, log: Path) -> None:
+def _run(cmd: list[str], cwd: Path, log: Path, *, cgo: bool = False) -> None:
     with log.open("a") as sink:
         sink.write(f"$ {' '.join(cmd)}\n")
         sink.flush()
-        result = subprocess.run(cmd, cwd=cwd, env=_go_env(), stdout=sink, stderr=subprocess.STDOUT)
+        result = subprocess.run(cmd, cwd=cwd, env=_go_env(cgo=cgo), stdout=sink, stderr=subprocess.STDOUT)
     if result.returncode != 0:
         tail = log.read_text()[-4000:]
         raise RuntimeError(f"{' '.join(cmd[:3])} failed (exit {result.returncode}); log {log}:\n{tail}")
@@ -111,6 +118,29 @@ def kubernetes_staging_modules(go_mod_text: str) -> list[str]:
     return sorted(set(STAGING_REQUIRE.findall(go_mod_text)))
 
 
+REPLACE_LINE = re.compile(r"^\s*(?:replace\s+)?(\S+)(?:\s+\S+)?\s+=>\s+(\S+)(?:\s+(\S+))?\s*$")
+
+
+def module_replaces(go_mod_text: str) -> dict[str, str]:
+    """A go.mod's replace directives that name a published version, as wrapper replaces.
+
+    Local (directory) targets are left out: they are absent from the module's zip. The value is
+    the version alone where the target is the same module, else "target version".
+    """
+    replaces = {}
+    for line in go_mod_text.splitlines():
+        match = REPLACE_LINE.match(line.split("//", 1)[0])
+        if match is None or match.group(3) is None:
+            continue
+        module, target, version = match.groups()
+        replaces[module] = version if target == module else f"{target} {version}"
+    return replaces
+
+
+def _replace_line(module: str, target: str) -> str:
+    return f"\t{module} => {target if ' ' in target else f'{module} {target}'}"
+
+
 def wrapper_go_mod(component: Component, replaces: dict[str, str]) -> str:
     lines = [
         f"module mcp-operator.local/build/{component.name}",
@@ -122,7 +152,7 @@ def wrapper_go_mod(component: Component, replaces: dict[str, str]) -> str:
     ]
     if replaces:
         lines.append("replace (")
-        lines.extend(f"\t{mod} => {mod} {ver}" for mod, ver in sorted(replaces.items()))
+        lines.extend(_replace_line(mod, target) for mod, target in sorted(replaces.items()))
         lines.append(")")
     return "\n".join(lines) + "\n"
 
@@ -207,6 +237,20 @@ def components() -> dict[str, Component]:
             version=COREDNS_VERSION,
             packages=("github.com/coredns/coredns",),
         ),
+        # the chaos-daemon links github.com/chaos-mesh/chaos-driver, which needs cgo
+        "chaos-mesh": Component(
+            name="chaos-mesh",
+            module="github.com/chaos-mesh/chaos-mesh",
+            version=CHAOS_MESH_VERSION,
+            packages=(
+                "github.com/chaos-mesh/chaos-mesh/cmd/chaos-controller-manager",
+                "github.com/chaos-mesh/chaos-mesh/cmd/chaos-daemon",
+            ),
+            ldflags=(f"-X github.com/chaos-mesh/chaos-mesh/pkg/version.gitVersion={CHAOS_MESH_VERSION}",),
+            sibling_replaces={"github.com/chaos-mesh/chaos-mesh/api": CHAOS_MESH_API_VERSION},
+            inherit_replaces=True,
+            cgo=True,
+        ),
         "luahealth": Component(
             name="luahealth",
             module="mcp-operator.local/luahealth",
@@ -227,10 +271,13 @@ def components() -> dict[str, Component]:
 def _resolve_replaces(component: Component) -> dict[str, str]:
     replaces = dict(component.sibling_replaces)
     staging = replaces.pop("@staging", None)
+    if not staging and not component.inherit_replaces:
+        return replaces
+    go_mod = _module_go_mod(component.module, component.version)
     if staging:
-        go_mod = _module_go_mod(component.module, component.version)
-        for mod in kubernetes_staging_modules(go_mod):
-            replaces[mod] = staging
+        replaces.update(dict.fromkeys(kubernetes_staging_modules(go_mod), staging))
+    if component.inherit_replaces:
+        replaces = {**module_replaces(go_mod), **replaces}  # ours win: they replace the local ones
     return replaces
 
 
@@ -263,7 +310,7 @@ def build(component: Component, *, force: bool = False, log_stream: bool = True)
     if component.source_dir is None:
         # -mod=mod lets go fill go.sum; `go get` of the commands completes the build list first
         _run(["go", "get", *[f"{p}@{component.version}" for p in component.packages]], work, log)
-    _run(cmd, work, log)
+    _run(cmd, work, log, cgo=component.cgo)
     bin_dir = component.bin_dir
     shutil.rmtree(bin_dir, ignore_errors=True)
     bin_dir.parent.mkdir(parents=True, exist_ok=True)
