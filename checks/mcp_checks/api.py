@@ -8,7 +8,14 @@ modules may move, this list stays. (Tests may import the modules themselves.)
 from __future__ import annotations
 
 from mcp_checks.cli import kubectl_main
-from mcp_checks.config import ConfigConsistencySpec, ConfigContent, config_hash, run_config_consistency, short
+from mcp_checks.config import (
+    ConfigConsistencySpec,
+    ConfigContent,
+    config_hash,
+    run_config_consistency,
+    short,
+    wait_served,
+)
 from mcp_checks.dialhooks import DialHooks
 from mcp_checks.gate import row_outcome
 from mcp_checks.health import HealthProbeSpec, required_samples, run_health_probe, run_health_probe_blocking
@@ -70,5 +77,6 @@ __all__ = [
     "short",
     "url_has_credentials",
     "utc_now",
+    "wait_served",
     "write_junit",
 ]

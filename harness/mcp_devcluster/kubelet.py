@@ -55,7 +55,7 @@ from .podenv import ContainerSpecError, PodEnvironment
 from .podnet import HOST_NETWORK, PodAddresses, PodIPAllocator
 from .podstatus import completed_status, readiness_status, running_status, unrunnable_status
 from .podtoken import pod_kubeconfig
-from .podvolumes import materialize, mount_prefix
+from .podvolumes import materialize, mount_prefix, refresh
 from .probes import run_pre_stop, start_readiness_probe
 
 log = logging.getLogger("mcp_devcluster.kubelet")
@@ -63,6 +63,7 @@ log = logging.getLogger("mcp_devcluster.kubelet")
 WATCH_TIMEOUT_S = 60
 EXIT_REPORT_WITHIN_S = 300.0  # how long a pod's end is retried through an API outage
 STATUS_TIMEOUT_S = 10.0  # one status update; a real kubelet's client has a timeout too
+VOLUME_SYNC_S = 1.0  # how often running pods' ConfigMap and Secret volumes follow their sources
 
 
 class KubeletTls(NamedTuple):
@@ -127,6 +128,7 @@ class LocalKubelet:
         self.log_port = serve_in_thread(log_app(self.pod_dir), ctx)
         register_node(self.core, self.local_node, self.log_port)
         threading.Thread(target=self._heartbeat_loop, daemon=True, name="heartbeat").start()
+        threading.Thread(target=self._volume_loop, daemon=True, name="volumes").start()
         threading.Thread(
             target=follow_cordon,
             args=(self.core, self.node, self.stopping, self._follow_outage),
@@ -162,6 +164,30 @@ class LocalKubelet:
                 post_heartbeat(self.core, self.node, self.log_port)
             except Exception:
                 log.exception("node heartbeat failed")
+
+    def _volume_loop(self) -> None:
+        """Running pods' ConfigMap and Secret volumes follow their sources every
+        ``VOLUME_SYNC_S``, as a kubelet's volume manager does (a real one takes up to about a
+        minute by default: its sync period and its cache), so a server that reloads its mounted
+        config sees an update in place."""
+        while not self.stopping.wait(VOLUME_SYNC_S):
+            if self.down.is_set():
+                continue
+            with self.lock:
+                running = [p for p in self.pods.values() if p.pod is not None and not p.stopped.is_set()]
+            for pod in running:
+                assert pod.pod is not None
+                if not pod.pod.spec.volumes:
+                    continue
+                try:
+                    changed = refresh(
+                        self.core, pod.pod, self.work_dir / pod_dir_name(pod.namespace, pod.name, pod.uid)
+                    )
+                except Exception:
+                    log.exception("volume refresh of %s/%s failed", pod.namespace, pod.name)
+                    continue
+                if changed:
+                    log.info("pod %s/%s: volumes %s updated", pod.namespace, pod.name, ",".join(changed))
 
     # -- outage ------------------------------------------------------------------------------
     def _follow_outage(self, node: client.V1Node) -> None:
@@ -226,7 +252,7 @@ class LocalKubelet:
         pod_dir = self.work_dir / pod_dir_name(ns, name, uid)
         pod_dir.mkdir(parents=True, exist_ok=True)
         kubeconfig = pod_kubeconfig(self.core, pod, pod_dir, server=self.server, ca_file=Path(self.ca_file))
-        running = RunningPod(ns, name, uid, self._allocate(pod))
+        running = RunningPod(ns, name, uid, self._allocate(pod), pod=pod)
         envs: dict[str, dict[str, str]] = {}
         try:
             volumes = materialize(self.core, pod, pod_dir)

@@ -52,6 +52,30 @@ def _files(core: client.CoreV1Api, ns: str, volume: client.V1Volume) -> dict[str
     return out
 
 
+def _write(root: Path, volume: str, files: dict[str, bytes]) -> bool:
+    """The volume's files as they should be: each changed one replaced at once (a reader sees
+    the old content or the new, never half), the ones gone removed; True when any changed."""
+    changed = False
+    wanted = set()
+    for rel, data in files.items():
+        path = PurePosixPath(rel)
+        if path.is_absolute() or ".." in path.parts:
+            raise ContainerSpecError(f"volume {volume}: item path {rel!r} leaves the volume")
+        target = root / path
+        wanted.add(target)
+        if target.is_file() and target.read_bytes() == data:
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(f".{target.name}.partial")
+        partial.write_bytes(data)
+        os.replace(partial, target)
+        changed = True
+    for stale in [p for p in root.rglob("*") if p.is_file() and p not in wanted]:
+        stale.unlink()
+        changed = True
+    return changed
+
+
 def materialize(core: client.CoreV1Api, pod: client.V1Pod, pod_dir: Path) -> dict[str, Path]:
     """Write every ConfigMap and Secret volume of the pod under ``pod_dir/volumes``; by name."""
     out: dict[str, Path] = {}
@@ -62,15 +86,27 @@ def materialize(core: client.CoreV1Api, pod: client.V1Pod, pod_dir: Path) -> dic
         root = pod_dir / "volumes" / volume.name
         shutil.rmtree(root, ignore_errors=True)
         root.mkdir(parents=True)
-        for rel, data in files.items():
-            path = PurePosixPath(rel)
-            if path.is_absolute() or ".." in path.parts:
-                raise ContainerSpecError(f"volume {volume.name}: item path {rel!r} leaves the volume")
-            target = root / path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
+        _write(root, volume.name, files)
         out[volume.name] = root
     return out
+
+
+def refresh(core: client.CoreV1Api, pod: client.V1Pod, pod_dir: Path) -> list[str]:
+    """Bring a running pod's ConfigMap and Secret volumes up to date, as a kubelet's volume
+    manager does (the mounts see the directories, so the container sees the new files); the
+    names of the volumes that changed. A source that is gone keeps the files it had."""
+    changed = []
+    for volume in pod.spec.volumes or []:
+        root = pod_dir / "volumes" / volume.name
+        if not root.is_dir():
+            continue
+        try:
+            files = _files(core, pod.metadata.namespace, volume)
+        except ContainerSpecError:
+            continue
+        if files is not None and _write(root, volume.name, files):
+            changed.append(volume.name)
+    return changed
 
 
 def mount_prefix(spec: client.V1Container, volumes: dict[str, Path]) -> list[str]:

@@ -32,6 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--model-version", default="1")
     a("--server-name", default="mcp-refserver")
     a("--server-version", default="0.1.0")
+    a("--config-dir", default=None, help="a mounted ConfigMap: reloaded when its files change, GET /config")
+    a("--config-map", default="config", help="that ConfigMap's name (it is part of the content hash)")
     a("--ttft-ms", default="20", help="time to first token once in service")
     a("--tpot-ms", default="5", help="gap between consecutive tokens")
     a("--infer-ms", default="1", help="V2 infer compute time")
@@ -130,6 +132,8 @@ def config_from_args(args: argparse.Namespace) -> RefServerConfig:
             "model_version": args.model_version,
             "server_name": args.server_name,
             "server_version": args.server_version,
+            "config_dir": args.config_dir,
+            "config_map": args.config_map,
             "ttft_ms": args.ttft_ms,
             "tpot_ms": args.tpot_ms,
             "infer_ms": args.infer_ms,

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 
 import grpc
 from aiohttp import web
 
 from mcp_refserver.config import RefServerConfig
+from mcp_refserver.configdir import ConfigDir, serve_config_dir
 from mcp_refserver.media import MediaCollector, counts_of
 from mcp_refserver.metrics import ServerMetrics
 from mcp_refserver.model import ServerModel
@@ -99,6 +101,8 @@ def build_app(config: RefServerConfig) -> tuple[web.Application, ServerModel]:
             *V2HttpHandlers(model).routes(),
         ]
     )
+    if config.config_dir is not None:
+        serve_config_dir(app, ConfigDir(Path(config.config_dir), config.config_map, config.server_name))
     return app, model
 
 

@@ -90,6 +90,9 @@ class RefServerConfig(BaseModel):
     model_version: str = "1"
     server_name: str = "mcp-refserver"
     server_version: str = "0.1.0"
+    # a mounted ConfigMap reloaded in place, and its name (for the hash GET /config answers)
+    config_dir: str | None = None
+    config_map: str = "config"
     ttft_ms: Distribution = FixedDist(value=20.0)
     tpot_ms: Distribution = FixedDist(value=5.0)
     infer_ms: Distribution = FixedDist(value=1.0)

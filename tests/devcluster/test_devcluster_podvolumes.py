@@ -16,7 +16,7 @@ from kubernetes.client.exceptions import ApiException
 
 from mcp_devcluster.containers import start_container
 from mcp_devcluster.podenv import ContainerSpecError
-from mcp_devcluster.podvolumes import materialize, mount_prefix
+from mcp_devcluster.podvolumes import materialize, mount_prefix, refresh
 
 
 class FakeCore:
@@ -113,3 +113,32 @@ def test_a_container_without_such_mounts_runs_as_before() -> None:
         name="c", command=["true"], volume_mounts=[client.V1VolumeMount(name="tmp", mount_path="/tmp")]
     )
     assert mount_prefix(spec, {"d": Path("/x")}) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None, reason="needs root and unshare")
+def test_a_changed_config_map_reaches_the_running_container_in_place(tmp_path: Path) -> None:
+    """The kubelet's volume refresh rewrites the files in the mounted directory: a container that
+    is already running reads the new content, a key that went is gone, nothing restarts."""
+    target = f"/var/run/mcp-devcluster-refresh-{os.getpid()}"
+    core = _core()
+    script = (
+        f'for i in $(seq 100); do if [ "$(cat {target}/other)" = new ]; then ls {target}; exit 0; fi; '
+        "sleep 0.1; done; exit 1"
+    )
+    pod = _pod(
+        [client.V1Volume(name="d", config_map=client.V1ConfigMapVolumeSource(name="prompts"))],
+        [client.V1VolumeMount(name="d", mount_path=target, read_only=True)],
+        script,
+    )
+    (spec,) = pod.spec.containers
+    volumes = materialize(core, pod, tmp_path)
+    try:
+        running = start_container(spec, {}, tmp_path, mount_prefix(spec, volumes))
+        assert refresh(core, pod, tmp_path) == []  # nothing changed yet
+        core.config_maps["prompts"] = {"other": "new"}
+        assert refresh(core, pod, tmp_path) == ["d"]
+        assert running.proc.wait(timeout=30) == 0
+        assert running.log_path.read_text() == "other\n"  # a.jsonl went with its key
+        assert refresh(core, pod, tmp_path) == []
+    finally:
+        shutil.rmtree(target, ignore_errors=True)

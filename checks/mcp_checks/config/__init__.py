@@ -7,6 +7,7 @@ from .hashing import ConfigContent, canonical, config_hash, short
 from .read import Observed, label_selector
 from .rollout import assess_rollout, deployment_revisions, is_serving, statefulset_revisions
 from .run import CHECK_NAME, evaluate, run_config_consistency
+from .served import wait_served
 from .spec import DEFAULT_ANNOTATION, ArgoApplicationRef, ConfigConsistencySpec, WorkloadKind
 
 __all__ = [
@@ -32,5 +33,6 @@ __all__ = [
     "run_config_consistency",
     "short",
     "statefulset_revisions",
+    "wait_served",
     "waves_up_to",
 ]

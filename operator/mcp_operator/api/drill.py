@@ -102,6 +102,19 @@ class FaultSpec(ApiModel):
         default="checksum/config",
         description="configHotUpdate: the pod-template annotation that carries the config hash (rolled out).",
     )
+    rollout: bool = Field(
+        default=True,
+        description="configHotUpdate: true rolls the new hash into the pod template (a rollout, timed until "
+        "every ready pod runs it); false patches the ConfigMap alone, which the servers reload from their "
+        "mounted copy in place, timed until every ready pod answers reportPath with the new hash.",
+    )
+    report_path: str = Field(
+        default="/config",
+        pattern=r"^/",
+        max_length=1024,
+        description="configHotUpdate without rollout: where each server says which config it runs "
+        '({"server": its pod name, "hash": the content hash}), asked through the target.',
+    )
     chaos: ChaosExperiment | None = Field(
         default=None, description="chaosMesh: the experiment created for the hold and deleted on revert."
     )

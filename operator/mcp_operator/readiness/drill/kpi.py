@@ -126,10 +126,21 @@ def recovery_kpis(timings: Sequence[FaultTiming], t: KpiThresholds) -> list[KpiR
     return rows
 
 
-def hot_update_kpi(updates: Sequence[tuple[str, float | None]], t: KpiThresholds) -> KpiResult | None:
-    return seconds_kpi(
-        "hotUpdateSeconds", updates, t.hot_update_seconds, t.hot_update_seconds_warn, "NotRolledOut"
-    )
+def hot_update_kpis(updates: Sequence[tuple[str, str, float | None]], t: KpiThresholds) -> list[KpiResult]:
+    """One row per hot update, (fault id, what it was, seconds): a rollout and an in-place reload
+    each get their own figure and verdict, their evidence naming which."""
+    rows = []
+    for fault_id, evidence, seconds in updates:
+        row = seconds_kpi(
+            "hotUpdateSeconds",
+            [(evidence, seconds)],
+            t.hot_update_seconds,
+            t.hot_update_seconds_warn,
+            "NotRolledOut",
+        )
+        assert row is not None  # one value given, one row back
+        rows.append(replace(row, fault=fault_id))
+    return rows
 
 
 FAILING_SHARE = 0.01  # above this share of failed requests, a window's P99 request is a failure
@@ -234,15 +245,18 @@ def board(
     total: int,
     stages: Sequence[tuple[str, StageFigures]],
     recoveries: Sequence[FaultTiming],
-    hot_updates: Sequence[tuple[str, float | None]],
+    hot_updates: Sequence[tuple[str, str, float | None]],
     thresholds: KpiThresholds,
     extra: Sequence[KpiResult] = (),
 ) -> list[KpiResult]:
     """Every KPI with data, in a fixed order; ``extra`` are the rows measured by other modules
     (retry amplification, autoscaler lag, write outage)."""
-    rows = [success_kpi(ok, total, thresholds), *recovery_kpis(recoveries, thresholds)]
+    rows = [
+        success_kpi(ok, total, thresholds),
+        *recovery_kpis(recoveries, thresholds),
+        *hot_update_kpis(hot_updates, thresholds),
+    ]
     for row in (
-        hot_update_kpi(hot_updates, thresholds),
         jump_kpi(stages, thresholds),
         load_generator_kpi(stages),
     ):

@@ -32,6 +32,7 @@ from ...api.drill import MAX_WINDOWS, DrillSpec, FaultSpec, Stage, StageLoad
 from ...guarded import check_hooks
 from ..faults import FaultRefused, PlannedFault, inject_fault, plan_fault, revert_fault
 from . import journal as jr
+from .inplace import reloaded_in_place
 from .kpi import FaultTiming, board, jump_points, refused_outcome
 from .load import OnStart, StageFigures
 from .measures import Measures
@@ -79,7 +80,7 @@ class _State:
     journal: jr.Journal = field(default_factory=list)
     refused: list[CheckOutcome] = field(default_factory=list)
     timings: list[FaultTiming] = field(default_factory=list)
-    hot_updates: list[tuple[str, float | None]] = field(default_factory=list)
+    hot_updates: list[tuple[str, str, float | None]] = field(default_factory=list)  # id, what, seconds
     injected_at: dict[str, float] = field(default_factory=dict)
     reverted_at: dict[str, float] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -350,15 +351,18 @@ class Drill:
         self.ctx.announce(False, "FaultInjected", f"{fault.kind} {fault_id} in {stage.name}: {message}")
         await self._write()
         if fault.kind == "configHotUpdate":
-            self.state.hot_updates.append(
-                (f"configHotUpdate {fault_id} in {stage.name}", await self._hot_update(fault))
-            )
+            how = "rollout" if fault.rollout else "in place"
+            label = f"configHotUpdate {fault_id} in {stage.name} ({how})"
+            self.state.hot_updates.append((fault_id, label, await self._hot_update(fault)))
         await asyncio.sleep(max(0.0, hold_until - time.monotonic()))
         return True
 
     async def _hot_update(self, fault: FaultSpec) -> float | None:
-        """Seconds from the patch until every ready pod of the workload runs the new config."""
+        """Seconds from the patch until every ready pod of the workload runs the new config:
+        rolled out (the config-consistency check passes) or reloaded in place (``inplace``)."""
         assert fault.config_map is not None and fault.workload is not None
+        if not fault.rollout:
+            return await reloaded_in_place(fault, self.ctx.namespace, self.ctx.base_url, self.ctx.api)
         spec = ConfigConsistencySpec(
             namespace=self.ctx.namespace,
             workload=fault.workload,

@@ -1,6 +1,8 @@
 """configHotUpdate: write keys into a ConfigMap and roll the new content hash into the
 Deployment's pod-template annotation (``checksum/config`` by default), the way a chart does,
-so the rollout can be watched by the config-consistency check.
+so the rollout can be watched by the config-consistency check; or, with ``rollout: false``,
+write the ConfigMap alone: the servers reload their mounted copy in place (no new pods) and the
+drill times it by what they answer (``mcp_checks.api.wait_served``).
 
 The hash is ``mcp_checks.config.config_hash`` of the ConfigMap's content after the patch, the
 same value that check expects. Undo data: ``{"namespace", "configMap", "workload",
@@ -58,9 +60,13 @@ async def plan(fault: FaultSpec, namespace: str, policy: FaultPolicy, apis: Apis
         "set": dict(fault.data),
         "data": {key: current.get(key) for key in sorted(fault.data)},
         "previous": template_annotations(deployment).get(fault.annotation),
+        "rollout": fault.rollout,
     }
     keys = ",".join(sorted(fault.data))
-    target = f"ConfigMap {namespace}/{fault.config_map} ({keys}), Deployment {namespace}/{undo['workload']}"
+    how = "" if fault.rollout else " (in place)"
+    target = (
+        f"ConfigMap {namespace}/{fault.config_map} ({keys}), Deployment {namespace}/{undo['workload']}{how}"
+    )
     return PlannedFault(KIND, target, undo)
 
 
@@ -70,6 +76,11 @@ async def inject(undo: dict[str, Any], apis: Apis) -> str:
     written = undo_field(undo, "set", dict)
     patched = await kube.call(apis.core.patch_namespaced_config_map, name, namespace, {"data": written})
     digest = content_hash(patched)
+    if undo.get("rollout") is False:  # the servers reload their mounted copy: no rollout
+        return (
+            f"wrote {','.join(sorted(written))} into ConfigMap {namespace}/{name} ({short(digest)}); "
+            f"Deployment {namespace}/{workload} reloads it in place"
+        )
     await patch_template_annotation(apis, namespace, workload, annotation, digest)
     return (
         f"wrote {','.join(sorted(written))} into ConfigMap {namespace}/{name}; Deployment "

@@ -154,7 +154,10 @@ def test_recovery_rows_one_per_fault_and_hot_update_rows() -> None:
             FaultTiming("a", "s1", "podKill", 3.0, True),
             FaultTiming("b", "s2", "zoneOutage", 12.5, True),
         ],
-        hot_updates=[("configHotUpdate c in s1", 1.2)],
+        hot_updates=[
+            ("c", "configHotUpdate c in s1 (rollout)", 1.2),
+            ("d", "configHotUpdate d in s2 (in place)", 0.8),
+        ],
         thresholds=t,
     )
     recovery = {r.fault: r for r in rows if r.name == "recoverySeconds"}
@@ -163,13 +166,15 @@ def test_recovery_rows_one_per_fault_and_hot_update_rows() -> None:
     assert (recovery["b"].verdict, recovery["b"].measured) == (Verdict.WARN, "12.50 s")
     assert "zoneOutage b" in recovery["b"].evidence and recovery["b"].to_wire()["fault"] == "b"
     assert {o.name for o in (r.outcome() for r in rows)} >= {"kpi:recoverySeconds:a", "kpi:recoverySeconds:b"}
-    assert {r.name: r for r in rows}["hotUpdateSeconds"].verdict == Verdict.PASS
+    hot = {r.fault: r for r in rows if r.name == "hotUpdateSeconds"}
+    assert set(hot) == {"c", "d"} and all(r.verdict == Verdict.PASS for r in hot.values())
+    assert "(in place)" in hot["d"].evidence and "(rollout)" in hot["c"].evidence  # the KPI names which
     never = board(
         ok=1,
         total=1,
         stages=[],
         recoveries=[FaultTiming("a", "s", "podKill", None, True)],
-        hot_updates=[("x", None)],
+        hot_updates=[("x", "configHotUpdate x in s (in place)", None)],
         thresholds=t,
     )
     assert {r.name: r.reason for r in never}["recoverySeconds"] == "NeverRecovered"
