@@ -490,11 +490,13 @@ def drilling_operator(real: RealCluster, chaos_mesh: chaosmesh.ChaosMesh) -> Ite
 
 
 def _refserver_pod(real: RealCluster) -> dict[str, Any]:
-    (pod,) = json.loads(
+    """The refserver's one pod (one going away after a pod-kill is not it)."""
+    listed = json.loads(
         real.kubectl(
             "-n", REFSERVER_NAMESPACE, "get", "pods", "-l", "app.kubernetes.io/name=refserver", "-o", "json"
         ).stdout
     )["items"]
+    (pod,) = [p for p in listed if not p["metadata"].get("deletionTimestamp")]
     return dict(pod)
 
 
@@ -609,6 +611,10 @@ def test_a_drill_partitions_the_refserver_through_chaos_mesh_and_it_answers_agai
     failed = sum(w["errors"] for w in windows)
     assert failed > 0 or not kpis["healthSuccessRatio"]["measured"].startswith("100"), (windows, kpis)
     assert windows[-1]["completed"] > 0 and windows[-1]["errors"] == 0, windows
+    # the drill measured the outage the partition caused and the recovery after its revert
+    recovery = {k["fault"]: k for k in obj["status"]["kpis"] if k["name"] == "recoverySeconds"}
+    assert recovery[fault["id"]]["measured"].endswith(" s"), recovery
+    print(f"NetworkChaos partition: recovery {recovery[fault['id']]['measured']} after the 3 s hold")
     assert real.kubectl("-n", REFSERVER_NAMESPACE, "get", "networkchaos", "-o", "name").stdout == ""
     # recovery empties CHAOS-INPUT/-OUTPUT (the only jumps into Chaos Mesh's chains); like the
     # upstream daemon it leaves the experiment's own chains behind, unreferenced
@@ -641,4 +647,31 @@ def test_a_drill_kills_the_refserver_container_through_chaos_mesh_and_it_restart
     after = _refserver_pod(real)
     assert after["metadata"]["uid"] == before["metadata"]["uid"]  # the same pod: its container restarted
     assert after["status"]["containerStatuses"][0]["restartCount"] > restarts, after["status"]
+    assert real.kubectl("-n", REFSERVER_NAMESPACE, "get", "podchaos", "-o", "name").stdout == ""
+
+
+def test_a_drill_kills_the_refserver_pod_through_chaos_mesh_and_the_deployment_replaces_it(
+    real: RealCluster, drilling_operator: stack.OperatorProcess, chaos_mesh: chaosmesh.ChaosMesh
+) -> None:
+    """A PodChaos pod-kill of the refserver's pod, through its Service (the pod's own address
+    goes with it): the controller deletes the pod, the Deployment replaces it, the drill sees
+    the outage and the recovery."""
+    before = _refserver_pod(real)
+    service = json.loads(
+        real.kubectl("-n", REFSERVER_NAMESPACE, "get", "service", "refserver", "-o", "json").stdout
+    )
+    url = f"http://{service['spec']['clusterIP']}:{service['spec']['ports'][0]['port']}"
+    chaos = _experiment("PodChaos", {"action": "pod-kill", "gracePeriod": 0})
+    run = _chaos_drill(real, "pod-kill", url, chaos)
+    fault = _fault(run["readiness"])
+    assert fault["phase"] == "Reverted" and fault["injectedAt"], fault
+    assert "AllInjected" in run["conditions"], (run["conditions"], chaos_mesh.log_tails()[-3000:])
+    rollout = real.kubectl(
+        "-n", REFSERVER_NAMESPACE, "rollout", "status", "deployment/refserver", "--timeout=180s", check=False
+    )
+    assert rollout.returncode == 0, rollout.stdout + rollout.stderr
+    after = _refserver_pod(real)
+    assert after["metadata"]["uid"] != before["metadata"]["uid"]  # a new pod in its place
+    recovery = {k["fault"]: k for k in run["readiness"]["status"]["kpis"] if k["name"] == "recoverySeconds"}
+    print(f"PodChaos pod-kill: recovery {recovery[fault['id']]['measured']}")
     assert real.kubectl("-n", REFSERVER_NAMESPACE, "get", "podchaos", "-o", "name").stdout == ""

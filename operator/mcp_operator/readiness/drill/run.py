@@ -42,7 +42,7 @@ from .profile import expand
 log = logging.getLogger(__name__)
 WriteStatus = Callable[[dict[str, Any]], Awaitable[None]]
 Announce = Callable[[bool, str, str], None]  # (warning, reason, message): an event on the object
-RECOVERY_KINDS = ("podKill", "zoneOutage", "nodeDrain", "scaleDown", "rolloutRestart")
+RECOVERY_KINDS = ("podKill", "zoneOutage", "nodeDrain", "scaleDown", "rolloutRestart", "chaosMesh")
 HOT_UPDATE_TIMEOUT_S = 60.0
 
 
