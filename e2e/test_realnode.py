@@ -585,6 +585,21 @@ def _fault(obj: dict[str, Any]) -> dict[str, Any]:
     return dict(faults[0])
 
 
+def _injected_reverted_and_available(
+    real: RealCluster, run: dict[str, Any], chaos_mesh: chaosmesh.ChaosMesh
+) -> dict[str, Any]:
+    """The drill's fault went in (the experiment AllInjected) and was reverted, and the
+    refserver's Deployment is available again; the fault's journal entry."""
+    fault = _fault(run["readiness"])
+    assert fault["phase"] == "Reverted" and fault["injectedAt"], fault
+    assert "AllInjected" in run["conditions"], (run["conditions"], chaos_mesh.log_tails()[-3000:])
+    rollout = real.kubectl(
+        "-n", REFSERVER_NAMESPACE, "rollout", "status", "deployment/refserver", "--timeout=180s", check=False
+    )
+    assert rollout.returncode == 0, rollout.stdout + rollout.stderr
+    return fault
+
+
 def test_a_drill_partitions_the_refserver_through_chaos_mesh_and_it_answers_again(
     real: RealCluster, drilling_operator: stack.OperatorProcess, chaos_mesh: chaosmesh.ChaosMesh
 ) -> None:
@@ -637,13 +652,7 @@ def test_a_drill_kills_the_refserver_container_through_chaos_mesh_and_it_restart
     url = _pod_url(before)
     chaos = _experiment("PodChaos", {"action": "container-kill", "containerNames": ["server"]})
     run = _chaos_drill(real, "container-kill", url, chaos)
-    fault = _fault(run["readiness"])
-    assert fault["phase"] == "Reverted" and fault["injectedAt"], fault
-    assert "AllInjected" in run["conditions"], (run["conditions"], chaos_mesh.log_tails()[-3000:])
-    rollout = real.kubectl(
-        "-n", REFSERVER_NAMESPACE, "rollout", "status", "deployment/refserver", "--timeout=180s", check=False
-    )
-    assert rollout.returncode == 0, rollout.stdout + rollout.stderr
+    _injected_reverted_and_available(real, run, chaos_mesh)
     after = _refserver_pod(real)
     assert after["metadata"]["uid"] == before["metadata"]["uid"]  # the same pod: its container restarted
     assert after["status"]["containerStatuses"][0]["restartCount"] > restarts, after["status"]
@@ -663,13 +672,7 @@ def test_a_drill_kills_the_refserver_pod_through_chaos_mesh_and_the_deployment_r
     url = f"http://{service['spec']['clusterIP']}:{service['spec']['ports'][0]['port']}"
     chaos = _experiment("PodChaos", {"action": "pod-kill", "gracePeriod": 0})
     run = _chaos_drill(real, "pod-kill", url, chaos)
-    fault = _fault(run["readiness"])
-    assert fault["phase"] == "Reverted" and fault["injectedAt"], fault
-    assert "AllInjected" in run["conditions"], (run["conditions"], chaos_mesh.log_tails()[-3000:])
-    rollout = real.kubectl(
-        "-n", REFSERVER_NAMESPACE, "rollout", "status", "deployment/refserver", "--timeout=180s", check=False
-    )
-    assert rollout.returncode == 0, rollout.stdout + rollout.stderr
+    fault = _injected_reverted_and_available(real, run, chaos_mesh)
     after = _refserver_pod(real)
     assert after["metadata"]["uid"] != before["metadata"]["uid"]  # a new pod in its place
     recovery = {k["fault"]: k for k in run["readiness"]["status"]["kpis"] if k["name"] == "recoverySeconds"}
