@@ -45,6 +45,7 @@ def test_kubelet_config_for_cgroup_v1_without_systemd_or_image_gc(tmp_path: Path
     assert cfg["address"] == "10.213.0.2" and cfg["readOnlyPort"] == 0
     assert cfg["authentication"]["anonymous"]["enabled"] is False
     assert cfg["authorization"]["mode"] == "Webhook"
+    assert cfg["makeIPTablesUtilChains"] is False  # nothing written into the machine's firewall
     # every pod's resolv.conf names the node's CoreDNS and searches the cluster's domain
     assert cfg["clusterDNS"] == ["10.213.0.2"] and cfg["clusterDomain"] == "cluster.local"
 

@@ -171,6 +171,7 @@ def down(cluster_state_dir: Path, *, keep_address: bool = False) -> None:
     node.unmount_under(paths.run)
     shutil.rmtree(paths.run, ignore_errors=True)
     node.restore_tunables(state.tunables)
+    node.remove_kubelet_chains()
     with contextlib.suppress(Exception):
         cluster = ClusterState.load(cluster_state_dir)
         api = client.CoreV1Api(config.new_client_from_config(cluster.kubeconfig))

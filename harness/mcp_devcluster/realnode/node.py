@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -82,6 +83,9 @@ def kubelet_config(
         },
         "authorization": {"mode": "Webhook"},
         "podCIDR": pod_cidr,
+        # no KUBE-FIREWALL and canary chains in the machine's iptables (they outlived the node and
+        # dropped other traffic to loopback): the harness writes nothing into the host's firewall
+        "makeIPTablesUtilChains": False,
         "clusterDNS": [cluster_dns],
         "clusterDomain": CLUSTER_DOMAIN,
         "failSwapOn": False,
@@ -156,6 +160,33 @@ def add_node_network(
     _ip("link", "set", link, "up")
     _ip("-n", netns, "link", "set", f"{link}p", "up")
     _ip("route", "add", "local", services, "dev", "lo")
+
+
+KUBELET_CHAINS = {
+    "filter": ("KUBE-FIREWALL", "KUBE-KUBELET-CANARY"),
+    "nat": ("KUBE-KUBELET-CANARY",),
+    "mangle": ("KUBE-IPTABLES-HINT", "KUBE-KUBELET-CANARY"),
+}
+
+
+def remove_kubelet_chains() -> None:
+    """The chains a kubelet with its iptables utility rules on left in the machine's firewall
+    (earlier runs' kubelets did), and the jumps to them; nothing else is touched."""
+    for tool in ("iptables", "ip6tables"):
+        if shutil.which(tool) is None:
+            continue
+        for chain in ("INPUT", "OUTPUT"):
+            while (
+                subprocess.run(
+                    [tool, "-t", "filter", "-D", chain, "-j", "KUBE-FIREWALL"], capture_output=True
+                ).returncode
+                == 0
+            ):
+                pass
+        for table, chains in KUBELET_CHAINS.items():
+            for name in chains:
+                subprocess.run([tool, "-t", table, "-F", name], capture_output=True, check=False)
+                subprocess.run([tool, "-t", table, "-X", name], capture_output=True, check=False)
 
 
 def remove_links(*links: str) -> None:
