@@ -18,7 +18,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from functools import cache
 from pathlib import Path
 from types import ModuleType
 
@@ -58,29 +57,21 @@ def _has_torch(python: str) -> bool:
     return probe.returncode == 0
 
 
-@cache
-def _python_with_torch() -> str | tuple[None, str]:
+@pytest.fixture(scope="session")
+def torch_python() -> str:
     """This Python when it has PyTorch, else the vLLM CPU environment's, installed now when it is
-    not yet (the vLLM e2e tests install the same one; a lock keeps it to one install), else why
-    none can be had. Installed here rather than found: on a fresh machine the environment does
-    not exist yet when these tests run, and they must not skip for that."""
+    not yet (the vLLM e2e tests install the same one; a lock keeps it to one install); skipped,
+    saying why, where none can be had. Installed here rather than found: on a fresh machine the
+    environment does not exist yet when these tests run, and they must not skip for that."""
     if _has_torch(sys.executable):
         return sys.executable
     try:
         python, _ = ensure_vllm()
     except VllmUnavailable as exc:
-        return None, str(exc)
+        pytest.skip(f"no Python with PyTorch (gloo) and aiohttp: {exc}; the model server cannot start")
     if not _has_torch(str(python)):
-        return None, f"the vLLM CPU environment's Python ({python}) lacks PyTorch with gloo or aiohttp"
+        pytest.skip(f"the vLLM CPU environment's Python ({python}) lacks PyTorch with gloo or aiohttp")
     return str(python)
-
-
-@pytest.fixture(scope="session")
-def torch_python() -> str:
-    found = _python_with_torch()
-    if isinstance(found, tuple):
-        pytest.skip(f"no Python with PyTorch (gloo) and aiohttp: {found[1]}; the model server cannot start")
-    return found
 
 
 def free_port() -> int:
