@@ -169,6 +169,10 @@ KUBELET_CHAINS = {
 }
 
 
+def _succeeds(*argv: str) -> bool:
+    return subprocess.run(argv, capture_output=True, check=False).returncode == 0
+
+
 def remove_kubelet_chains() -> None:
     """The chains a kubelet with its iptables utility rules on left in the machine's firewall
     (earlier runs' kubelets did), and the jumps to them; nothing else is touched."""
@@ -176,17 +180,12 @@ def remove_kubelet_chains() -> None:
         if shutil.which(tool) is None:
             continue
         for chain in ("INPUT", "OUTPUT"):
-            while (
-                subprocess.run(
-                    [tool, "-t", "filter", "-D", chain, "-j", "KUBE-FIREWALL"], capture_output=True
-                ).returncode
-                == 0
-            ):
-                pass
+            while _succeeds(tool, "-t", "filter", "-D", chain, "-j", "KUBE-FIREWALL"):
+                pass  # one jump removed per call, as many as earlier runs added
         for table, chains in KUBELET_CHAINS.items():
             for name in chains:
-                subprocess.run([tool, "-t", table, "-F", name], capture_output=True, check=False)
-                subprocess.run([tool, "-t", table, "-X", name], capture_output=True, check=False)
+                _succeeds(tool, "-t", table, "-F", name)
+                _succeeds(tool, "-t", table, "-X", name)
 
 
 def remove_links(*links: str) -> None:
