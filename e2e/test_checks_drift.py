@@ -23,7 +23,7 @@ import yaml
 from kubernetes import client
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
-from mcp_checks.drift import MetricDriftSpec, RecordingRule, run_metric_drift
+from mcp_checks.drift import MetricDriftSpec, RecordingRule, RulesFile, run_metric_drift
 from mcp_checks.suite import CheckContext, plan_checks, run_checks
 from mcp_checks.verdict import CheckOutcome, Verdict
 from mcp_devcluster import stack
@@ -46,7 +46,14 @@ groups:
         expr: sum by (route) (requests_total)
       - record: route:bed_requests_drifted:sum
         expr: sum by (route) (requests_total) * 1.005
+      - record: job:requests:tenth
+        expr: sum by (job, route) (requests_total) * 1.001
+      - record: model:idle_share:ratio
+        expr: sum by (model) (queue_depth{model="mistral"}) / sum by (model) (queue_depth{model="mistral"})
 """
+IDLE = "model:idle_share:ratio"  # 0 / 0: NaN on both sides
+IDLE_EXPR = 'sum by (model) (queue_depth{model="mistral"}) / sum by (model) (queue_depth{model="mistral"})'
+TENTH = "job:requests:tenth"  # 0.1 % more than the raw expression
 BED = "route:bed_requests:sum"  # faithful to its PrometheusRule
 BED_DRIFTED = "route:bed_requests_drifted:sum"  # 0.5 % more than its PrometheusRule says
 REVIEWED = "sum by (route) (requests_total)"  # what the PrometheusRule says the drifted rule records
@@ -122,8 +129,14 @@ def _query(url: str, promql: str) -> list[dict[str, object]]:
 
 
 @pytest.fixture(scope="module")
-def prometheus(exporter: int, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    work = tmp_path_factory.mktemp("prometheus")
+def prometheus_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Prometheus's configuration, its rules file (``rules.yml``) and its data."""
+    return tmp_path_factory.mktemp("prometheus")
+
+
+@pytest.fixture(scope="module")
+def prometheus(exporter: int, prometheus_dir: Path) -> Iterator[str]:
+    work = prometheus_dir
     (work / "rules.yml").write_text(RULES)
     (work / "prometheus.yml").write_text(
         "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
@@ -155,6 +168,8 @@ def prometheus(exporter: int, tmp_path_factory: pytest.TempPathFactory) -> Itera
                         "job:requests:skewed",
                         "model:queue_depth:sum",
                         BED_DRIFTED,
+                        TENTH,
+                        IDLE,
                     )
                 ):
                     break
@@ -229,6 +244,102 @@ async def test_warn_band_and_unknown_rule_against_real_prometheus(prometheus: st
     missing = await run_metric_drift(MetricDriftSpec(prometheus, (RecordingRule("job:nope"),)))
     assert (missing.outcome, missing.reason) == (Verdict.INCONCLUSIVE, "RecordingRuleNotFound")
     assert "job:nope" in missing.message
+
+
+async def test_nan_against_nan_compares_nothing(prometheus: str) -> None:
+    """Issue 33 item 7: a 0 / 0 rule against the same 0 / 0 expression read ``Pass 0 %``."""
+    out = await run_metric_drift(MetricDriftSpec(prometheus, (RecordingRule(IDLE, expr=IDLE_EXPR),)))
+    assert (out.outcome, out.reason) == (Verdict.INCONCLUSIVE, "NotANumber"), out
+    assert "recorded=NaN, raw=NaN" in out.message and 'model="mistral"' in out.message
+    assert f"{IDLE}.maxDrift" not in out.observed
+
+
+async def test_a_drift_at_the_threshold_fails(prometheus: str) -> None:
+    """A rule recording 0.1 % too much, at a 0.1 % threshold: at-or-above fails, whatever
+    binary rounding of the two samples does to the last digit."""
+    raw = "sum by (job, route) (requests_total)"
+    spec = MetricDriftSpec(prometheus, (RecordingRule(TENTH, expr=raw),), threshold=0.001)
+    out = await run_metric_drift(spec)
+    assert (out.outcome, out.reason) == (Verdict.FAIL, "MetricDriftAboveThreshold"), out
+    assert "drift 0.1000% >= 0.1000%" in out.message
+    assert out.observed[f"{TENTH}.maxDrift"] == "0.1000%"
+
+
+async def test_prometheuss_own_rules_file_is_no_reference(
+    prometheus: str, prometheus_dir: Path, tmp_path: Path
+) -> None:
+    """Issue 33 item 7: the file Prometheus loaded, given as the reference, vouched for the rule
+    it defines (the drifted one passed). Its own file, or a link to it, is no reference; the
+    reviewed rules in a checkout of their own are."""
+    own = prometheus_dir / "rules.yml"
+    link = tmp_path / "rules-link.yml"
+    link.symlink_to(own)
+    for path in (own, link):
+        spec = MetricDriftSpec(prometheus, (RecordingRule(BED_DRIFTED),), reference=RulesFile(path))
+        out = await run_metric_drift(spec)
+        assert (out.outcome, out.reason) == (Verdict.INCONCLUSIVE, "ReferenceNotIndependent"), out
+        assert str(own) in out.message
+    reviewed = tmp_path / "reviewed.yml"
+    reviewed.write_text(yaml.safe_dump(REVIEWED_GROUPS))
+    spec = MetricDriftSpec(prometheus, (RecordingRule(BED_DRIFTED),), reference=RulesFile(reviewed))
+    out = await run_metric_drift(spec)
+    assert (out.outcome, out.reason) == (Verdict.FAIL, "RuleExpressionChanged"), out
+    copy = tmp_path / "copy.yml"  # the loaded file's content elsewhere: judged as a reference
+    copy.write_text(own.read_text())
+    faithful = MetricDriftSpec(prometheus, (RecordingRule(BED),), reference=RulesFile(copy))
+    out = await run_metric_drift(faithful)
+    assert (out.outcome, out.reason) == (Verdict.PASS, "RuleLoadedAsReferenced"), out
+
+
+async def test_own_rules_file_by_a_relative_name_is_no_reference(exporter: int, tmp_path: Path) -> None:
+    """Prometheus started in its directory with a relative ``--config.file`` (upstream's
+    default is ``prometheus.yml``) names its rules file ``rules.yml`` in /api/v1/rules; the
+    check resolves it against the working directory Prometheus reports."""
+    (tmp_path / "rules.yml").write_text(RULES)
+    (tmp_path / "prometheus.yml").write_text(
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - rules.yml\n"
+        "scrape_configs:\n  - job_name: inference\n    static_configs:\n"
+        f"      - targets: ['127.0.0.1:{exporter}']\n"
+    )
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    with (tmp_path / "prometheus.log").open("wb") as log:
+        proc = subprocess.Popen(
+            [
+                PROMETHEUS,
+                "--config.file=prometheus.yml",
+                "--storage.tsdb.path=data",
+                f"--web.listen-address=127.0.0.1:{port}",
+            ],
+            cwd=tmp_path,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/api/v1/rules", timeout=5) as r:
+                    groups = json.load(r)["data"]["groups"]
+                if groups and _query(url, BED):  # recorded: a verdict, were the file a reference
+                    break
+            except OSError:
+                pass
+            assert proc.poll() is None, (tmp_path / "prometheus.log").read_text()[-2000:]
+            assert time.monotonic() < deadline, "no recorded series within 60 s"
+            time.sleep(0.3)
+        assert groups[0]["file"] == "rules.yml"  # relative: only Prometheus's CWD says where
+        spec = MetricDriftSpec(url, (RecordingRule(BED),), reference=RulesFile(tmp_path / "rules.yml"))
+        out = await run_metric_drift(spec)
+        assert (out.outcome, out.reason) == (Verdict.INCONCLUSIVE, "ReferenceNotIndependent"), out
+        assert "(rules.yml in /api/v1/rules)" in out.message
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
 
 
 # -- an independent reference in the cluster ------------------------------------------------------

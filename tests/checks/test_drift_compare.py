@@ -13,6 +13,7 @@ from mcp_checks.drift import (
     RecordingRule,
     assess_rule,
     compare,
+    judge,
     label_key,
     loaded_rules,
     parse_vector,
@@ -27,17 +28,31 @@ def sample(value: str, **labels: str) -> dict[str, Any]:
     return {"metric": labels, "value": [1700000000.0, value]}
 
 
-def test_relative_drift_including_zero_and_non_finite() -> None:
+def test_relative_drift_including_zero_negative_and_non_finite() -> None:
     assert relative_drift(100.3, 100.0) == pytest.approx(0.003)
     assert relative_drift(99.7, 100.0) == pytest.approx(0.003)
     assert relative_drift(-5.0, -5.0) == 0.0
+    assert relative_drift(-100.5, -100.0) == pytest.approx(0.005)  # |raw|, not raw
+    assert relative_drift(-100.0, 100.0) == pytest.approx(2.0)
     assert relative_drift(0.0, 0.0) == 0.0
     assert relative_drift(1e-9, 0.0) == math.inf
+    assert relative_drift(-1e-9, 0.0) == math.inf
     assert relative_drift(0.0, 2.0) == 1.0
-    assert relative_drift(math.nan, math.nan) == 0.0
-    assert relative_drift(math.nan, 1.0) == math.inf
-    assert relative_drift(math.inf, math.inf) == 0.0
-    assert relative_drift(1.0, math.inf) == math.inf
+    assert relative_drift(4.0, 2.0) == 1.0
+    assert relative_drift(3.0, 4.0) == 0.25  # divided by raw, not by recorded
+    # issue 33 item 7: NaN with NaN drifted 0 and passed; no number was compared at all
+    for recorded, raw in [
+        (math.nan, math.nan),
+        (math.nan, 1.0),
+        (1.0, math.nan),
+        (math.inf, math.inf),
+        (-math.inf, -math.inf),
+        (1.0, math.inf),
+        (math.inf, 1.0),
+        (math.nan, math.inf),
+        (0.0, -math.inf),
+    ]:
+        assert math.isnan(relative_drift(recorded, raw)), (recorded, raw)
 
 
 def test_join_leaves_name_out_and_applies_rule_labels() -> None:
@@ -111,8 +126,9 @@ def test_no_recorded_series_is_inconclusive_even_with_raw_series() -> None:
 def test_worst_instant_per_series_counts() -> None:
     key = (("job", "a"),)
     drifts = compare({key: 100.0}, {key: 100.0}, 1) + compare({key: 101.0}, {key: 100.0}, 2)
-    [worst] = worst_per_series(drifts)
-    assert worst.at == 2 and worst.drift == pytest.approx(0.01)
+    [worst] = worst_per_series(judge(d, 0.003, None) for d in drifts)
+    assert worst.series.at == 2 and worst.series.drift == pytest.approx(0.01)
+    assert worst.verdict == Verdict.FAIL
 
 
 RULES = {

@@ -21,7 +21,7 @@ from tests.httpserve import send_json
 
 from mcp_checks.cli import main
 from mcp_checks.drift import MetricDriftSpec, RecordingRule, RulesFile, run_metric_drift
-from mcp_checks.suite import CheckContext, SpecError, plan_checks, run_checks
+from mcp_checks.suite import REFERENCE_FILE, CheckContext, SpecError, plan_checks, run_checks
 from mcp_checks.verdict import Verdict
 
 RECORD = "route:bed_requests_drifted:rate1m"
@@ -42,6 +42,8 @@ class FakePrometheus:
         self.loaded_query = DRIFTED
         self.recorded = RECORDED  # what the rule's series holds
         self.format_query = True
+        self.rules_file = "/etc/prometheus/rules.yml"  # the file the group was loaded from
+        self.cwd: str | None = None  # /api/v1/status/runtimeinfo's CWD; None: 404
         self.queries: list[str] = []
         fake = self
 
@@ -54,6 +56,8 @@ class FakePrometheus:
                 params = {k: v[0] for k, v in parse_qs(url.query).items()}
                 if url.path == "/api/v1/rules":
                     return self._answer(200, fake.rules())
+                if url.path == "/api/v1/status/runtimeinfo" and fake.cwd is not None:
+                    return self._answer(200, {"status": "success", "data": {"CWD": fake.cwd}})
                 if url.path == "/api/v1/query":
                     fake.queries.append(params["query"])
                     return self._answer(200, fake.query(params["query"]))
@@ -85,7 +89,13 @@ class FakePrometheus:
             "lastEvaluation": last,
             "type": "recording",
         }
-        group = {"name": "bed", "file": "rules.yml", "interval": 1, "lastEvaluation": last, "rules": [rule]}
+        group = {
+            "name": "bed",
+            "file": self.rules_file,
+            "interval": 1,
+            "lastEvaluation": last,
+            "rules": [rule],
+        }
         return {"status": "success", "data": {"groups": [group]}}
 
     def query(self, promql: str) -> dict[str, Any]:
@@ -201,13 +211,10 @@ async def test_reference_problems_are_rows_never_passes(prom: FakePrometheus, tm
 
 
 async def test_the_suite_reads_the_reference_named_in_the_entry(prom: FakePrometheus, tmp_path: Path) -> None:
-    entry = {
-        "prometheusUrl": prom.url,
-        "rules": [{"record": RECORD}],
-        "reference": {"file": str(reference(tmp_path))},
-    }
+    entry = {"prometheusUrl": prom.url, "rules": [{"record": RECORD}]}
+    from_file = {**entry, REFERENCE_FILE: str(reference(tmp_path))}  # mcp-check's --reference-file
     [row] = await run_checks(
-        plan_checks({"healthProbe": {"enabled": False}, "metricDrift": entry}), CheckContext("ns")
+        plan_checks({"healthProbe": {"enabled": False}, "metricDrift": from_file}), CheckContext("ns")
     )
     assert (row.outcome, row.reason) == (Verdict.FAIL, "RuleExpressionChanged"), row.message
     in_cluster = {**entry, "reference": {"prometheusRules": {"name": "bed"}}}
@@ -250,3 +257,80 @@ def test_the_cli_takes_a_reference_file(
         with pytest.raises(SystemExit) as exited:  # a usage error, argparse's way
             main(["drift", "--prometheus", prom.url, "--rule", RECORD, *bad])
         assert exited.value.code == 2 and bad[0] in capsys.readouterr().err
+
+
+# -- issue 33 item 7: Prometheus's own rules file is not a reference ---------------------------------
+
+
+async def test_prometheuss_own_rules_file_is_not_an_independent_reference(
+    prom: FakePrometheus, tmp_path: Path
+) -> None:
+    """The reference file is the very file Prometheus reports loading the rule from: its rules
+    are the ones under test, so a faithful-looking match proves nothing (it passed before)."""
+    prom.loaded_query, prom.recorded = FAITHFUL, RAW
+    path = reference(tmp_path)
+    prom.rules_file = str(path)
+    spec = MetricDriftSpec(prom.url, (RecordingRule(RECORD),), reference=RulesFile(path))
+    out = await run_metric_drift(spec)
+    assert (out.outcome, out.reason) == (Verdict.INCONCLUSIVE, "ReferenceNotIndependent"), out.message
+    assert str(path) in out.message and RECORD in out.message and "GitOps" in out.message
+    assert not any(key.endswith(".maxDrift") for key in out.observed)  # nothing measured against it
+    prom.loaded_query, prom.recorded = DRIFTED, RECORDED  # and a drifted rule: still no verdict from it
+    assert (await run_metric_drift(spec)).reason == "ReferenceNotIndependent"
+
+
+async def test_the_same_file_by_another_name_is_still_prometheuss_own(
+    prom: FakePrometheus, tmp_path: Path
+) -> None:
+    prom.loaded_query, prom.recorded = FAITHFUL, RAW
+    path = reference(tmp_path)
+    link = tmp_path / "mounted" / "rules.yaml"  # a ConfigMap volume's ..data symlink, say
+    link.parent.mkdir()
+    link.symlink_to(path)
+    prom.rules_file = str(link)
+    spec = MetricDriftSpec(prom.url, (RecordingRule(RECORD),), reference=RulesFile(path))
+    assert (await run_metric_drift(spec)).reason == "ReferenceNotIndependent"
+    prom.rules_file, prom.cwd = "rules.yaml", str(tmp_path)  # relative to Prometheus's working directory
+    assert (await run_metric_drift(spec)).reason == "ReferenceNotIndependent"
+    prom.cwd = str(tmp_path / "mounted")
+    assert (await run_metric_drift(spec)).reason == "ReferenceNotIndependent"  # through the link
+    prom.cwd = None  # a relative name and no working directory: nothing says it is this file
+    out = await run_metric_drift(spec)
+    assert (out.outcome, out.reason) == (Verdict.PASS, "RuleLoadedAsReferenced"), out.message
+
+
+async def test_a_copy_from_the_reviewed_source_is_independent(prom: FakePrometheus, tmp_path: Path) -> None:
+    """The same rules in another file (the GitOps checkout) are what Prometheus should have loaded."""
+    prom.loaded_query, prom.recorded = FAITHFUL, RAW
+    loaded = reference(tmp_path)
+    prom.rules_file = str(loaded)
+    checkout = tmp_path / "gitops"
+    checkout.mkdir()
+    spec = MetricDriftSpec(prom.url, (RecordingRule(RECORD),), reference=RulesFile(reference(checkout)))
+    out = await run_metric_drift(spec)
+    assert (out.outcome, out.reason) == (Verdict.PASS, "RuleLoadedAsReferenced"), out.message
+
+
+async def test_prometheuss_rules_api_answer_written_down_is_not_a_reference(
+    prom: FakePrometheus, tmp_path: Path
+) -> None:
+    prom.loaded_query, prom.recorded = FAITHFUL, RAW
+    answer = prom.rules()
+    for name, doc in (("answer.json", answer), ("data.yaml", answer["data"])):
+        path = tmp_path / name
+        path.write_text(json.dumps(doc))
+        spec = MetricDriftSpec(prom.url, (RecordingRule(RECORD),), reference=RulesFile(path))
+        out = await run_metric_drift(spec)
+        assert (out.outcome, out.reason) == (Verdict.INCONCLUSIVE, "ReferenceNotIndependent"), out.message
+        assert "/api/v1/rules answer" in out.message
+
+
+async def test_a_rule_with_its_own_expr_needs_no_reference_file_check(
+    prom: FakePrometheus, tmp_path: Path
+) -> None:
+    """The rule's expr is the reference: the reference file (Prometheus's own) is not read for it."""
+    path = reference(tmp_path)
+    prom.rules_file = str(path)
+    rules = (RecordingRule(RECORD, expr=FAITHFUL),)
+    out = await run_metric_drift(MetricDriftSpec(prom.url, rules, reference=RulesFile(path)))
+    assert (out.outcome, out.reason) == (Verdict.FAIL, "MetricDriftAboveThreshold"), out.message

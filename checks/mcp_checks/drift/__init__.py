@@ -4,13 +4,14 @@ set, within a relative threshold (0.3% by default); with a reference, also wheth
 has loaded the rule as the reference defines it."""
 
 from .compare import (
-    MalformedAnswer,
+    Judged,
     SeriesDrift,
     assess_rule,
     compare,
-    label_key,
-    parse_vector,
+    judge,
+    reaches,
     relative_drift,
+    series_verdict,
     worst_per_series,
 )
 from .loaded import LoadedRule, loaded_rules
@@ -20,6 +21,7 @@ from .reference import (
     ConfigMapRules,
     PrometheusRuleObjects,
     ReferenceNotFound,
+    ReferenceNotIndependent,
     ReferenceUnreadable,
     RuleReference,
     RulesFile,
@@ -27,6 +29,7 @@ from .reference import (
 from .rulefile import ExpectedRule, ReferenceMalformed, parse_groups, parse_rules_text
 from .run import CHECK_NAME, redact, run_metric_drift
 from .spec import DEFAULT_THRESHOLD, MetricDriftSpec, RecordingRule
+from .vector import MalformedAnswer, label_key, parse_vector
 from .verify import verify_loaded
 
 __all__ = [
@@ -34,6 +37,7 @@ __all__ = [
     "DEFAULT_THRESHOLD",
     "ConfigMapRules",
     "ExpectedRule",
+    "Judged",
     "LoadedRule",
     "MalformedAnswer",
     "MetricDriftSpec",
@@ -42,6 +46,7 @@ __all__ = [
     "RecordingRule",
     "ReferenceMalformed",
     "ReferenceNotFound",
+    "ReferenceNotIndependent",
     "ReferenceUnreadable",
     "RuleDefinition",
     "RuleReference",
@@ -49,14 +54,17 @@ __all__ = [
     "SeriesDrift",
     "assess_rule",
     "compare",
+    "judge",
     "label_key",
     "loaded_rules",
     "parse_groups",
     "parse_rules_text",
     "parse_vector",
+    "reaches",
     "redact",
     "relative_drift",
     "run_metric_drift",
+    "series_verdict",
     "verify_loaded",
     "whitespace_normalised",
     "worst_per_series",

@@ -1,63 +1,55 @@
-"""Pure drift math: join the recorded and the raw vectors by label set (``__name__`` left
-out), relative drift per series, and one rule's verdict from it."""
+"""Pure drift math and the drift check's one verdict ladder: the recorded and the raw vectors
+joined by label set, a relative drift per series, each series judged on it, and one rule's
+verdict the worst of its series'.
+
+The ladder (``series_verdict``): a series without a finite number on both sides compared
+nothing, ``Inconclusive``; a drift at or above ``threshold`` is ``Fail``, at or above
+``warn_threshold`` ``Warn``, anything lower ``Pass``. A series on one side only drifts without
+bound (``Fail``). "At" is the limit as a person reads it: a drift that float rounding left a
+hair below the limit (|100.1 - 100| / 100 is 0.000999999999999 in binary) is at it."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from ..config.assessment import Assessment, names
-from ..verdict import Finding, Verdict
+from ..verdict import SEVERITY, Finding, Verdict, worst
+from .vector import Labels, show
 
-Labels = tuple[tuple[str, str], ...]
-
-
-class MalformedAnswer(ValueError):
-    """Prometheus answered, but not with what the API documents."""
-
-
-def label_key(metric: Mapping[str, str], extra: Iterable[tuple[str, str]] = ()) -> Labels:
-    """The join key: every label but ``__name__``, plus the labels a rule adds (they win)."""
-    labels = {k: v for k, v in metric.items() if k != "__name__"}
-    labels.update(extra)
-    return tuple(sorted(labels.items()))
-
-
-def show(record: str, labels: Labels) -> str:
-    return record + "{" + ",".join(f'{k}="{v}"' for k, v in labels) + "}"
-
-
-def parse_vector(result: Any, what: str, extra: Iterable[tuple[str, str]] = ()) -> dict[Labels, float]:
-    """An instant-vector ``data.result`` as label set -> value; anything else is malformed."""
-    if not isinstance(result, list):
-        raise MalformedAnswer(f"{what}: expected an instant vector, got {type(result).__name__}")
-    extra = tuple(extra)
-    out: dict[Labels, float] = {}
-    for item in result:
-        try:
-            metric, (_, text) = item["metric"], item["value"]
-            value = float(text)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise MalformedAnswer(f"{what}: a sample is not {{metric, value: [t, number]}}") from exc
-        if not isinstance(metric, Mapping):
-            raise MalformedAnswer(f"{what}: a sample's metric is not a label map")
-        key = label_key(metric, extra)
-        if key in out:
-            raise MalformedAnswer(f"{what}: two series share the label set {show('', key)}")
-        out[key] = value
-    return out
+REL_TOL = 1e-9  # a drift this close (relatively) to a limit is at it: rounding, not a difference
+PLACES = 4  # decimals of a percentage in messages and observed figures
+MAX_PLACES = 20
 
 
 def relative_drift(recorded: float, raw: float) -> float:
-    """|recorded - raw| / |raw|; equal values (zeros, infinities, NaNs) drift 0, and any
-    difference from a raw 0 or a non-finite value is infinite."""
-    if recorded == raw or (math.isnan(recorded) and math.isnan(raw)):
+    """|recorded - raw| / |raw|. NaN when either side is not a finite number (NaN, ±Inf: no
+    relative drift exists); 0 for equal values, zeros included; infinite for any difference
+    from a raw 0."""
+    if not (math.isfinite(recorded) and math.isfinite(raw)):
+        return math.nan
+    if recorded == raw:
         return 0.0
-    if raw == 0 or not math.isfinite(raw) or not math.isfinite(recorded):
+    if raw == 0:
         return math.inf
     return abs(recorded - raw) / abs(raw)
+
+
+def reaches(drift: float, limit: float) -> bool:
+    """``drift`` at or above ``limit``; within ``REL_TOL`` of it counts as at it."""
+    return drift >= limit or math.isclose(drift, limit, rel_tol=REL_TOL)
+
+
+def series_verdict(drift: float, threshold: float, warn_threshold: float | None) -> Verdict:
+    """The ladder, for one series' drift."""
+    if math.isnan(drift):
+        return Verdict.INCONCLUSIVE
+    if reaches(drift, threshold):
+        return Verdict.FAIL
+    if warn_threshold is not None and reaches(drift, warn_threshold):
+        return Verdict.WARN
+    return Verdict.PASS
 
 
 @dataclass(frozen=True)
@@ -79,28 +71,114 @@ def compare(recorded: Mapping[Labels, float], raw: Mapping[Labels, float], at: f
     return [SeriesDrift(k, recorded.get(k), raw.get(k), at) for k in keys]
 
 
-def worst_per_series(drifts: Iterable[SeriesDrift]) -> list[SeriesDrift]:
-    """One entry per label set: its largest drift over all instants."""
-    best: dict[Labels, SeriesDrift] = {}
-    for d in drifts:
-        if d.labels not in best or d.drift > best[d.labels].drift:
-            best[d.labels] = d
-    return sorted(best.values(), key=lambda d: -d.drift)
+@dataclass(frozen=True)
+class Judged:
+    """One series at one instant, with its verdict and why."""
+
+    series: SeriesDrift
+    verdict: Verdict
+    reason: str
 
 
-def pct(value: float) -> str:
-    return "inf" if math.isinf(value) else f"{value:.4%}"
+SERIES_REASONS = {
+    Verdict.FAIL: "DriftAboveThreshold",
+    Verdict.WARN: "DriftInWarnBand",
+    Verdict.PASS: "DriftWithinThreshold",
+}
 
 
-def _finding(record: str, d: SeriesDrift, verdict: Verdict, threshold: float, source: str) -> Finding:
+def judge(d: SeriesDrift, threshold: float, warn_threshold: float | None) -> Judged:
+    verdict = series_verdict(d.drift, threshold, warn_threshold)
     if d.recorded is None:
-        reason, observed = "SeriesMissingFromRecorded", f"raw={d.raw:g}, recorded=absent"
+        reason = "SeriesMissingFromRecorded"
     elif d.raw is None:
-        reason, observed = "SeriesMissingFromRaw", f"recorded={d.recorded:g}, raw=absent"
+        reason = "SeriesMissingFromRaw"
+    elif verdict == Verdict.INCONCLUSIVE:
+        reason = "NotANumber" if math.isnan(d.recorded) or math.isnan(d.raw) else "NotFinite"
     else:
-        reason = "DriftAboveThreshold" if verdict == Verdict.FAIL else "DriftInWarnBand"
-        observed = f"recorded={d.recorded:g}, raw={d.raw:g}, drift={pct(d.drift)}"
-    return Finding(show(record, d.labels), verdict, reason, observed, f"< {pct(threshold)}", source)
+        reason = SERIES_REASONS[verdict]
+    return Judged(d, verdict, reason)
+
+
+def _rank(j: Judged) -> tuple[int, float]:
+    drift = j.series.drift
+    return SEVERITY[j.verdict], 0.0 if math.isnan(drift) else drift
+
+
+def worst_per_series(judged: Iterable[Judged]) -> list[Judged]:
+    """One entry per label set, its worst instant on the ladder (then by drift); worst first."""
+    out: dict[Labels, Judged] = {}
+    for j in judged:
+        key = j.series.labels
+        if key not in out or _rank(j) > _rank(out[key]):
+            out[key] = j
+    return sorted(out.values(), key=_rank, reverse=True)
+
+
+def pct(value: float, places: int = PLACES) -> str:
+    if math.isnan(value):
+        return "NaN"
+    return "inf" if math.isinf(value) else f"{value:.{places}%}"
+
+
+def pct_against(value: float, limit: float) -> tuple[str, str]:
+    """``value`` and ``limit`` as percentages, with as many decimals as it takes for a value
+    below the limit not to print as the limit ("0.1000% < 0.1000%")."""
+    places = PLACES
+    while places < MAX_PLACES and not reaches(value, limit) and pct(value, places) == pct(limit, places):
+        places += 1
+    return pct(value, places), pct(limit, places)
+
+
+def number(value: float | None) -> str:
+    """A sample value as Prometheus writes it; ``absent`` for a series one side lacks."""
+    if value is None:
+        return "absent"
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return f"{value:g}"
+
+
+def _values(d: SeriesDrift) -> str:
+    return f"recorded={number(d.recorded)}, raw={number(d.raw)}"
+
+
+def _observed(j: Judged) -> str:
+    d = j.series
+    if d.recorded is None or d.raw is None:
+        return _values(d)
+    return f"{_values(d)}, drift={pct(d.drift)}"
+
+
+def _message(record: str, verdict: Verdict, judged: list[Judged], t: float, w: float | None) -> str:
+    top = next(j for j in judged if j.verdict == verdict)
+    d, where = top.series, show(record, top.series.labels)
+    if verdict == Verdict.PASS:
+        drift, limit = pct_against(max(j.series.drift for j in judged), t)
+        return f"{record}: {len(judged)} series, max drift {drift} < {limit}"
+    if verdict == Verdict.INCONCLUSIVE:
+        count = sum(j.verdict == verdict for j in judged)
+        return (
+            f"{record}: no number compared on {count} series, e.g. {where} ({_values(d)}): "
+            "a relative drift needs a finite value on both sides"
+        )
+    if d.recorded is None or d.raw is None:
+        one_sided = [show(record, j.series.labels) for j in judged if j.reason.startswith("SeriesMissing")]
+        return f"{record}: series on one side only: {names(one_sided)}"
+    drift, limit = pct_against(d.drift, t)
+    if verdict == Verdict.FAIL:
+        values = f"recorded {number(d.recorded)}, raw {number(d.raw)}"
+        return f"{record}: drift {drift} >= {limit} on {where} ({values})"
+    return f"{record}: drift {drift} on {where} is in the warn band: >= {pct(w or 0.0)} and < {limit}"
+
+
+RULE_REASONS = {
+    Verdict.FAIL: "MetricDriftAboveThreshold",
+    Verdict.WARN: "MetricDriftInWarnBand",
+    Verdict.PASS: "MetricDriftWithinThreshold",
+}
 
 
 def assess_rule(
@@ -110,49 +188,28 @@ def assess_rule(
     warn_threshold: float | None,
     source: str,
 ) -> Assessment:
-    """Fail at or above the threshold (one-sided series included), Warn in the warn band."""
-    per_series = worst_per_series(drifts)
-    paired = [d for d in per_series if d.recorded is not None and d.raw is not None]
-    observed = {f"{record}.series": str(len(per_series))}
-    if paired:
-        observed[f"{record}.maxDrift"] = pct(max(d.drift for d in paired))
-    if not any(d.recorded is not None for d in per_series):
+    """One rule: each series at its worst instant on the ladder, the rule the worst series."""
+    judged = worst_per_series(judge(d, threshold, warn_threshold) for d in drifts)
+    observed = {f"{record}.series": str(len(judged))}
+    numbers = [j.series.drift for j in judged if j.series.recorded is not None and j.series.raw is not None]
+    numbers = [x for x in numbers if not math.isnan(x)]
+    if numbers:
+        observed[f"{record}.maxDrift"] = pct(max(numbers))
+    if not any(j.series.recorded is not None for j in judged):
         return Assessment(
             Verdict.INCONCLUSIVE,
             "NoRecordedSeries",
             f"{record}: no recorded series at the evaluation time",
             observed=observed,
         )
-    failing = [d for d in per_series if d.drift >= threshold]
-    warning = [d for d in per_series if warn_threshold is not None and warn_threshold <= d.drift < threshold]
-    findings = [_finding(record, d, Verdict.FAIL, threshold, source) for d in failing]
-    findings += [_finding(record, d, Verdict.WARN, threshold, source) for d in warning]
-    if failing:
-        top = failing[0]
-        one_sided = [show(record, d.labels) for d in failing if d.recorded is None or d.raw is None]
-        if top.recorded is not None and top.raw is not None:
-            message = (
-                f"{record}: drift {pct(top.drift)} >= {pct(threshold)} on {show(record, top.labels)} "
-                f"(recorded {top.recorded:g}, raw {top.raw:g})"
-            )
-        else:
-            message = f"{record}: series on one side only: {names(one_sided)}"
-        return Assessment(Verdict.FAIL, "MetricDriftAboveThreshold", message, findings, observed)
-    if warning:
-        top = warning[0]
-        return Assessment(
-            Verdict.WARN,
-            "MetricDriftInWarnBand",
-            f"{record}: drift {pct(top.drift)} on {show(record, top.labels)} is within "
-            f"the warn band [{pct(warn_threshold or 0)}, {pct(threshold)})",
-            findings,
-            observed,
-        )
-    top_drift = max((d.drift for d in paired), default=0.0)
-    return Assessment(
-        Verdict.PASS,
-        "MetricDriftWithinThreshold",
-        f"{record}: {len(per_series)} series, max drift {pct(top_drift)} < {pct(threshold)}",
-        findings,
-        observed,
-    )
+    verdict = worst([j.verdict for j in judged])
+    top = next(j for j in judged if j.verdict == verdict)
+    limit = f"< {pct(threshold)}"
+    findings = [
+        Finding(show(record, j.series.labels), j.verdict, j.reason, _observed(j), limit, source)
+        for j in judged
+        if j.verdict != Verdict.PASS
+    ]
+    reason = RULE_REASONS.get(verdict, top.reason)
+    message = _message(record, verdict, judged, threshold, warn_threshold)
+    return Assessment(verdict, reason, message, findings, observed)

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .compare import MalformedAnswer
+from .vector import MalformedAnswer
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,7 @@ class LoadedRule:
     last_evaluation: float | None
     group: str
     interval_s: float | None
+    file: str = ""  # the rules file Prometheus loaded the group from, as it names it
 
 
 def _instant(text: Any) -> float | None:
@@ -75,6 +76,7 @@ def loaded_rules(payload: Any) -> list[LoadedRule]:
                 last_evaluation=last if last is not None else _instant(group.get("lastEvaluation")),
                 group=str(group.get("name", "")),
                 interval_s=_interval(group.get("interval")),
+                file=str(group.get("file") or ""),
             )
         )
     return out

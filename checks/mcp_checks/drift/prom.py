@@ -17,7 +17,8 @@ from prometheus_api_client import PrometheusConnect
 from urllib3.util.retry import Retry
 
 from ..dialhooks import OPEN, DialHooks
-from .compare import Labels, MalformedAnswer, SeriesDrift, compare, parse_vector
+from .compare import SeriesDrift, compare
+from .vector import Labels, MalformedAnswer, parse_vector
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,21 @@ def fetch_rules(session: requests.Session, url: str, timeout_s: float, headers: 
         return resp.json()
     except ValueError as exc:
         raise MalformedAnswer("/api/v1/rules: not JSON") from exc
+
+
+def runtime_cwd(
+    session: requests.Session, url: str, timeout_s: float, headers: Mapping[str, str]
+) -> str | None:
+    """Prometheus's working directory (relative rules-file names are relative to it), or None
+    when it does not say (an older Prometheus, a proxy that hides the status pages)."""
+    resp = session.get(
+        f"{url.rstrip('/')}/api/v1/status/runtimeinfo", timeout=timeout_s, headers=dict(headers)
+    )
+    try:
+        cwd = resp.json()["data"]["CWD"] if resp.ok else None
+    except (ValueError, KeyError, TypeError):
+        return None
+    return cwd if isinstance(cwd, str) and cwd else None
 
 
 def server_time(prom: PrometheusConnect) -> float:

@@ -1,7 +1,8 @@
 """Where the expected recording rules come from, independently of the Prometheus being checked:
 prometheus-operator PrometheusRule objects, a rules file held in a ConfigMap key, or a local
 file (the CLI). Reading the rules back from Prometheus's ``/api/v1/rules`` would compare a rule
-with itself, so a drift check needs one of these (or the rule's own ``expr``).
+with itself, so a drift check needs one of these (or the rule's own ``expr``); a file that is
+Prometheus's own loaded rules file is no reference either (``independence``).
 
 ``load`` blocks (Kubernetes API calls, a file read); the check runs it in its thread."""
 
@@ -16,7 +17,13 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from .rulefile import ExpectedRule, ReferenceMalformed, parse_groups, parse_rules_text
+from .rulefile import (
+    ExpectedRule,
+    ReferenceMalformed,
+    ReferenceNotIndependent,
+    parse_groups,
+    parse_rules_text,
+)
 
 PROMETHEUS_RULE = ("monitoring.coreos.com", "v1", "prometheusrules")
 
@@ -26,6 +33,7 @@ __all__ = [
     "PrometheusRuleObjects",
     "ReferenceMalformed",
     "ReferenceNotFound",
+    "ReferenceNotIndependent",
     "ReferenceUnreadable",
     "RuleReference",
     "RulesFile",

@@ -18,6 +18,11 @@ class ReferenceMalformed(ValueError):
     """The reference is there but is not a rules file (nor a PrometheusRule)."""
 
 
+class ReferenceNotIndependent(ValueError):
+    """The reference is what the Prometheus under test reports, not what was reviewed: its own
+    rules file, or its ``/api/v1/rules`` answer written down."""
+
+
 @dataclass(frozen=True)
 class ExpectedRule:
     """One recording rule as the reference defines it; ``origin`` says where it was read
@@ -68,6 +73,20 @@ def parse_groups(doc: Any, origin: str) -> list[ExpectedRule]:
     return out
 
 
+def _rules_api_answer(doc: Any) -> bool:
+    """Prometheus's ``/api/v1/rules`` answer (or its ``data``): rules with a ``query``, where a
+    rules file has ``expr``."""
+    if isinstance(doc, Mapping) and isinstance(doc.get("data"), Mapping):
+        doc = doc["data"]
+    groups = doc.get("groups") if isinstance(doc, Mapping) else None
+    if not isinstance(groups, list):
+        return False
+    rules = [
+        r for g in groups if isinstance(g, Mapping) and isinstance(g.get("rules"), list) for r in g["rules"]
+    ]
+    return any(isinstance(r, Mapping) and "query" in r and "expr" not in r for r in rules)
+
+
 def parse_rules_text(text: str, origin: str) -> list[ExpectedRule]:
     """A rules file, or PrometheusRule manifests (one or several YAML documents): the same
     groups structure either way."""
@@ -79,6 +98,11 @@ def parse_rules_text(text: str, origin: str) -> list[ExpectedRule]:
         raise ReferenceMalformed(f"{origin}: empty")
     out: list[ExpectedRule] = []
     for doc in docs:
+        if _rules_api_answer(doc):
+            raise ReferenceNotIndependent(
+                f"{origin} is a Prometheus /api/v1/rules answer (rules with query, not expr): "
+                "what a Prometheus loaded, not the rules as reviewed"
+            )
         if isinstance(doc, Mapping) and doc.get("kind") == "PrometheusRule":
             name = (doc.get("metadata") or {}).get("name", "?")
             out.extend(parse_groups(doc.get("spec"), f"{origin} (PrometheusRule {name})"))

@@ -16,13 +16,15 @@ from prometheus_api_client import PrometheusApiClientException, PrometheusConnec
 
 from ..config.assessment import Assessment, combine
 from ..verdict import CheckOutcome, Verdict, worst
-from .compare import MalformedAnswer, SeriesDrift, assess_rule, pct
+from .compare import SeriesDrift, assess_rule, pct
+from .independence import loaded_file, needs_cwd
 from .loaded import LoadedRule, loaded_rules
 from .normalise import Normaliser
-from .prom import RuleDefinition, connect, drifts_at, fetch_rules, server_time
-from .reference import ReferenceNotFound, ReferenceUnreadable
+from .prom import RuleDefinition, connect, drifts_at, fetch_rules, runtime_cwd, server_time
+from .reference import ReferenceNotFound, ReferenceNotIndependent, ReferenceUnreadable, RulesFile
 from .rulefile import ExpectedRule, ReferenceMalformed
 from .spec import MetricDriftSpec, RecordingRule
+from .vector import MalformedAnswer
 from .verify import verify_loaded
 
 CHECK_NAME = "metric-drift"
@@ -68,8 +70,33 @@ def _read_reference(spec: MetricDriftSpec) -> tuple[list[ExpectedRule] | None, A
         return None, Assessment(Verdict.INCONCLUSIVE, "ReferenceNotFound", str(exc))
     except ReferenceUnreadable as exc:
         return None, Assessment(Verdict.INCONCLUSIVE, "ReferenceUnreadable", str(exc))
+    except ReferenceNotIndependent as exc:
+        return None, Assessment(Verdict.INCONCLUSIVE, "ReferenceNotIndependent", str(exc))
     except ReferenceMalformed as exc:
         return None, Assessment(Verdict.ERROR, "ReferenceMalformed", f"{what}: {exc}")
+
+
+def _own_rules_file(
+    spec: MetricDriftSpec, loaded: list[LoadedRule], session: requests.Session, source: str
+) -> Assessment | None:
+    """A reference file that is one of the files this Prometheus loaded its rules from is the
+    side under test, not a reference."""
+    if not isinstance(spec.reference, RulesFile):
+        return None
+    files = {rule.file for rule in loaded}
+    cwd = None
+    if needs_cwd(files):
+        cwd = runtime_cwd(session, spec.prometheus_url, spec.timeout_s, spec.headers)
+    name = loaded_file(spec.reference.path, files, cwd)
+    if name is None:
+        return None
+    return Assessment(
+        Verdict.INCONCLUSIVE,
+        "ReferenceNotIndependent",
+        f"{spec.reference.describe()} is the rules file {source} loaded ({name} in /api/v1/rules): "
+        "its rules are the ones under test and cannot vouch for themselves; give the rules as "
+        "reviewed (a PrometheusRule, a ConfigMap, the file from the GitOps source)",
+    )
 
 
 def _drift(r: _Round, record: str, definitions: list[RuleDefinition]) -> Assessment:
@@ -166,6 +193,9 @@ def measure(spec: MetricDriftSpec) -> list[Assessment]:
         loaded: list[LoadedRule] = []
         if needs_loaded:
             loaded = loaded_rules(fetch_rules(session, spec.prometheus_url, spec.timeout_s, spec.headers))
+        own = _own_rules_file(spec, loaded, session, source) if expected is not None else None
+        if own is not None:
+            expected, failure = None, own
         now = time.time()
         prom_now = server_time(prom) if expected else now
         normaliser = Normaliser(session, spec.prometheus_url, spec.timeout_s, spec.headers)
