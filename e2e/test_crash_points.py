@@ -565,11 +565,14 @@ def test_a_drill_survives_a_crash_and_every_fault_is_reverted(
     assert all(f["phase"] in ("Reverted", "Skipped") for f in faults), faults
     # every ended drill says its faults are reverted, however it ended
     assert stack.condition_of(view.obj, "FaultsReverted").get("status") == "True", state()
-    # a drill the operator lost is never a pass; one that ran whole may be (with warnings, on a
-    # busy host)
+    # a drill the operator lost is never a pass; one that ran whole is Inconclusive on its fault
+    # (a scaleDown of a kwok Deployment that does not serve the target: no outage, so no
+    # recovery measured), unless the target failed meanwhile (a busy host) and its recovery passed
     assert status["verdict"] in ("Pass", "Warn", "Inconclusive"), state()
-    if status["verdict"] == "Inconclusive":
-        assert ready["reason"] == "DrillInterrupted", state()
+    if ready["reason"] == "DrillInterrupted":
+        assert status["verdict"] == "Inconclusive", state()
+    elif status["verdict"] == "Inconclusive":
+        assert ready["reason"] == "NoOutageObserved" and [f["phase"] for f in faults] == ["Reverted"], state()
     else:
         assert ready["status"] == "True" and [f["phase"] for f in faults] == ["Reverted"], state()
     time.sleep(2)  # nothing injects the fault again

@@ -560,6 +560,59 @@ BENCHMARK_CREDENTIAL_CASES = [
     ),
 ]
 
+# a port above 65535 in each URL field (mcp_operator.api.ports): the field's pattern admits it
+PORT = 99999
+READINESS_PORT_CASES = [
+    ("port-in-url", _cel(("target", "url"), f"http://host:{PORT}/")),
+    (
+        "port-in-xds-source",
+        _cel(
+            ("checks", "xdsSync"),
+            {"sources": [{"kind": "csds", "address": f"istiod:{PORT}"}]},
+            "spec.checks.xdsSync.sources[0].address",
+        ),
+    ),
+    (
+        "port-in-prometheusUrl",
+        _cel(("checks", "metricDrift"), _drift(f"http://p:{PORT}"), "spec.checks.metricDrift.prometheusUrl"),
+    ),
+    (
+        "port-in-serverRequests-url",
+        _cel(("drill",), _server_requests(f"http://svc:{PORT}/metrics"), "spec.drill.serverRequests.urls[0]"),
+    ),
+]
+BENCHMARK_PORT_CASES = [
+    ("port-in-url", _cel(("target", "url"), f"http://host:{PORT}/v1")),
+    (
+        "port-in-serverMetrics",
+        _cel(
+            ("observe", "serverMetrics"),
+            [f"vllm=http://vllm:{PORT}/metrics"],
+            "spec.observe.serverMetrics[0]",
+        ),
+    ),
+    (
+        "port-in-tritonStats",
+        _cel(("observe", "tritonStats"), [f"m=http://triton:{PORT}"], "spec.observe.tritonStats[0]"),
+    ),
+    (
+        "port-in-prometheus-url",
+        _cel(
+            ("observe", "prometheus"),
+            {"url": f"http://prom:{PORT}", "queries": [{"name": "a", "query": "up"}]},
+            "spec.observe.prometheus.url",
+        ),
+    ),
+    (
+        "port-in-urlBase",
+        _cel(
+            ("workload", "images"),
+            {"encoding": "url", "urlBase": f"http://img:{PORT}/"},
+            "spec.workload.images.urlBase",
+        ),
+    ),
+]
+
 
 def _runner_cases(path: Path_, where: str, *, stages: bool = False) -> list[tuple[str, Cel]]:
     """A shard runner's rules, for a benchmark's ``runner`` and a drill's ``shards.runner``."""
@@ -687,6 +740,7 @@ CEL_CASES: dict[str, list[tuple[str, Cel]]] = {
         # a JSON integer below a fractional minimum: only the CEL rule crdgen adds refuses it
         ("integer-ratio-below-minimum", _cel(("checks", "healthProbe", "minSuccessRatio"), 0)),
         *READINESS_CREDENTIAL_CASES,
+        *READINESS_PORT_CASES,
     ],
     "MCPBenchmark": [
         ("url-and-serviceRef", _both_url_and_ref),
@@ -701,6 +755,7 @@ CEL_CASES: dict[str, list[tuple[str, Cel]]] = {
         ("token-in-url", _cel(("target", "url"), "http://host:8000/v1?api_key=abc")),
         ("signature-in-url", _cel(("target", "url"), "https://host/x?X-Amz-Signature=abc")),
         *BENCHMARK_CREDENTIAL_CASES,
+        *BENCHMARK_PORT_CASES,
         (
             "header-value-and-valueFrom",
             _cel(

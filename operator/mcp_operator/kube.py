@@ -89,6 +89,12 @@ def retry_delay(exc: BaseException, attempt: int) -> float | None:
     return None
 
 
+def transient(exc: BaseException) -> bool:
+    """Throttling, a server error or a broken connection: worth trying again later (kopf's
+    retry), where any other failure of a round or a start is written as its verdict."""
+    return retry_delay(exc, 0) is not None
+
+
 async def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """``fn`` in a thread (the client blocks), retried a few times, briefly, on throttling, a
     server error or a broken connection."""

@@ -53,6 +53,8 @@ for _kind in RESOURCE_KINDS:
 for _fault in FAULT_KINDS:
     FAULT_REVERT_FAILURES.labels(_fault)
 ERRORS.labels("drill")  # a drill task's failure (handlers.readiness); handlers: counted_errors
+ERRORS.labels("round")  # a round that raised, written as its verdict (readiness.round)
+ERRORS.labels("start")  # a benchmark start that raised, written as its end (benchmark.start)
 
 
 _SERVING: set[tuple[str, int]] = set()

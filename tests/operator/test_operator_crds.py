@@ -164,7 +164,7 @@ CLEAN_URLS = ["http://svc:8000/v1", "svc:8000", "http://svc/x?ms=2&monkey=1", "h
 
 def test_a_url_with_credentials_is_refused_at_apply_time() -> None:
     url = _root_schema("MCPBenchmark")["properties"]["spec"]["properties"]["target"]["properties"]["url"]
-    rules = url["x-kubernetes-validations"]
+    rules = [r for r in url["x-kubernetes-validations"] if "PortOutOfRange" not in r["message"]]
     assert all(r["rule"].startswith("!self.matches(") and "CredentialsInUrl" in r["message"] for r in rules)
     patterns = [_cel_regex(r["rule"]) for r in rules]
     for bad in CREDENTIAL_URLS:

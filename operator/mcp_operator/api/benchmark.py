@@ -28,6 +28,7 @@ from .common import (
 from .consistency import ConsistencySpec
 from .credentials import CREDENTIALS_HINT, no_credentials, no_credentials_in_query, rules_extra
 from .observe import GpuSamplerSpec, PrometheusSource
+from .ports import port_in_range
 from .search import SEARCH_RULES, BenchmarkSearch, SearchStatus
 from .workload import DatasetSpec, DistributionSpec, ImagePartsSpec, ImageTensorSpec
 
@@ -58,7 +59,7 @@ class BenchmarkTarget(ApiModel):
         # userinfo is matched here so that the rule below refuses it with its own message
         pattern=r"^(https?://)?([^\s/@]*@)?([^\s/:\[\]@]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?(/.*)?$",
         max_length=2048,
-        json_schema_extra=rules_extra(no_credentials("url", TARGET_HINT)),
+        json_schema_extra=rules_extra(no_credentials("url", TARGET_HINT), port_in_range("url")),
     )
     service_ref: TargetRef | None = Field(default=None, description="In-cluster Service to load.")
     backend: Backend = Field(default="http", description="Wire protocol.")
@@ -298,7 +299,9 @@ class BenchmarkObserve(ApiModel):
             Field(
                 max_length=2048,
                 pattern=_OBSERVE_SOURCE,
-                json_schema_extra=rules_extra(no_credentials("serverMetrics entry")),
+                json_schema_extra=rules_extra(
+                    no_credentials("serverMetrics entry"), port_in_range("serverMetrics entry")
+                ),
             ),
         ]
     ] = Field(
@@ -315,7 +318,9 @@ class BenchmarkObserve(ApiModel):
             Field(
                 max_length=2048,
                 pattern=_STATS_SOURCE,
-                json_schema_extra=rules_extra(no_credentials("tritonStats entry")),
+                json_schema_extra=rules_extra(
+                    no_credentials("tritonStats entry"), port_in_range("tritonStats entry")
+                ),
             ),
         ]
     ] = Field(

@@ -10,6 +10,7 @@ from pydantic import Field
 
 from .common import ApiModel
 from .credentials import no_credentials, rules_extra
+from .ports import port_in_range
 
 PROMETHEUS_NAME = r"^[a-zA-Z_:][a-zA-Z0-9_:]*$"
 ChaosKind = Literal[
@@ -27,7 +28,9 @@ class ServerRequests(ApiModel):
             Field(
                 pattern=r"^https?://",
                 max_length=2048,
-                json_schema_extra=rules_extra(no_credentials("serverRequests url")),
+                json_schema_extra=rules_extra(
+                    no_credentials("serverRequests url"), port_in_range("serverRequests url")
+                ),
             ),
         ]
     ] = Field(

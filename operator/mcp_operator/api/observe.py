@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 
 from .common import ApiModel, TargetRef, cel, with_rules
 from .credentials import no_credentials, rules_extra
+from .ports import port_in_range
 
 MAX_PROMQL = 16
 PROMQL_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
@@ -40,7 +41,7 @@ class PrometheusSource(ApiModel):
         description="Prometheus base URL, without credentials (CredentialsInUrl).",
         pattern=r"^https?://\S+$",
         max_length=2048,
-        json_schema_extra=rules_extra(no_credentials("prometheus url")),
+        json_schema_extra=rules_extra(no_credentials("prometheus url"), port_in_range("prometheus url")),
     )
     service_ref: TargetRef | None = Field(
         default=None, description="In-cluster Prometheus Service (e.g. port 9090)."

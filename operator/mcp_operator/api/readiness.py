@@ -13,6 +13,7 @@ from mcp_checks.specs import XdsSourceRef as XdsSource
 from .common import ApiModel, Condition, TargetRef, Verdict, cel, with_rules
 from .credentials import no_credentials, no_credentials_in_query, rules_extra
 from .drill import DrillSpec, FaultRecord, KpiRow, Stage, StageSummary
+from .ports import port_in_range
 
 KIND = "MCPReadiness"
 PLURAL = "mcpreadinesses"
@@ -35,7 +36,7 @@ class ReadinessTarget(ApiModel):
         "URL is refused (CredentialsInUrl).",
         pattern=r"^https?://[^\s/]+(/.*)?$",
         max_length=2048,
-        json_schema_extra=rules_extra(no_credentials("url")),
+        json_schema_extra=rules_extra(no_credentials("url"), port_in_range("url")),
     )
     service_ref: TargetRef | None = Field(default=None, description="In-cluster Service to assess.")
 
@@ -71,7 +72,9 @@ class XdsSourceRef(XdsSource, ApiModel):
         description=XdsSource.model_fields["address"].description,
         min_length=1,
         max_length=2048,
-        json_schema_extra=rules_extra(no_credentials("xDS source address")),
+        json_schema_extra=rules_extra(
+            no_credentials("xDS source address"), port_in_range("xDS source address")
+        ),
     )
 
 
@@ -221,7 +224,7 @@ class MetricDriftCheck(ApiModel):
         description="Prometheus base URL, without credentials (CredentialsInUrl).",
         pattern=r"^https?://[^\s/]+(/.*)?$",
         max_length=2048,
-        json_schema_extra=rules_extra(no_credentials("prometheusUrl")),
+        json_schema_extra=rules_extra(no_credentials("prometheusUrl"), port_in_range("prometheusUrl")),
     )
     rules: list[RecordingRuleRef] = Field(
         description="Recording rules to compare.", min_length=1, max_length=64
@@ -397,6 +400,17 @@ class ReleaseRecord(ApiModel):
     )
 
 
+class RetryRecord(ApiModel):
+    """A verdict that was the operator's own doing (its prober overloaded, a probe round timed
+    out in its queue) is evaluated again after a bounded backoff (``readiness.retry``)."""
+
+    attempts: int = Field(ge=0, description="Rounds evaluated again so far for this verdict's cause.")
+    next_at: str | None = Field(
+        default=None, description="When the next one is due (RFC 3339); absent: no more, the verdict stands."
+    )
+    reason: str = Field(default="", description="Why it is (or was) evaluated again, e.g. ProberOverloaded.")
+
+
 class EvaluationRecord(ApiModel):
     """One past evaluation, kept so a flapping gate is visible without a metrics stack."""
 
@@ -507,6 +521,10 @@ class MCPReadinessStatus(ApiModel):
     )
     release: ReleaseRecord | None = Field(
         default=None, description="What the last evaluation judged (in progress while phase is Running)."
+    )
+    retry: RetryRecord | None = Field(
+        default=None,
+        description="An operator-caused verdict evaluated again (ProberOverloaded, CheckTimedOut).",
     )
     history: list[EvaluationRecord] = Field(
         default_factory=list,

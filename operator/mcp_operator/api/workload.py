@@ -18,6 +18,7 @@ from mcp_bench.workload import MAX_HISTOGRAM_BINS, Distribution
 
 from .common import DNS_SUBDOMAIN, SECRET_DATA_KEY, ApiModel, cel, with_rules
 from .credentials import no_credentials, rules_extra
+from .ports import port_in_range
 
 DistKind = Literal["fixed", "uniform", "normal", "exponential", "histogram"]
 # the parameters each kind takes (the plan's models forbid any other)
@@ -181,7 +182,7 @@ class ImagePartsSpec(ApiModel):
         description="encoding url: images are named under it (no credentials: CredentialsInUrl).",
         max_length=2048,
         pattern=r"^https?://",
-        json_schema_extra=rules_extra(no_credentials("urlBase")),
+        json_schema_extra=rules_extra(no_credentials("urlBase"), port_in_range("urlBase")),
     )
     pool_size: int = Field(default=16, ge=1, le=MAX_POOL, description="Distinct images generated.")
     seed: int = Field(default=0, ge=0, le=2**31 - 1, description="Seed of the images and of their draws.")

@@ -11,6 +11,7 @@ refusal: ``Refused.wait``).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,10 +31,12 @@ from .plan import RunPlan, prepare_plan, runner_problem
 from .preflight import preflight_fields, stopped_fields
 from .preflight_read import check as preflight_check
 from .run import new_run_key, run_objects
-from .status import child_rejected_status, rejected_status, started_status
+from .status import child_rejected_status, rejected_status, start_failed_status, started_status
 
+log = logging.getLogger(__name__)
 ACTIVE_PHASES = ("Pending", "Running", "Suspended")
 CHILD_REJECTED = "ChildRejected"
+INTERNAL_ERROR = "InternalError"  # starting the run raised what the operator did not expect
 Announce = Callable[[bool, str, str], None]  # (warning, reason, message): an event on the object
 Status = MutableMapping[str, Any]
 
@@ -57,7 +60,10 @@ def already_refused(status: Mapping[str, Any], generation: int) -> bool:
     conditions = list(status.get("conditions") or [])
     ready = condition(conditions, "Ready") or {}
     accepted = condition(conditions, "Accepted") or {}
-    if ready.get("reason") == CHILD_REJECTED and ready.get("observedGeneration") == generation:
+    if (
+        ready.get("reason") in (CHILD_REJECTED, INTERNAL_ERROR)
+        and ready.get("observedGeneration") == generation
+    ):
         return True
     return accepted.get("status") == "False" and accepted.get("observedGeneration") == generation
 
@@ -80,7 +86,30 @@ async def steer(run: Run, parsed: MCPBenchmarkSpec, status: Mapping[str, Any], o
 async def start_run(
     run: Run, parsed: MCPBenchmarkSpec, status: Mapping[str, Any], out: Status, announce: Announce
 ) -> Refused | None:
-    """Plan, preflight, samplers, children and the Job; the started status into ``out``."""
+    """Plan, preflight, samplers, children and the Job; the started status into ``out``. Whatever
+    that raises, other than a transient API failure (kopf tries again), ends the run once for its
+    generation (Failed, Ready False with InternalError, a Warning event), where kopf would retry it
+    every 60 s forever and the object would get no status at all."""
+    try:
+        return await _start_run(run, parsed, status, out, announce)
+    except Exception as exc:
+        if kube.transient(exc):
+            raise
+        log.exception("%s/%s: starting the run failed; written as its end", run.namespace, run.name)
+        message = (
+            f"the operator failed while starting the run: {type(exc).__name__}: {exc} (its log has the "
+            "traceback); started again when the spec changes"
+        )
+        conditions = list(status.get("conditions") or [])
+        out.update(start_failed_status(conditions, run.generation, INTERNAL_ERROR, message, utc_now()))
+        metrics.ERRORS.labels("start").inc()
+        announce(True, INTERNAL_ERROR, message)
+        return None
+
+
+async def _start_run(
+    run: Run, parsed: MCPBenchmarkSpec, status: Mapping[str, Any], out: Status, announce: Announce
+) -> Refused | None:
     settings = OperatorSettings.from_env()
     image = parsed.runner.image or settings.runner_image
     plan = runner_problem(parsed.runner, settings) or await prepare_plan(

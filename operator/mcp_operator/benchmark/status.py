@@ -166,6 +166,22 @@ def child_rejected_status(
     return MCPBenchmarkStatus.model_validate(fields).to_patch()
 
 
+def start_failed_status(
+    conditions: Conditions, generation: int, reason: str, message: str, now: str
+) -> dict[str, Any]:
+    """Starting the run raised: Failed and Error with the reason, once for the generation; the
+    spec was accepted, so Accepted stays as it was."""
+    conds = set_condition(conditions, "Ready", False, reason, message, generation, now)
+    fields = {
+        "observedGeneration": generation,
+        "phase": "Failed",
+        "verdict": "Error",
+        "completedAt": now,
+        "conditions": conds,
+    }
+    return MCPBenchmarkStatus.model_validate(_with_failed(fields, generation, now)).to_patch()
+
+
 def report_rejected_status(
     collected: dict[str, Any], generation: int, message: str, now: str
 ) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """kopf handlers for what MCPReadiness drills leave behind: a fault whose revert failed is tried
-again until it is reverted, and a deleted gate with a drill is let go only once every fault it
-injected is reverted (``readiness.drills``). The rounds themselves are ``handlers.readiness``'s."""
+again until it is reverted, and a deleted gate with a drill, or with a fault its journal shows
+open, is let go only once every fault it injected is reverted (``readiness.drills``). The rounds
+themselves are ``handlers.readiness``'s."""
 
 from __future__ import annotations
 
@@ -32,13 +33,14 @@ async def retry_failed_reverts(meta: kopf.Meta, body: kopf.Body, **_: Any) -> No
     await drills.retry_reverts(runtime.current(), *where, announcer(body))
 
 
-@kopf.on.delete(GROUP, VERSION, PLURAL, when=lambda spec, **_: bool(spec.get("drill")))
+@kopf.on.delete(GROUP, VERSION, PLURAL, when=lambda spec, status, **_: drills.holds_finalizer(spec, status))
 @metrics.counted_errors("revert_on_delete")
 @about_object
 async def revert_on_delete(meta: kopf.Meta, status: kopf.Status, body: kopf.Body, **_: Any) -> None:
     """A deleted drill stops at once and every fault it injected is reverted before the
-    finalizer lets the object go; a fault that cannot be reverted keeps it (retried) until it is,
-    or until a person sets the release annotation, which is announced with what is left."""
+    finalizer lets the object go (also once ``spec.drill`` is gone, while a fault is open); a
+    fault that cannot be reverted keeps it (retried) until it is, or until a person sets the
+    release annotation, which is announced with what is left."""
     left = await drills.revert_deleted(runtime.current(), meta, status, announcer(body))
     if left is not None:
         raise kopf.TemporaryError(f"not reverted yet: {left}; retrying", delay=10)

@@ -26,6 +26,7 @@ from .common import about_object, announcer, reject, wait_for_names
 
 log = logging.getLogger(__name__)
 WATCH_INTERVAL_S = 2.0
+RETRY_TICK_S = 2.5  # how often a scheduled retry is looked for (its backoff starts at 5 s)
 DECIDED = ("Succeeded", "Failed")
 
 
@@ -88,6 +89,33 @@ async def recheck_readiness(spec: kopf.Spec, meta: kopf.Meta, body: kopf.Body, *
         recheck = await due.recheck(parsed, obj.get("status") or {}, gate.generation, gate.namespace, now)
         if recheck is not None:  # a lost claim: changed meanwhile, the next tick looks again
             await run_round(rt, gate, obj, parsed, "Recheck", recheck.observation)
+
+
+@kopf.timer(
+    GROUP,
+    VERSION,
+    PLURAL,
+    interval=RETRY_TICK_S,
+    initial_delay=RETRY_TICK_S,
+    when=lambda status, **_: (
+        bool((status.get("retry") or {}).get("nextAt")) and status.get("phase") in DECIDED
+    ),
+)
+@metrics.counted_errors("retry_readiness")
+@about_object
+async def retry_readiness(spec: kopf.Spec, meta: kopf.Meta, body: kopf.Body, **_: Any) -> None:
+    """A verdict that was the operator's own doing (``readiness.retry``) is evaluated again once
+    its backoff has passed, as a recheck: Ready stays as it was until the new verdict."""
+    rt, gate = runtime.current(), _gate(meta, body)
+    async with rt.claims.lock(gate.uid):
+        obj = await readers.fresh_generation(gate.namespace, gate.name, gate.generation)
+        parsed = _valid(spec)
+        if obj is None or parsed is None:
+            return
+        now = dt.datetime.now(dt.UTC)
+        retry = await due.retry(parsed, obj.get("status") or {}, gate.generation, gate.namespace, now)
+        if retry is not None:  # a lost claim: changed meanwhile, the next tick looks again
+            await run_round(rt, gate, obj, parsed, "Recheck", retry.observation)
 
 
 @kopf.timer(

@@ -76,6 +76,14 @@ async def retry_reverts(rt: Runtime, namespace: str, name: str, uid: str, announ
             await settle(rt, int(obj["metadata"]["generation"]), obj, announce)
 
 
+def holds_finalizer(spec: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
+    """Whether a deleted gate must go through ``revert_deleted`` first: while it has a drill, and
+    while its journal shows a fault not known to be undone, whatever the spec says now (a drill
+    removed from the spec after its revert failed would otherwise let the gate go, the fault in
+    place and no FaultsAbandoned event)."""
+    return bool(spec.get("drill")) or bool(journal.open_entries(list(status.get("faults") or [])))
+
+
 async def revert_deleted(
     rt: Runtime, meta: Mapping[str, Any], status: Mapping[str, Any], announce: Announce
 ) -> str | None:

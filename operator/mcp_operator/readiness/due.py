@@ -1,5 +1,6 @@
 """When a timer's round is due, judged on the gate as the API server has it now: a standing
-gate's recheck (``spec.recheckIntervalSeconds``) and a new release that ``spec.watch`` shows.
+gate's recheck (``spec.recheckIntervalSeconds``), an operator-caused verdict's retry
+(``readiness.retry``) and a new release that ``spec.watch`` shows.
 Each answers the observation the round records, or None: nothing to do at this tick."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from .evaluate import recheck_due
 from .readers import readers
 from .release import Observation, recorded_fingerprint
 from .release import observe as observe_release
+from .retry import retry_due
 from .round import observe
 
 DECIDED = ("Succeeded", "Failed")
@@ -40,6 +42,22 @@ async def recheck(
     fingerprint = None if observation is None else observation.fingerprint
     if fingerprint is not None and fingerprint != recorded_fingerprint(status):
         return None
+    return Due(observation)
+
+
+async def retry(
+    parsed: MCPReadinessSpec, status: Mapping[str, Any], generation: int, namespace: str, now: dt.datetime
+) -> Due | None:
+    """An operator-caused verdict of this generation is due to be evaluated again
+    (``readiness.retry``), against the release it judged; never a drill, never a suspended gate."""
+    if status.get("observedGeneration") != generation or status.get("phase") not in DECIDED:
+        return None
+    if parsed.suspend or parsed.drill is not None or not retry_due(status, now):
+        return None
+    observation = await observe(parsed, namespace)
+    fingerprint = None if observation is None else observation.fingerprint
+    if fingerprint is not None and fingerprint != recorded_fingerprint(status):
+        return None  # a new release: new_release's round, with Ready Unknown meanwhile
     return Due(observation)
 
 

@@ -19,6 +19,7 @@ a lost claim into kopf's retry where that is its policy.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import time
 from collections.abc import Mapping
@@ -47,10 +48,12 @@ from .release import (
     settle,
 )
 from .release import observe as observe_release
+from .retry import retry_record
 from .status import STATUS_TOO_LARGE, drill_status, running_status, too_large_status, verdict_status
 
 log = logging.getLogger(__name__)
 QUIET: tuple[Trigger, ...] = ("Recheck",)  # Ready stays as it was while the checks run
+INTERNAL_ERROR = "InternalError"  # a round that raised what the operator did not expect
 
 
 @dataclass(frozen=True)
@@ -164,7 +167,7 @@ async def run_round(
     claimed = Claimed(
         parsed, url, previous, marker, release, trigger not in QUIET, ready_status(status), outcomes
     )
-    if trigger == "Spec" and parsed.drill is not None:
+    if drill_task(trigger, parsed):
         drills.start(
             rt, gate.uid, gate.generation, marker, evaluate(rt, gate, claimed), gate.where, gate.announce
         )
@@ -173,10 +176,38 @@ async def run_round(
     return True
 
 
+def drill_task(trigger: Trigger, parsed: MCPReadinessSpec) -> bool:
+    """A new generation's drill runs as a task of its own (``drills.start``)."""
+    return trigger == "Spec" and parsed.drill is not None
+
+
+def failed_row(exc: Exception) -> CheckOutcome:
+    """What a round that raised unexpectedly leaves as its one row: Error, never a Pass."""
+    return CheckOutcome(
+        "round",
+        Verdict.ERROR,
+        INTERNAL_ERROR,
+        f"the operator failed while evaluating: {type(exc).__name__}: {exc} (its log has the "
+        "traceback); evaluated again when the spec changes or a recheck is due",
+    )
+
+
 async def evaluate(rt: Runtime, gate: Gate, claimed: Claimed) -> None:
-    """One claimed round, its log lines (and those of the tasks it starts) tagged with its id."""
+    """One claimed round, its log lines (and those of the tasks it starts) tagged with its id.
+    Whatever it raises that is not a transient API failure is its verdict (Error, InternalError,
+    a Warning event), never kopf's retry every 60 s with the gate left Evaluating; a drill's task
+    has its own ending for that (``drills``: DrillFailed)."""
     with logs.evaluation(claimed.marker.id):
-        await _evaluate(rt, gate, claimed)
+        try:
+            await _evaluate(rt, gate, claimed)
+        except Exception as exc:
+            if drill_task(claimed.release["trigger"], claimed.parsed) or kube.transient(exc):
+                raise
+            log.exception("%s/%s: the round failed; written as its verdict", *gate.where)
+            metrics.ERRORS.labels("round").inc()
+            new_status, verdict = await _verdict(gate, claimed, [failed_row(exc)], None)
+            await kube.patch_status(PLURAL, gate.namespace, gate.name, new_status)
+            _count_and_announce(gate, claimed, verdict)
 
 
 async def _evaluate(rt: Runtime, gate: Gate, claimed: Claimed) -> None:
@@ -258,11 +289,21 @@ async def _verdict(
     )
     if drill is not None:
         new_status.update(drill_status(drill, new_status["conditions"], generation, utc_now()))
+    if claimed.parsed.drill is None:  # a drill is never run again for the operator's load
+        new_status["retry"] = retry_record(
+            previous.get("retry"), retried(claimed), outcomes, dt.datetime.now(dt.UTC)
+        )
     pod_gate = claimed.parsed.pod_readiness_gate
     if pod_gate is not None:
         ready = condition(new_status["conditions"], "Ready") or {}
         new_status["gatedPods"] = await podgate.sync_pods(pod_gate, gate.namespace, ready, utc_now())
     return new_status, verdict
+
+
+def retried(claimed: Claimed) -> bool:
+    """The round is the one an operator-caused verdict scheduled (``readiness.retry``)."""
+    scheduled = (claimed.previous.get("retry") or {}).get("nextAt")
+    return claimed.release["trigger"] == "Recheck" and bool(scheduled)
 
 
 def _count_and_announce(gate: Gate, claimed: Claimed, verdict: RunVerdict) -> None:

@@ -181,6 +181,7 @@ def too_large_status(full: Mapping[str, Any], generation: int, now: str, why: st
         "release",
         "stage",
         "faults",  # a drill's journal: what a restarted operator must not revert again
+        "retry",  # with its nextAt null once none is due: left out, an old one would stay due
     )
     fields: dict[str, Any] = {key: full[key] for key in kept if key in full}
     conditions = list(full.get("conditions") or [])

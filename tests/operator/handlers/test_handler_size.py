@@ -28,6 +28,7 @@ RESOURCE_HANDLER_IDS = {
     "collect_benchmark",
     "retry_failed_reverts",
     "recheck_readiness",
+    "retry_readiness",
     "watch_release",
     "sync_pod_gate",
     "forget_deleted_gate",

@@ -22,6 +22,10 @@ MARKS = {
 }
 
 
+NO_OUTAGE = "NoOutageObserved"  # a fault no client saw fail: no recovery to measure
+NOT_MEASURED = "not measured: the fault caused no observable failure, so there was no recovery to time"
+
+
 @dataclass(frozen=True)
 class KpiResult:
     name: str
@@ -113,17 +117,27 @@ def seconds_kpi(
     return KpiResult(name, Verdict.PASS, "WithinThreshold", measured, threshold, warn_text, evidence)
 
 
+def recovery_kpi(f: FaultTiming, t: KpiThresholds) -> KpiResult:
+    """A fault's recovery against the limit. A fault after which no client saw a failure did not
+    bite: there was no outage to recover from, so nothing was measured (Inconclusive
+    ``NoOutageObserved``), never a Pass of 0 s."""
+    evidence = f"{f.kind} {f.fault_id} in {f.stage}"
+    row = seconds_kpi(
+        "recoverySeconds",
+        [(evidence, f.recovery_s)],
+        t.recovery_seconds,
+        t.recovery_seconds_warn,
+        "NeverRecovered",
+    )
+    assert row is not None  # one value given, one row back
+    if not f.outage:
+        row = replace(row, verdict=Verdict.INCONCLUSIVE, reason=NO_OUTAGE, measured=NOT_MEASURED)
+    return replace(row, fault=f.fault_id)
+
+
 def recovery_kpis(timings: Sequence[FaultTiming], t: KpiThresholds) -> list[KpiResult]:
     """One row per fault: a pod kill and a zone outage each get their own figure and verdict."""
-    rows = []
-    for f in timings:
-        values = [(f"{f.kind} {f.fault_id} in {f.stage}", f.recovery_s)]
-        row = seconds_kpi(
-            "recoverySeconds", values, t.recovery_seconds, t.recovery_seconds_warn, "NeverRecovered"
-        )
-        assert row is not None  # one value given, one row back
-        rows.append(replace(row, fault=f.fault_id))
-    return rows
+    return [recovery_kpi(f, t) for f in timings]
 
 
 def hot_update_kpis(updates: Sequence[tuple[str, str, float | None]], t: KpiThresholds) -> list[KpiResult]:
