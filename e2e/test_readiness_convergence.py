@@ -221,6 +221,71 @@ def test_xds_sync_gate_is_ready_when_synced_and_not_ready_on_a_nack(
     assert warnings and NACK_TEXT in warnings[-1]["message"]
 
 
+def _pods(ns: Namespace) -> dict[str, dict[str, Any]]:
+    listed = json.loads(ns.kubectl("get", "pods", "-l", "app=web", "-o", "json").stdout)["items"]
+    return {p["metadata"]["name"]: p for p in listed}
+
+
+def test_xds_gate_expects_the_workloads_ready_pods_and_fails_when_one_goes_with_its_proxy(
+    kube: Any, refserver: str, workload: Namespace, tmp_path: Path
+) -> None:
+    """The workload's ready pods say who should be there, not the control plane's answer: each
+    pod's proxy (node ID ``{pod}.{namespace}``) is a grpc-go client of the bed. A pod deleted with
+    its proxy is replaced by a pod whose proxy never connects: the standing gate fails within a
+    round (ProxyMissing, naming the new pod). A gate with only minProxies keeps what it saw in
+    status; and a source with no proxy at all is never Ready."""
+    ns = workload.name
+    nodes = [f"{pod}.{ns}" for pod in sorted(_pods(workload))]
+    assert len(nodes) == 2
+    with XdsBed(tmp_path / "xds-pods", nodes) as pods_bed:
+        source = [{"kind": "csds", "address": pods_bed.control_plane_csds}]
+        selected = {"sources": source, "proxies": {"matchLabels": {"app": "web"}}, "timeoutSeconds": 5}
+        standing = {
+            "target": {"url": refserver},
+            "checks": {"healthProbe": PROBE, "xdsSync": selected},
+            "recheckIntervalSeconds": 10,
+        }
+        kube.apply(stack.custom_resource("MCPReadiness", "xds-pods", standing))
+        kube.apply(gate("xds-count", refserver, xdsSync={"sources": source, "minProxies": 2}))
+        kube.apply(gate("xds-unvouched", refserver, xdsSync={"sources": source}))
+        synced = row(evaluated(kube, "xds-pods", 1), "xds-sync")
+        assert (synced["verdict"], synced["observed"]["proxiesExpected"]) == ("Pass", "2"), synced
+        counted = evaluated(kube, "xds-count", 1)
+        assert row(counted, "xds-sync")["verdict"] == "Pass"
+        seen = {p["nodeId"] for p in counted["status"]["xdsMemory"]["proxiesSeen"]}
+        assert seen == set(nodes), counted["status"]["xdsMemory"]
+        unvouched = row(evaluated(kube, "xds-unvouched", 1), "xds-sync")
+        assert (unvouched["verdict"], unvouched["reason"]) == ("Inconclusive", "NoExpectedProxies"), unvouched
+
+        victim = sorted(_pods(workload))[0]
+        workload.kubectl("delete", "pod", victim, "--wait=false")
+        pods_bed.stop_client(f"{victim}.{ns}")
+        deleted_at = time.monotonic()
+
+        def failed() -> dict[str, Any] | None:
+            obj: dict[str, Any] = kube.get("mcpreadiness", "xds-pods")
+            rows = {r["name"]: r for r in obj["status"].get("checks", [])}
+            xds = rows.get("xds-sync") or {}
+            return xds if xds.get("verdict") == "Fail" else None
+
+        fail = stack.until(failed, "the gate to fail the missing proxy", timeout_s=90)
+        assert fail["reason"] == "ProxyMissing", fail
+        replacement = set(_pods(workload)) - {victim} - {n.split(".")[0] for n in nodes}
+        missing = {f["subject"] for f in fail["findings"] if f["reason"] == "ProxyMissing"}
+        assert missing and missing <= {f"{pod}.{ns}" for pod in replacement}, (missing, replacement)
+        # the replacement is Ready a few seconds after the delete; the next round (10 s) judges it
+        assert time.monotonic() - deleted_at < 60
+        ready = stack.condition_of(kube.get("mcpreadiness", "xds-pods"))
+        assert (ready["status"], ready["reason"]) == ("False", "ProxyMissing"), ready
+
+    with XdsBed(tmp_path / "xds-none", []) as empty_bed:
+        none = {"sources": [{"kind": "csds", "address": empty_bed.control_plane_csds}], "timeoutSeconds": 5}
+        kube.apply(gate("xds-none", refserver, xdsSync=none))
+        nothing = row(evaluated(kube, "xds-none", 1), "xds-sync")
+        assert (nothing["verdict"], nothing["reason"]) == ("Inconclusive", "NoProxiesReported"), nothing
+        assert stack.condition_of(kube.get("mcpreadiness", "xds-none"))["status"] == "False"
+
+
 # --- b. config consistency ------------------------------------------------------------------
 
 

@@ -5,7 +5,9 @@
    that sees every client ACKed on the new version (the check's own detection latency, which
    includes the poll interval ``--interval-ms``). Sources: the control plane's CSDS and each
    client's CSDS.
-2. Cost of one evaluation against ``--proxies`` proxies: that many real client processes on
+2. ``mcp-check xds --wait`` as CI runs it: the CLI started and polling, then a snapshot change;
+   the time from the change to the CLI's exit (0), for ``--clients`` clients and for 10.
+3. Cost of one evaluation against ``--proxies`` proxies: that many real client processes on
    one control plane, evaluated (a) through the control plane's one CSDS answer (``--proxies``
    node statuses) and (b) through every client's own CSDS as well (``--proxies`` + 1 sources).
 
@@ -17,11 +19,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import io
 import statistics
 import tempfile
+import threading
 import time
 from pathlib import Path
 
+from mcp_checks.cli import main as cli_main
 from mcp_checks.verdict import Verdict
 from mcp_checks.xds import XdsSource, XdsSyncSpec, measure_convergence, run_xds_sync
 from mcp_devcluster.xdsbed import XdsBed
@@ -51,6 +57,37 @@ async def convergence(bed: XdsBed, nodes: list[str], changes: int, interval_s: f
             raise SystemExit(f"{version} did not converge: {result.outcome.message}")
         seconds.append(result.seconds)
     return seconds
+
+
+def cli_wait(bed: XdsBed, nodes: list[str], version: str) -> float:
+    """Seconds from the snapshot change to ``mcp-check xds --wait``'s return with exit 0: the
+    CLI's own code (flags, the suite, the wait loop) in a thread of this process, already
+    polling the old version when the change is made (process start-up is not counted)."""
+    argv = ["xds", "--csds", bed.control_plane_csds, *[f"--proxy={n}" for n in nodes]]
+    argv += ["--expected-version", version, "--wait", "60s"]
+    done: dict[str, float | int] = {}
+
+    def run() -> None:
+        with contextlib.redirect_stdout(io.StringIO()):
+            done["code"] = cli_main(argv)
+        done["at"] = time.monotonic()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    time.sleep(1.0)  # polling the old version
+    started = time.monotonic()
+    bed.set_snapshot(version)
+    thread.join(timeout=60)
+    if done.get("code") != 0:
+        raise SystemExit(f"mcp-check xds --wait exited {done.get('code')}")
+    return done["at"] - started
+
+
+async def cli_waits(tmp: Path, clients: int, changes: int) -> list[float]:
+    nodes = [f"node-{i}" for i in range(clients)]
+    with XdsBed(tmp / f"cli-{clients}", nodes) as bed:
+        await measure_convergence(_spec(bed, nodes, clients=False, version="v1"), timeout_s=60)
+        return [await asyncio.to_thread(cli_wait, bed, nodes, f"v{i + 2}") for i in range(changes)]
 
 
 async def evaluation_cost(
@@ -84,6 +121,12 @@ async def main() -> None:
             f"{args.interval_ms:g} ms: median {statistics.median(ms):.1f} ms "
             f"(min {ms[0]:.1f}, max {ms[-1]:.1f})"
         )
+        for clients in sorted({args.clients, 10}):
+            waits = sorted(s * 1000 for s in await cli_waits(Path(tmp), clients, 3))
+            print(
+                f"mcp-check xds --wait, {clients} grpc-go clients, snapshot change -> exit 0: median "
+                f"{statistics.median(waits):.1f} ms (min {waits[0]:.1f}, max {waits[-1]:.1f}; 3 changes)"
+            )
         many = [f"proxy-{i:03d}" for i in range(args.proxies)]
         started = time.monotonic()
         with XdsBed(Path(tmp) / "many", many) as bed:

@@ -35,6 +35,7 @@ from mcp_checks.sentinel import SentinelRecord, run_sentinel
 from mcp_checks.specs import HealthProbe, XdsProxies, XdsSourceRef, XdsSync, default_of
 from mcp_checks.suite import CheckContext, HealthProbeRunner, SpecError, plan_checks, run_checks
 from mcp_checks.verdict import SEVERITY, CheckOutcome, Finding, RunVerdict, Verdict, decide, utc_now
+from mcp_checks.xds.memory import XdsMemory
 
 __all__ = [
     "REDACTED",
@@ -54,6 +55,7 @@ __all__ = [
     "SentinelRecord",
     "SpecError",
     "Verdict",
+    "XdsMemory",
     "XdsProxies",
     "XdsSourceRef",
     "XdsSync",

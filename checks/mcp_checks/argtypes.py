@@ -7,6 +7,7 @@ which command runs.
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import re
 from argparse import ArgumentTypeError
@@ -199,3 +200,24 @@ def slash_parts(form: str, required: int, optional: int = 0) -> Callable[[str], 
 
     parse.__name__ = "slash_parts"
     return parse
+
+
+def instant(text: str) -> float:
+    """A point in time as Unix seconds: RFC 3339 (``2026-12-06T10:00:00Z``) or a number."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        pass
+    else:
+        if not math.isfinite(seconds):
+            raise ArgumentTypeError(f"{text!r} is not a finite time")
+        return seconds
+    try:
+        stamp = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ArgumentTypeError(
+            f"{text!r} is not a time: use RFC 3339 (2026-12-06T10:00:00Z) or Unix seconds"
+        ) from None
+    if stamp.tzinfo is None:
+        raise ArgumentTypeError(f"{text!r} has no time zone: add Z or an offset")
+    return stamp.timestamp()

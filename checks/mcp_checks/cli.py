@@ -31,6 +31,12 @@ from .exitcodes import ExitCode, for_verdict, table
 if TYPE_CHECKING:
     from .verdict import CheckOutcome
 
+# the most xDS sources one check reads: the MCPReadiness API's (xdsSync.sources maxItems), so
+# a flag takes what a manifest's field takes
+MAX_XDS_SOURCES = 16
+# metricDrift's --reference-file: a rules file where the check runs, not a field of the API
+# (``mcp_checks.suite.REFERENCE_FILE``)
+REFERENCE_FILE = "referenceFile"
 SUBCOMMAND_KEYS = {
     "health": "healthProbe",
     "xds": "xdsSync",
@@ -153,22 +159,53 @@ def build_parser(prog: str = "mcp-check") -> argparse.ArgumentParser:
     )
     xds.add_argument("--proxy", action="append", help="node ID that must be synced (repeatable)")
     xds.add_argument(
+        "--selector",
+        type=types.key_value,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="with --kubeconfig: the ready pods with this label must be synced (repeatable)",
+    )
+    xds.add_argument(
+        "--service", help="with --kubeconfig: the ready pods this Service selects must be synced"
+    )
+    xds.add_argument(
+        "--node-id-template",
+        metavar="TEMPLATE",
+        help="a selected pod's node ID from {pod}, {namespace}, {ip} (default {pod}.{namespace})",
+    )
+    xds.add_argument(
+        "--min-proxies",
+        type=types.integer(minimum=0, maximum=100000),
+        metavar="N",
+        help="at least N proxies must be reported; without it (or --proxy, --selector, --service) "
+        "nothing says who should be there and the check cannot pass (0 lets none pass)",
+    )
+    xds.add_argument(
         "--grace-seconds",
         type=types.duration(minimum=0, maximum=3600),
         metavar="SECONDS",
-        help="stale for less than this warns, longer fails (0 to 3600; default 30)",
+        help="stale for less than this has not converged yet (Inconclusive), longer fails "
+        "(0 to 3600; default 30)",
+    )
+    xds.add_argument(
+        "--changed-at",
+        type=types.instant,
+        metavar="TIME",
+        help="with --expected-version: when that version was published (RFC 3339 or Unix seconds); "
+        "staleness counts from then (default: this run's first look)",
     )
     xds.add_argument(
         "--expected-version", help="the version every proxy must have ACKed (another one counts as stale)"
     )
     xds.add_argument(
         "--wait",
-        type=types.duration(above=0),
+        type=types.duration(above=0, maximum=3600),
         default=0.0,
         metavar="SECONDS",
-        help="poll until every proxy is synced (exit 0), one NACKs (exit 1) or SECONDS pass "
-        "(Inconclusive ConvergenceTimeout, exit 3); without it one look, where not converged yet "
-        "is Inconclusive",
+        help="poll until every proxy is synced (exit 0), any look fails (a NACK, a proxy gone or "
+        "missing: exit 1) or SECONDS pass (Inconclusive ConvergenceTimeout, exit 3); without it one "
+        "look, where not converged yet is Inconclusive",
     )
     config = _subcommand(sub, "config", "config hash against the rollout and Argo CD")
     _common(config)
@@ -252,9 +289,16 @@ def _flag_entry(args: argparse.Namespace) -> dict[str, Any]:
         sources = [{"kind": "csds", "address": a} for a in args.csds]
         sources += [{"kind": "syncz", "address": a} for a in args.syncz]
         sources += [{"kind": "envoyAdmin", "address": a} for a in args.envoy_admin]
+        if len(sources) > MAX_XDS_SOURCES:
+            given = (("--csds", args.csds), ("--syncz", args.syncz), ("--envoy-admin", args.envoy_admin))
+            flags = [flag for flag, values in given if values]
+            raise Usage(
+                f"argument {'/'.join(flags)}: at most {MAX_XDS_SOURCES} sources"
+                f"{' in all' if len(flags) > 1 else ''} (got {len(sources)})"
+            )
         _set(entry, "sources", sources)
-        if args.proxy:
-            entry["proxies"] = {"ids": args.proxy}
+        _set(entry, "proxies", _proxies(args))
+        _set(entry, "minProxies", args.min_proxies)
         _set(entry, "graceSeconds", args.grace_seconds)
         _set(entry, "expectedVersion", args.expected_version)
         if args.wait:
@@ -272,16 +316,38 @@ def _flag_entry(args: argparse.Namespace) -> dict[str, Any]:
         rules = [dict(zip(("record", "expr"), r.split("=", 1), strict=False)) for r in args.rule]
         _set(entry, "rules", rules)
         _set(entry, "threshold", args.threshold)
-        _set(entry, "reference", _drift_reference(args))
+        if args.reference_file is not None:  # replaces a manifest's reference
+            entry["reference"] = None
+            entry[REFERENCE_FILE] = str(args.reference_file)
+        else:
+            _set(entry, "reference", _drift_reference(args))
     return entry
+
+
+def _proxies(args: argparse.Namespace) -> dict[str, Any] | None:
+    """``xdsSync.proxies`` from the flags: named node IDs, or pods by label or Service."""
+    given = (("--proxy", args.proxy), ("--selector", args.selector), ("--service", args.service))
+    chosen = [flag for flag, value in given if value]
+    if len(chosen) > 1:
+        raise Usage(f"{' and '.join(chosen)}: name the proxies one way")
+    if args.node_id_template and not (args.selector or args.service):
+        raise Usage("--node-id-template goes with --selector or --service")
+    if args.proxy:
+        return {"ids": args.proxy}
+    if not (args.selector or args.service):
+        return None
+    proxies: dict[str, Any] = {}
+    if args.selector:
+        proxies["matchLabels"] = dict(pair.split("=", 1) for pair in args.selector)
+    _set(proxies, "service", args.service)
+    _set(proxies, "nodeIdTemplate", args.node_id_template)
+    return proxies
 
 
 def _drift_reference(args: argparse.Namespace) -> dict[str, Any] | None:
     """``metricDrift.reference`` from the drift flags (each flag's form is checked by its type)."""
     if args.reference_selector and not args.reference_prometheusrules:
         raise Usage("--reference-selector goes with --reference-prometheusrules NAMESPACE")
-    if args.reference_file is not None:
-        return {"file": str(args.reference_file)}
     if args.reference_prometheusrules:
         namespace, _, name = args.reference_prometheusrules.partition("/")
         selector = dict(pair.split("=", 1) for pair in args.reference_selector)
@@ -311,6 +377,13 @@ def _manifest(path: Path) -> Mapping[str, Any]:
     if len(gates) != 1:
         raise Usage(f"argument -f/--file: {path}: expected one MCPReadiness, found {len(gates)}")
     gate: Mapping[str, Any] = gates[0]
+    from .manifest import spec_problems
+
+    problems = spec_problems(gate.get("spec"))
+    if problems:  # as `kubectl apply` would refuse it: a typo must not fall back to a default
+        count = f"{len(problems)} problem{'s' if len(problems) > 1 else ''}"
+        listed = "".join(f"\n  {p}" for p in problems)
+        raise Usage(f"argument -f/--file: {path}: not a valid MCPReadiness ({count}):{listed}")
     return gate
 
 
@@ -346,7 +419,10 @@ def _plan(args: argparse.Namespace, gate: Mapping[str, Any] | None) -> tuple[dic
         missing = _missing(args.check, entry)
         if missing:
             raise Usage(missing)
-        checks = {"healthProbe": {"enabled": False}, key: {**entry, "enabled": True}}
+        # the probe is the one check with `enabled`; asked by name, it runs even if a manifest has it off
+        checks = {"healthProbe": {"enabled": False}, key: entry}
+        if key == "healthProbe":
+            checks[key] = {**entry, "enabled": True}
     elif gate is None:
         raise Usage("-f MANIFEST is required: `all` runs every check a manifest enables")
     if (checks.get("healthProbe") or {}).get("enabled", True) and not url:
@@ -446,7 +522,7 @@ def main(argv: list[str] | None = None, prog: str = "mcp-check") -> int:
         _usage(args, str(exc))
     for part in skipped_parts(manifest or {}):
         print(f"skipped {part}", file=sys.stderr)
-    context = CheckContext(namespace, url, api_client)
+    context = CheckContext(namespace, url, api_client, xds_memory=_xds_memory(args))
     started = time.monotonic()
     outcomes = asyncio.run(run_checks(planned, context))
     elapsed_s = time.monotonic() - started
@@ -454,6 +530,18 @@ def main(argv: list[str] | None = None, prog: str = "mcp-check") -> int:
     if args.junit is not None:
         write_junit(outcomes, args.junit, elapsed_s=elapsed_s)
     return int(for_verdict(decide(outcomes).outcome))
+
+
+def _xds_memory(args: argparse.Namespace) -> Any:
+    """What this run's xDS look starts from: the version published at ``--changed-at``."""
+    from .xds import XdsMemory
+
+    changed_at = getattr(args, "changed_at", None)
+    if changed_at is None:
+        return None
+    if not args.expected_version:
+        _usage(args, "--changed-at goes with --expected-version")
+    return XdsMemory(expected_version=args.expected_version, version_since=changed_at)
 
 
 def kubectl_main(argv: list[str] | None = None) -> int:

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from kubernetes import client
 from pydantic import BaseModel, ValidationError
 
+from . import specs
 from .config import ArgoApplicationRef, ConfigConsistencySpec, WorkloadKind, run_config_consistency
 from .dialhooks import OPEN, DialHooks
 from .drift import (
@@ -33,9 +34,10 @@ from .drift import (
     run_metric_drift,
 )
 from .health import HealthProbeSpec, run_health_probe
+from .manifest import problems
 from .specs import HealthProbe, XdsProxies, XdsSync
 from .verdict import CheckOutcome, Verdict
-from .xds import XdsSource, XdsSyncSpec, measure_convergence, run_xds_sync
+from .xds import XdsMemory, XdsSource, XdsSyncSpec, measure_convergence, run_xds_sync
 
 HealthProbeRunner = Callable[[HealthProbeSpec], Awaitable[CheckOutcome]]
 CHECK_KEYS = {
@@ -46,6 +48,8 @@ CHECK_KEYS = {
 }
 SOURCE_KINDS = {"csds": "csds", "syncz": "syncz", "envoyAdmin": "envoy_admin"}
 _M = TypeVar("_M", bound=BaseModel)
+# the CLI's --reference-file: a rules file on the machine that runs the check, never in the CRD
+REFERENCE_FILE = "referenceFile"
 SLACK_S = 5.0  # beyond a check's own timeouts, before the suite gives up on it
 
 
@@ -68,6 +72,9 @@ class CheckContext:
     # how every check connects: the operator injects its target policy, checked on the address
     # each connection is opened to
     dial: DialHooks = OPEN
+    # what the xDS check's earlier looks saw (the operator keeps it in the gate's status; the
+    # CLI seeds it with --changed-at); None: this look is the first
+    xds_memory: XdsMemory | None = None
 
 
 @dataclass(frozen=True)
@@ -111,16 +118,13 @@ def _typed(model: type[_M], entry: Mapping[str, Any], key: str) -> _M:
     try:
         return model.model_validate(dict(entry))
     except ValidationError as exc:
-        raise SpecError(f"checks.{key}: {exc.errors()[0]['msg']} at {exc.errors()[0]['loc']}") from exc
-
-
-def _opt_float(value: Any) -> float | None:
-    return None if value is None else float(value)
+        raise SpecError("; ".join(problems(exc, f"checks.{key}"))) from exc
 
 
 async def _pods_to_proxies(ctx: CheckContext, proxies: XdsProxies | None) -> tuple[str, ...] | None:
-    """Node IDs the target's proxies should have: listed, or from the pods a label selector or a
-    Service's selector picks (``{pod}``, ``{namespace}`` and ``{ip}`` in ``nodeIdTemplate``)."""
+    """Node IDs the target's proxies should have: listed, or from the ready pods a label
+    selector or a Service's selector picks (``{pod}``, ``{namespace}`` and ``{ip}`` in
+    ``nodeIdTemplate``): the cluster says who should be there, not the answer judged."""
     if proxies is None:
         return None
     if proxies.ids is not None:
@@ -143,122 +147,135 @@ async def _pods_to_proxies(ctx: CheckContext, proxies: XdsProxies | None) -> tup
     return tuple(
         template.format(pod=p.metadata.name, namespace=ctx.namespace, ip=p.status.pod_ip or "")
         for p in pods.items
-        if p.metadata.deletion_timestamp is None and p.status.phase == "Running"
+        if p.metadata.deletion_timestamp is None and _pod_ready(p)
     )
 
 
+def _pod_ready(pod: Any) -> bool:
+    """Running with its Ready condition True: a pod still starting (or failing its probes) has
+    no proxy that must be synced yet."""
+    conditions = pod.status.conditions or []
+    ready = any(c.type == "Ready" and c.status == "True" for c in conditions)
+    return bool(pod.status.phase == "Running" and ready)
+
+
 def xds_sync(entry: Mapping[str, Any] | XdsSync) -> PlannedCheck:
-    wait_s = 0.0
-    if not isinstance(entry, XdsSync):
-        wait_s = float(entry.get("waitSeconds", 0.0))  # the CLI's --wait; not part of the CRD
-        entry = _typed(XdsSync, {k: v for k, v in entry.items() if k != "waitSeconds"}, "xdsSync")
-    xds = entry
+    xds = entry if isinstance(entry, XdsSync) else _typed(XdsSync, entry, "xdsSync")
     sources = tuple(XdsSource(SOURCE_KINDS[s.kind], s.address) for s in xds.sources)  # type: ignore[arg-type]
-    timeout_s = xds.timeout_seconds
+    timeout_s, wait_s = xds.timeout_seconds, xds.wait_seconds
 
     async def run(ctx: CheckContext) -> CheckOutcome:
         spec = XdsSyncSpec(
             sources=sources,
             expected_proxies=await _pods_to_proxies(ctx, xds.proxies),
+            min_proxies=xds.min_proxies,
             types=tuple(xds.types),
             expected_version=xds.expected_version,
             grace_s=xds.grace_seconds,
             timeout_s=timeout_s,
             dial=ctx.dial,
         )
-        if wait_s > 0:  # mcp-check xds --wait: poll until converged, a NACK, or the wait is over
-            return (await measure_convergence(spec, timeout_s=wait_s, interval_s=0.5)).outcome
-        return await run_xds_sync(spec)
+        if wait_s > 0:  # poll until converged, any Fail, or the wait is over
+            return (await measure_convergence(spec, timeout_s=wait_s, memory=ctx.xds_memory)).outcome
+        return await run_xds_sync(spec, ctx.xds_memory)
 
     return PlannedCheck(CHECK_KEYS["xdsSync"], timeout_s + wait_s + SLACK_S, run)
 
 
-def config_consistency(entry: Mapping[str, Any]) -> PlannedCheck:
-    workload = entry.get("workload") or {}
-    app = entry.get("application")
-    timeout_s = float(entry.get("timeoutSeconds", 30.0))
+def config_consistency(entry: Mapping[str, Any] | specs.ConfigConsistency) -> PlannedCheck:
+    if isinstance(entry, specs.ConfigConsistency):
+        config = entry
+    else:
+        config = _typed(specs.ConfigConsistency, entry, "configConsistency")
+    if not config.config_maps and not config.secrets:
+        raise SpecError("checks.configConsistency: name at least one ConfigMap or Secret to hash")
+    app = config.application
+    application = (
+        None
+        if app is None
+        else ArgoApplicationRef(
+            name=app.name,
+            namespace=app.namespace,
+            expected_revision=app.expected_revision,
+            gate_wave=app.gate_wave,
+            gate_resource=app.gate_resource,
+        )
+    )
 
     async def run(ctx: CheckContext) -> CheckOutcome:
         if ctx.api_client is None:
             raise SpecError("configConsistency needs a Kubernetes client (a kubeconfig)")
         spec = ConfigConsistencySpec(
             namespace=ctx.namespace,
-            workload=str(workload.get("name", "")),
-            workload_kind=WorkloadKind(str(workload.get("kind", "Deployment"))),
-            config_maps=tuple(entry.get("configMaps", ())),
-            secrets=tuple(entry.get("secrets", ())),
-            annotation=str(entry.get("annotation", "checksum/config")),
-            application=None
-            if not app
-            else ArgoApplicationRef(
-                name=str(app["name"]),
-                namespace=str(app.get("namespace", "argocd")),
-                expected_revision=app.get("expectedRevision"),
-                gate_wave=app.get("gateWave"),
-                gate_resource=app.get("gateResource"),
-            ),
-            timeout_s=timeout_s,
+            workload=config.workload.name,
+            workload_kind=WorkloadKind(config.workload.kind),
+            config_maps=tuple(config.config_maps),
+            secrets=tuple(config.secrets),
+            annotation=config.annotation,
+            application=application,
+            timeout_s=config.timeout_seconds,
         )
         return await run_config_consistency(spec, ctx.api_client)
 
-    if not workload.get("name"):
-        raise SpecError("configConsistency.workload.name is required")
-    return PlannedCheck(CHECK_KEYS["configConsistency"], timeout_s + SLACK_S, run)
+    return PlannedCheck(CHECK_KEYS["configConsistency"], config.timeout_seconds + SLACK_S, run)
 
 
 ReferenceFor = Callable[[CheckContext], RuleReference]
 
 
-def _drift_reference(ref: Mapping[str, Any]) -> ReferenceFor:
-    """``metricDrift.reference``: exactly one of ``prometheusRules`` (``namespace``, ``name``,
-    ``selector``), ``configMap`` (``namespace``, ``name``, ``key``; namespaces default to the
-    check's) and ``file`` (the CLI's ``--reference-file``; not part of the CRD)."""
-    kinds = [k for k in ("prometheusRules", "configMap", "file") if ref.get(k) is not None]
-    if len(kinds) != 1:
-        raise SpecError("metricDrift.reference: set exactly one of prometheusRules, configMap and file")
-    kind, body = kinds[0], ref[kinds[0]]
-    if kind == "file":
-        path = Path(str(body))
-        return lambda _ctx: RulesFile(path)
-    if not isinstance(body, Mapping):
-        raise SpecError(f"metricDrift.reference.{kind} must be a mapping")
+def _drift_reference(ref: specs.RuleReference | None, file: Path | None) -> ReferenceFor | None:
+    """``metricDrift.reference``: exactly one of ``prometheusRules`` and ``configMap`` (their
+    namespaces default to the check's), or the CLI's rules file instead."""
+    if file is not None:
+        if ref is not None:
+            raise SpecError("metricDrift: set one of reference and a reference file")
+        return lambda _ctx: RulesFile(file)
+    if ref is None:
+        return None
+    if (ref.prometheus_rules is None) == (ref.config_map is None):
+        raise SpecError("checks.metricDrift.reference: set exactly one of prometheusRules and configMap")
 
     def api(ctx: CheckContext) -> client.ApiClient:
         if ctx.api_client is None:
-            raise SpecError(f"metricDrift.reference.{kind} needs a Kubernetes client (a kubeconfig)")
+            raise SpecError("metricDrift.reference needs a Kubernetes client (a kubeconfig)")
         return ctx.api_client
 
-    if kind == "configMap":
-        if not body.get("name") or not body.get("key"):
-            raise SpecError("metricDrift.reference.configMap needs name and key")
+    config_map, rules = ref.config_map, ref.prometheus_rules
+    if config_map is not None:
         return lambda ctx: ConfigMapRules(
-            api(ctx), str(body.get("namespace") or ctx.namespace), str(body["name"]), str(body["key"])
+            api(ctx), config_map.namespace or ctx.namespace, config_map.name, config_map.key
         )
-    if body.get("name") and body.get("selector"):
-        raise SpecError("metricDrift.reference.prometheusRules: set at most one of name and selector")
-    selector = {str(k): str(v) for k, v in (body.get("selector") or {}).items()}
+    assert rules is not None
+    if rules.name and rules.selector:
+        raise SpecError("checks.metricDrift.reference.prometheusRules: set at most one of name and selector")
+    selector = dict(rules.selector or {})
     return lambda ctx: PrometheusRuleObjects(
-        api(ctx), str(body.get("namespace") or ctx.namespace), body.get("name") or None, selector
+        api(ctx), rules.namespace or ctx.namespace, rules.name or None, selector
     )
 
 
-def metric_drift(entry: Mapping[str, Any]) -> PlannedCheck:
+def metric_drift(entry: Mapping[str, Any] | specs.MetricDrift) -> PlannedCheck:
+    file: Path | None = None
+    if isinstance(entry, specs.MetricDrift):
+        drift = entry
+    else:
+        given = entry.get(REFERENCE_FILE)
+        file = None if given is None else Path(str(given))
+        rest = {k: v for k, v in entry.items() if k != REFERENCE_FILE}
+        drift = _typed(specs.MetricDrift, rest, "metricDrift")
     try:
         spec = MetricDriftSpec(
-            prometheus_url=str(entry["prometheusUrl"]),
-            rules=tuple(RecordingRule(str(r["record"]), r.get("expr")) for r in entry.get("rules", [])),
-            threshold=float(entry.get("threshold", 0.003)),
-            warn_threshold=_opt_float(entry.get("warnThreshold")),
-            window_s=float(entry.get("windowSeconds", 0.0)),
-            points=int(entry.get("points", 1)),
-            timeout_s=float(entry.get("timeoutSeconds", 10.0)),
+            prometheus_url=drift.prometheus_url,
+            rules=tuple(RecordingRule(r.record, r.expr) for r in drift.rules),
+            threshold=drift.threshold,
+            warn_threshold=drift.warn_threshold,
+            window_s=drift.window_seconds,
+            points=drift.points,
+            timeout_s=drift.timeout_seconds,
         )
-    except (KeyError, ValueError) as exc:
-        raise SpecError(f"metricDrift: {exc}") from exc
-    ref = entry.get("reference")
-    if ref is not None and not isinstance(ref, Mapping):
-        raise SpecError("metricDrift.reference must be a mapping")
-    reference = _drift_reference(ref) if ref else None
+    except ValueError as exc:
+        raise SpecError(f"checks.metricDrift: {exc}") from exc
+    reference = _drift_reference(drift.reference, file)
 
     async def run(ctx: CheckContext) -> CheckOutcome:
         dialled = replace(spec, dial=ctx.dial)
@@ -280,8 +297,9 @@ BUILDERS: dict[str, Callable[[Any], PlannedCheck]] = {
 
 def plan_checks(checks: Mapping[str, Any], only: set[str] | None = None) -> list[PlannedCheck]:
     """The enabled checks of ``spec.checks`` (camelCase keys), optionally only some of them.
-    The health probe is on unless it says ``enabled: false``, as the operator's API has it. An
-    entry is a manifest's mapping or, where one exists, its typed spec (``mcp_checks.specs``)."""
+    The health probe is on unless it says ``enabled: false``, as the operator's API has it; the
+    others run where present. An entry is a manifest's mapping or its typed spec
+    (``mcp_checks.specs``); a mapping is read as strictly as the API server reads it."""
     planned = []
     for key, entry in {"healthProbe": {}, **checks}.items():
         if key not in BUILDERS:

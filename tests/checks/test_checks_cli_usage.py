@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -144,7 +145,8 @@ def test_what_a_manifest_gives_no_flag_is_needed_for(tmp_path: Path) -> None:
         parser.parse_args(["drift", "-f", str(path), "--threshold", "0.01"]), manifest
     )
     drift = checks["metricDrift"]
-    assert (drift["prometheusUrl"], drift["threshold"], drift["enabled"]) == ("http://p:9090", 0.01, True)
+    assert (drift["prometheusUrl"], drift["threshold"]) == ("http://p:9090", 0.01)
+    assert "enabled" not in drift  # not a field of metricDrift: the strict model would refuse it
     assert checks["healthProbe"] == {"enabled": False} and (url, namespace) == ("http://t", "ml")
     checks, _, _ = cli._plan(parser.parse_args(["xds", "-f", str(path), "--grace-seconds", "0"]), manifest)
     assert checks["xdsSync"]["graceSeconds"] == 0.0
@@ -161,11 +163,11 @@ def test_values_in_range_are_taken() -> None:
             "--grace-seconds",
             "1m",
             "--wait",
-            "1h30m",
+            "1h",
         ]
     )
     assert args.csds == ["[::1]:15010"] and args.syncz == ["https://istiod:15014/"]
-    assert (args.grace_seconds, args.wait) == (60.0, 5400.0)
+    assert (args.grace_seconds, args.wait) == (60.0, 3600.0)
     args = cli.build_parser().parse_args(
         ["drift", *PROM, "--threshold", "1", "--reference-prometheusrules", "monitoring"]
     )
@@ -257,3 +259,151 @@ def test_the_installed_command_answers_help() -> None:
         pytest.skip(f"{script} is not installed")
     done = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0 and "exit codes (mcp-check and mcp-check gate alike)" in done.stdout
+
+
+# --- manifests read as strictly as the API server reads them --------------------------------
+
+DRIFT: dict[str, Any] = {"prometheusUrl": "http://127.0.0.1:1", "rules": [{"record": "job:up:sum"}]}
+CONFIG: dict[str, Any] = {"workload": {"name": "web"}, "configMaps": ["web-config"]}
+
+
+def _gate_file(tmp_path: Path, spec: dict[str, Any]) -> Path:
+    path = tmp_path / "gate.yaml"
+    body = {
+        "apiVersion": "mcp2026.io/v1alpha1",
+        "kind": "MCPReadiness",
+        "metadata": {"name": "g"},
+        "spec": spec,
+    }
+    path.write_text(yaml.safe_dump(body))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("checks", "problem"),
+    [
+        # the typo that fell back to the default 0.9999
+        (
+            {"healthProbe": {"requests": 10, "minSucessRatio": 0.99}},
+            "spec.checks.healthProbe.minSucessRatio: unknown field",
+        ),
+        (
+            {"configConsistency": {**CONFIG, "configmaps": ["x"]}},
+            "spec.checks.configConsistency.configmaps: unknown field",
+        ),
+        (
+            {"configConsistency": {**CONFIG, "workload": {"name": "web", "knd": "StatefulSet"}}},
+            "spec.checks.configConsistency.workload.knd: unknown field",
+        ),
+        (
+            {"configConsistency": {**CONFIG, "application": {"name": "a", "expectedRevison": "abc"}}},
+            "spec.checks.configConsistency.application.expectedRevison: unknown field",
+        ),
+        ({"metricDrift": {**DRIFT, "treshold": 0.01}}, "spec.checks.metricDrift.treshold: unknown field"),
+        (
+            {"metricDrift": {**DRIFT, "rules": [{"record": "r"}, {"record": "s", "exp": "up"}]}},
+            "spec.checks.metricDrift.rules[1].exp: unknown field",
+        ),
+        (
+            {
+                "metricDrift": {
+                    **DRIFT,
+                    "reference": {"configMap": {"name": "r", "key": "k", "namepsace": "m"}},
+                }
+            },
+            "spec.checks.metricDrift.reference.configMap.namepsace: unknown field",
+        ),
+        # a reference file is the CLI's --reference-file, not a field of the API
+        (
+            {"metricDrift": {**DRIFT, "reference": {"file": "rules.yaml"}}},
+            "spec.checks.metricDrift.reference.file: unknown field",
+        ),
+        ({"metricDrift": {**DRIFT, "enabled": False}}, "spec.checks.metricDrift.enabled: unknown field"),
+        ({"healthCheck": {}}, "spec.checks.healthCheck: unknown field"),
+        # invalid values, by path too
+        (
+            {"healthProbe": {"requests": 0}},
+            "spec.checks.healthProbe.requests: Input should be greater than or equal to 1, got 0",
+        ),
+        ({"metricDrift": {**DRIFT, "threshold": "lots"}}, "spec.checks.metricDrift.threshold: "),
+        ({"metricDrift": {**DRIFT, "points": 61}}, "spec.checks.metricDrift.points: "),
+        (
+            {"configConsistency": {**CONFIG, "workload": {"name": "web", "kind": "Job"}}},
+            "spec.checks.configConsistency.workload.kind: ",
+        ),
+        (
+            {"configConsistency": {**CONFIG, "timeoutSeconds": 0}},
+            "spec.checks.configConsistency.timeoutSeconds: ",
+        ),
+        ({"metricDrift": {"rules": [{"record": "r"}]}}, "spec.checks.metricDrift.prometheusUrl: required"),
+    ],
+)
+def test_a_manifest_field_the_api_would_refuse_exits_2_naming_its_path(
+    checks: dict[str, Any], problem: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`kubectl apply` refuses these; `mcp-check -f` must too, before anything runs, instead of
+    running with a default where a threshold was misspelt."""
+    path = _gate_file(tmp_path, {"target": {"url": "http://127.0.0.1:1"}, "checks": checks})
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["all", "-f", str(path)])
+    err = capsys.readouterr().err
+    assert exited.value.code == ExitCode.USAGE, err
+    assert "argument -f/--file" in err and f"\n  {problem}" in err, err
+
+
+def test_every_problem_of_a_manifest_is_named_also_outside_checks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = {
+        "target": {"ulr": "http://127.0.0.1:1"},
+        "recheckIntervalSecond": 60,
+        "checks": {"healthProbe": {"maxP99ms": 100}},
+    }
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["health", "-f", str(_gate_file(tmp_path, spec))])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and "(3 problems)" in err, err
+    for problem in (
+        "spec.target.ulr: unknown field",
+        "spec.recheckIntervalSecond: unknown field",
+        "spec.checks.healthProbe.maxP99ms: unknown field",
+    ):
+        assert f"\n  {problem}" in err, err
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["health", "--url", "http://127.0.0.1:1", "-f", str(_gate_file(tmp_path, {"target": {}}))])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and "\n  spec.target: set exactly one of url and serviceRef" in err, err
+
+
+def test_the_repositorys_manifests_are_valid_to_mcp_check() -> None:
+    """Every MCPReadiness the repository ships (samples, examples, the Argo CD hooks) reads
+    without a problem: strict, not stricter than the API server."""
+    from mcp_checks.manifest import spec_problems
+
+    repo = Path(__file__).resolve().parents[2]
+    gates = [
+        (path, doc)
+        for path in sorted((repo / "manifests").rglob("*.yaml"))
+        for doc in yaml.safe_load_all(path.read_text())
+        if isinstance(doc, dict) and doc.get("kind") == "MCPReadiness"
+    ]
+    assert len(gates) >= 3
+    for path, doc in gates:
+        assert spec_problems(doc["spec"]) == [], path
+
+
+def test_more_xds_sources_than_the_api_takes_name_the_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    from mcp_checks.specs import XdsSync
+
+    limit = next(m.max_length for m in XdsSync.model_fields["sources"].metadata if hasattr(m, "max_length"))
+    assert cli.MAX_XDS_SOURCES == limit == 16
+    csds = [arg for i in range(limit + 1) for arg in ("--csds", f"127.0.0.1:{1000 + i}")]
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["xds", *csds])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and "error: argument --csds: at most 16 sources (got 17)" in err, err
+    mixed = [*csds[:-4], "--syncz", "http://istiod:15014", "--envoy-admin", "http://pod:15000"]
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["xds", *mixed])
+    err = capsys.readouterr().err
+    assert "argument --csds/--syncz/--envoy-admin: at most 16 sources in all (got 17)" in err, err

@@ -32,9 +32,21 @@ class FakeCore:
         pods = [
             SimpleNamespace(
                 metadata=SimpleNamespace(name=n, deletion_timestamp=None),
-                status=SimpleNamespace(phase=phase, pod_ip=f"10.0.0.{i}"),
+                status=SimpleNamespace(
+                    phase=phase,
+                    pod_ip=f"10.0.0.{i}",
+                    conditions=[SimpleNamespace(type="Ready", status=ready)] if ready else None,
+                ),
             )
-            for i, (n, phase) in enumerate([("srv-a", "Running"), ("srv-b", "Running"), ("srv-c", "Pending")])
+            for i, (n, phase, ready) in enumerate(
+                [
+                    ("srv-a", "Running", "True"),
+                    ("srv-b", "Running", "True"),
+                    ("srv-c", "Pending", "False"),
+                    ("srv-d", "Running", "False"),  # starting, or failing its readiness probe
+                    ("srv-e", "Running", None),  # no conditions yet
+                ]
+            )
         ]
         return SimpleNamespace(items=pods)
 
@@ -46,7 +58,7 @@ async def test_proxies_from_a_service_selector(monkeypatch: pytest.MonkeyPatch) 
     ids = await _pods_to_proxies(
         ctx, XdsProxies.model_validate({"service": "srv", "nodeIdTemplate": "sidecar~{ip}~{pod}.{namespace}"})
     )
-    assert ids == ("sidecar~10.0.0.0~srv-a.ml", "sidecar~10.0.0.1~srv-b.ml")  # Running pods only
+    assert ids == ("sidecar~10.0.0.0~srv-a.ml", "sidecar~10.0.0.1~srv-b.ml")  # ready pods only
     assert core.asked == ["app=srv,tier=edge"]
     monkeypatch.setattr("mcp_checks.suite.client.CoreV1Api", lambda _api: FakeCore({}))
     with pytest.raises(SpecError, match="has no selector"):
@@ -77,7 +89,7 @@ def test_usage_errors_before_anything_runs() -> None:
     with pytest.raises(SpecError, match="unknown check"):
         plan_checks({"nope": {}})
     with pytest.raises(SpecError, match=r"workload\.name"):
-        plan_checks({"configConsistency": {"configMaps": ["c"]}})
+        plan_checks({"configConsistency": {"workload": {"kind": "Deployment"}, "configMaps": ["c"]}})
     with pytest.raises(SpecError, match="metricDrift"):
         plan_checks({"metricDrift": {"rules": []}})
     assert [c.name for c in plan_checks({"healthProbe": {"enabled": False}})] == []

@@ -21,7 +21,7 @@ from tests.httpserve import send_json
 
 from mcp_checks.cli import main
 from mcp_checks.drift import MetricDriftSpec, RecordingRule, RulesFile, run_metric_drift
-from mcp_checks.suite import CheckContext, SpecError, plan_checks, run_checks
+from mcp_checks.suite import REFERENCE_FILE, CheckContext, SpecError, plan_checks, run_checks
 from mcp_checks.verdict import Verdict
 
 RECORD = "route:bed_requests_drifted:rate1m"
@@ -211,13 +211,10 @@ async def test_reference_problems_are_rows_never_passes(prom: FakePrometheus, tm
 
 
 async def test_the_suite_reads_the_reference_named_in_the_entry(prom: FakePrometheus, tmp_path: Path) -> None:
-    entry = {
-        "prometheusUrl": prom.url,
-        "rules": [{"record": RECORD}],
-        "reference": {"file": str(reference(tmp_path))},
-    }
+    entry = {"prometheusUrl": prom.url, "rules": [{"record": RECORD}]}
+    from_file = {**entry, REFERENCE_FILE: str(reference(tmp_path))}  # mcp-check's --reference-file
     [row] = await run_checks(
-        plan_checks({"healthProbe": {"enabled": False}, "metricDrift": entry}), CheckContext("ns")
+        plan_checks({"healthProbe": {"enabled": False}, "metricDrift": from_file}), CheckContext("ns")
     )
     assert (row.outcome, row.reason) == (Verdict.FAIL, "RuleExpressionChanged"), row.message
     in_cluster = {**entry, "reference": {"prometheusRules": {"name": "bed"}}}

@@ -155,7 +155,7 @@ def test_expected_but_unknown_and_known_but_not_expected() -> None:
     answer = parse_client_status(response(("a", all_types()), ("stray", all_types())), "csds:x")
     outcome = judge(XdsSyncSpec(sources=(), expected_proxies=("a", "gone")), [answer], NOW)
     reasons = {f.subject: (f.reason, f.outcome) for f in outcome.findings}
-    assert reasons["gone"] == ("ProxyUnknownToControlPlane", Verdict.FAIL)
+    assert reasons["gone"] == ("ProxyMissing", Verdict.FAIL)
     assert reasons["stray"] == ("ProxyNotInCluster", Verdict.WARN)
     assert outcome.outcome == Verdict.FAIL
 
@@ -165,7 +165,7 @@ def test_empty_answer_is_never_a_pass() -> None:
     assert answer.answered and answer.proxies == ()
     outcome = judge(XdsSyncSpec(sources=(), expected_proxies=("a",)), [answer], NOW)
     assert outcome.outcome == Verdict.FAIL
-    assert outcome.reason == "ProxyUnknownToControlPlane"
+    assert outcome.reason == "ProxyMissing"
     nothing_selected = judge(XdsSyncSpec(sources=(), expected_proxies=()), [answer], NOW)
     assert nothing_selected.outcome == Verdict.INCONCLUSIVE
     assert nothing_selected.reason == "NoProxiesSelected"
@@ -259,9 +259,7 @@ def test_a_nack_comes_before_the_staleness_it_leaves_behind() -> None:
     assert outcome.message.startswith("node-2/CDS: NACKed"), outcome.message
 
 
-def test_first_seen_is_forgotten_once_synced_and_remembered_per_set_of_sources() -> None:
-    from mcp_checks.xds.runner import remembered
-
+def test_first_seen_is_forgotten_once_synced() -> None:
     items = all_types(config=csds_pb2.UNKNOWN, client=shared.REQUESTED)
     spec = XdsSyncSpec(sources=(), expected_proxies=("a",), grace_s=30)
     seen = XdsMemory()
@@ -269,16 +267,12 @@ def test_first_seen_is_forgotten_once_synced_and_remembered_per_set_of_sources()
     assert set(seen.stale_since) == {"a/LDS", "a/RDS", "a/CDS", "a/EDS"}
     judge(spec, [parse_client_status(response(("a", all_types())), "csds:x")], NOW + 1, seen)
     assert seen.stale_since == {}  # synced again: a later staleness starts its own count
-    one = XdsSyncSpec(sources=(XdsSource("csds", "127.0.0.1:1"),))
-    other = XdsSyncSpec(sources=(XdsSource("csds", "127.0.0.1:2"),))
-    assert remembered(one) is remembered(one)
-    assert remembered(one) is not remembered(other)
 
 
 def test_a_proxy_that_disappears_fails_the_check_until_it_is_back() -> None:
     """Three clients known to the control plane, one killed: the control plane's CSDS lists two.
-    With no proxies named, the dead one must not silently leave the expected set."""
-    spec = XdsSyncSpec(sources=(), grace_s=30)
+    With no proxies named, the dead one must not silently leave the judged set."""
+    spec = XdsSyncSpec(sources=(), min_proxies=2, grace_s=30)
     memory = XdsMemory()
     three = parse_client_status(response(*[(n, all_types()) for n in ("a", "b", "c")]), "csds:cp")
     two = parse_client_status(response(*[(n, all_types()) for n in ("a", "c")]), "csds:cp")
@@ -290,7 +284,22 @@ def test_a_proxy_that_disappears_fails_the_check_until_it_is_back() -> None:
     assert judge(spec, [three], NOW + 61, memory).outcome == Verdict.PASS  # back: fine again
     named = XdsSyncSpec(sources=(), expected_proxies=("a", "c"), grace_s=30)
     assert judge(named, [two], NOW + 62, memory).outcome == Verdict.PASS  # a selector let it go
-    assert judge(spec, [two], NOW).outcome == Verdict.PASS  # a first poll cannot know
+    assert judge(spec, [two], NOW).outcome == Verdict.PASS  # a first look cannot know
+
+
+def test_a_selected_proxy_seen_before_and_gone_now_has_disappeared() -> None:
+    """The workload's pods name who should be there: one whose proxy an earlier look saw and no
+    source reports now is ProxyDisappeared; one never seen is unknown to the control plane.
+    Dropping the memory (a restart without the status) would turn the first into the second."""
+    spec = XdsSyncSpec(sources=(), expected_proxies=("a", "b"), grace_s=30)
+    memory = XdsMemory()
+    both = parse_client_status(response(("a", all_types()), ("b", all_types())), "csds:cp")
+    one = parse_client_status(response(("a", all_types())), "csds:cp")
+    assert judge(spec, [both], NOW, memory).outcome == Verdict.PASS
+    gone = judge(spec, [one], NOW + 3, XdsMemory.from_wire(memory.to_wire()))  # kept in status
+    assert (gone.outcome, gone.reason, gone.findings[0].subject) == (Verdict.FAIL, "ProxyDisappeared", "b")
+    never = judge(spec, [one], NOW + 3)
+    assert (never.outcome, never.reason) == (Verdict.FAIL, "ProxyMissing")
 
 
 def _cli(*argv: str) -> tuple[int, dict[str, Any]]:
@@ -310,7 +319,7 @@ async def test_mcp_check_xds_wait_converges_or_says_it_did_not(csds_server: str)
     """A CI caller waits for convergence: exit 0 once every proxy ACKed the expected version;
     a version never published is Inconclusive after the wait (exit 3), never a Warn and exit 0.
     (The CLI runs its own event loop, in a thread: the server serves on the test's.)"""
-    csds = ("--csds", csds_server)
+    csds = ("--csds", csds_server, "--proxy", "a", "--proxy", "b")
     code, data = await asyncio.to_thread(_cli, *csds, "--expected-version", "v1", "--wait", "5s")
     assert code == 0 and data["checks"][0]["reason"] == "ProxiesSynced", data
     waited = ("--expected-version", "v9", "--wait", "1.5s", "--grace-seconds", "60")

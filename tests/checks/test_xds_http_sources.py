@@ -120,7 +120,7 @@ def test_syncz_malformed_is_error(doc: Any) -> None:
 def test_syncz_empty_list_knows_no_proxy() -> None:
     outcome = judge(XdsSyncSpec(sources=(), expected_proxies=("a",)), [parse_syncz([], "syncz:x")], NOW)
     assert outcome.outcome == Verdict.FAIL
-    assert outcome.reason == "ProxyUnknownToControlPlane"
+    assert outcome.reason == "ProxyMissing"
 
 
 def _dump(
@@ -243,7 +243,8 @@ def test_envoy_admin_malformed_is_error(dump: Any) -> None:
 def test_envoy_admin_without_eds_dump_leaves_eds_not_reported() -> None:
     dump = copy.deepcopy(_dump())
     del dump["configs"][4]
-    outcome = judge(XdsSyncSpec(sources=()), [parse_envoy_admin(dump, STATS, "envoy_admin:x")], NOW)
+    spec = XdsSyncSpec(sources=(), min_proxies=1)
+    outcome = judge(spec, [parse_envoy_admin(dump, STATS, "envoy_admin:x")], NOW)
     assert outcome.outcome == Verdict.INCONCLUSIVE
     assert outcome.findings[0].reason == "TypeNotReported"
 

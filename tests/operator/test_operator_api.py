@@ -20,6 +20,12 @@ from mcp_operator.api.readiness import MCPReadiness
 
 BENCH: dict[str, Any] = {"target": {"url": "http://svc:8000"}, "load": {"concurrency": [4], "requests": 10}}
 READY: dict[str, Any] = {"target": {"url": "http://svc:8000"}}
+CONFIG: dict[str, Any] = {"workload": {"name": "web"}, "configMaps": ["web-config"]}
+DRIFT: dict[str, Any] = {
+    "prometheusUrl": "http://prom:9090",
+    "rules": [{"record": "job:up:sum"}],
+    "reference": {"configMap": {"name": "rules", "key": "rules.yaml"}},
+}
 
 
 def _error_paths(model: type[BaseModel], data: dict[str, Any]) -> dict[str, str]:
@@ -47,6 +53,16 @@ def _with(base: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
         (MCPBenchmarkSpec, BENCH, "runner.gpu"),
         (MCPBenchmarkSpec, BENCH, "slo.p99"),
         (MCPReadinessSpec, READY, "checks.healthProbe.maxP999Ms"),
+        (
+            MCPReadinessSpec,
+            READY | {"checks": {"configConsistency": CONFIG}},
+            "checks.configConsistency.timeoutSecond",
+        ),
+        (
+            MCPReadinessSpec,
+            READY | {"checks": {"metricDrift": DRIFT}},
+            "checks.metricDrift.reference.configMap.namespce",
+        ),
         (MCPReadinessSpec, READY, "extra"),
     ],
 )
@@ -237,3 +253,25 @@ def test_whole_object_validation() -> None:
     assert "spec.target" in _error_paths(
         MCPReadiness, {"apiVersion": API_VERSION, "kind": "MCPReadiness", "metadata": {}, "spec": {}}
     )
+
+
+def test_config_and_drift_checks_are_the_engines_models_and_plan_as_stored() -> None:
+    """configConsistency and metricDrift are mcp_checks.specs' models with the CRD's rules on top
+    (one definition, one default), and what the API server stores plans through the suite's
+    strict reading unchanged (no field the engine does not know)."""
+    from mcp_checks.specs import ConfigConsistency, MetricDrift
+    from mcp_checks.suite import plan_checks
+    from mcp_operator.readiness.evaluate import suite_checks
+
+    spec = MCPReadinessSpec.model_validate(
+        READY | {"checks": {"configConsistency": CONFIG, "metricDrift": DRIFT}}
+    )
+    assert isinstance(spec.checks.config_consistency, ConfigConsistency)
+    assert isinstance(spec.checks.metric_drift, MetricDrift)
+    assert (
+        spec.checks.metric_drift.threshold == 0.003
+        and spec.checks.config_consistency.annotation == "checksum/config"
+    )
+    stored = MCPReadinessSpec.model_validate(spec.to_wire())  # as the API server returns it
+    names = [c.name for c in plan_checks(suite_checks(stored))]
+    assert names == ["health-probe", "config-consistency", "metric-drift"]

@@ -3,7 +3,8 @@ sent, read from CSDS, istiod's ``/debug/syncz`` or an Envoy admin endpoint."""
 
 from mcp_checks.xds.csds import parse_client_status
 from mcp_checks.xds.envoy_admin import parse_envoy_admin
-from mcp_checks.xds.evaluate import XdsMemory, judge
+from mcp_checks.xds.evaluate import judge
+from mcp_checks.xds.memory import XdsMemory
 from mcp_checks.xds.model import (
     XDS_TYPES,
     ProxyReport,

@@ -8,7 +8,8 @@ from typing import Any
 
 import grpc
 from envoy.admin.v3 import config_dump_shared_pb2
-from envoy.service.status.v3 import csds_pb2, csds_pb2_grpc
+from envoy.service.status.v3 import csds_pb2
+from google.protobuf.message import DecodeError
 
 from mcp_checks.dialhooks import OPEN, DialHooks
 from mcp_checks.xds.model import (
@@ -92,15 +93,34 @@ def parse_client_status(response: Any, source: str) -> SourceAnswer:
     return SourceAnswer(source, proxies)
 
 
+FETCH_METHOD = "/envoy.service.status.v3.ClientStatusDiscoveryService/FetchClientStatus"
+
+
+def decode_client_status(raw: bytes, source: str) -> SourceAnswer:
+    """The answer's bytes -> the answer; bytes that are no ``ClientStatusResponse`` say so (gRPC's
+    own decoding would hand back None and leave the reason in its log)."""
+    try:
+        response = csds_pb2.ClientStatusResponse.FromString(raw)
+    except DecodeError as exc:
+        return SourceAnswer(
+            source,
+            malformed=f"the answer is not a CSDS ClientStatusResponse: {len(raw):,} bytes that do not "
+            f"decode ({exc})",
+        )
+    return parse_client_status(response, source)
+
+
 async def fetch_csds(source: XdsSource, timeout_s: float, dial: DialHooks = OPEN) -> SourceAnswer:
     """One FetchClientStatus call over plaintext gRPC; a failed call names its status code. The
     channel dials the address ``dial`` checked (gRPC would resolve the name again itself)."""
     address = await dial.grpc_address(source.address)
     options = [] if address == source.address else [("grpc.default_authority", source.address)]
     async with grpc.aio.insecure_channel(address, options=options) as channel:
-        stub = csds_pb2_grpc.ClientStatusDiscoveryServiceStub(channel)
+        fetch = channel.unary_unary(
+            FETCH_METHOD, request_serializer=csds_pb2.ClientStatusRequest.SerializeToString
+        )
         try:
-            response = await stub.FetchClientStatus(csds_pb2.ClientStatusRequest(), timeout=timeout_s)
+            raw = await fetch(csds_pb2.ClientStatusRequest(), timeout=timeout_s)
         except grpc.aio.AioRpcError as exc:
             return SourceAnswer(source.label, unreachable=f"{exc.code().name}: {exc.details()}")
-    return parse_client_status(response, source.label)
+    return decode_client_status(raw, source.label)

@@ -8,9 +8,10 @@ when a source answers with something malformed. Never Pass on missing data.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
 from mcp_checks.verdict import SEVERITY, CheckOutcome, Finding, Verdict, worst
+from mcp_checks.xds.memory import XdsMemory
 from mcp_checks.xds.model import STATE_RANK, SourceAnswer, SyncState, TypeStatus, XdsSyncSpec
 
 MAX_LISTED = 50  # per-proxy rows kept in ``observed``; counts cover the rest
@@ -23,26 +24,12 @@ REASON_RANK = {
             "ProxyNacked",
             "ResourceDoesNotExist",
             "ProxyDisappeared",
-            "ProxyUnknownToControlPlane",
+            "ProxyMissing",
+            "TooFewProxies",
             "ProxyStale",
         )
     )
 }
-MAX_PROXIES_REMEMBERED = 10_000
-
-
-@dataclass
-class XdsMemory:
-    """What one caller's earlier polls saw, so a later poll can judge what a single answer cannot.
-
-    ``stale_since``: proxy/type -> when it was first seen stale, for sources that give no time.
-    ``proxies_seen``: proxy -> the last time a source reported it; a proxy seen before and
-    reported by no answering source now has disappeared (a dead client leaves the control
-    plane's list: without this it would silently leave the expected set too).
-    """
-
-    stale_since: dict[str, float] = field(default_factory=dict)
-    proxies_seen: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -52,17 +39,23 @@ class _Seen:
 
 
 def effective(spec: XdsSyncSpec, status: TypeStatus) -> TypeStatus:
-    """Apply the spec's expected version: ACKed on another version is stale, and stale with
-    rejected updates counted (Envoy's ``update_rejected``) is a rejection."""
-    state, detail, since = status.state, status.detail, status.since
+    """Apply the spec's expected version: ACKed on another version is stale, ACKed on no version
+    at all says nothing about it (unknown, never a match), and stale with rejected updates
+    counted (Envoy's ``update_rejected``) is a rejection."""
     expected = spec.expected_version
-    if state == SyncState.SYNCED and expected and status.version and status.version != expected:
-        state, detail = SyncState.STALE, f"on version {status.version}, expected {expected}"
-    if state == SyncState.STALE and status.rejections > 0 and expected and status.version != expected:
-        state, detail = SyncState.REJECTED, f"{status.rejections} updates rejected; {detail}"
-    return TypeStatus(
-        status.xds_type, state, status.version, since, detail, status.missing, status.rejections
-    )
+    if not expected or status.version == expected:
+        return status
+    if status.state == SyncState.SYNCED and not status.version:
+        detail = f"ACKed without a version, expected {expected}"
+        return replace(status, state=SyncState.UNKNOWN, detail=detail, reason="VersionNotReported")
+    if status.state == SyncState.SYNCED:
+        status = replace(
+            status, state=SyncState.STALE, detail=f"on version {status.version}, expected {expected}"
+        )
+    if status.state == SyncState.STALE and status.rejections > 0:
+        detail = f"{status.rejections} updates rejected; {status.detail}"
+        status = replace(status, state=SyncState.REJECTED, detail=detail)
+    return status
 
 
 def _stale_since(spec: XdsSyncSpec, status: TypeStatus) -> float | None:
@@ -118,9 +111,9 @@ def _judge_type(
         return Finding(
             subject,
             Verdict.INCONCLUSIVE,
-            "TypeNotReported",
-            f"status {status.detail or 'unknown'}",
-            "ACKED",
+            status.reason or "TypeNotReported",
+            status.detail if status.reason else f"status {status.detail or 'unknown'}",
+            f"ACKED {spec.expected_version}" if status.reason == "VersionNotReported" else "ACKED",
             seen.source,
         )
     return None
@@ -162,6 +155,8 @@ def _outcome(
     thresholds = {"graceSeconds": f"{spec.grace_s:g}", "types": ",".join(spec.types)}
     if spec.expected_version:
         thresholds["expectedVersion"] = spec.expected_version
+    if spec.min_proxies is not None:
+        thresholds["minProxies"] = str(spec.min_proxies)
     # worst first; within a verdict the finding that explains most first (a NACK before the
     # staleness it causes)
     findings.sort(key=lambda f: (-SEVERITY[f.outcome], REASON_RANK.get(f.reason, len(REASON_RANK))))
@@ -172,7 +167,7 @@ def _outcome(
             spec.name,
             Verdict.PASS,
             "ProxiesSynced",
-            f"{n} proxies synced on {','.join(spec.types)}{version}",
+            f"{n} proxies synced on {','.join(spec.types)}{version} ({observed.get('expectedFrom', '')})",
             observed,
             thresholds,
             source=sources,
@@ -188,70 +183,112 @@ def _outcome(
     )
 
 
-def _disappeared(
-    spec: XdsSyncSpec, merged: dict[str, dict[str, _Seen]], memory: XdsMemory, now: float, sources: str
+def _absent(
+    spec: XdsSyncSpec, reported: set[str], memory: XdsMemory, now: float, sources: str
 ) -> list[Finding]:
-    """Proxies an earlier poll saw and no source reports now, when the caller named none (a
-    named set already fails a missing proxy as unknown; a selector lets pods go legitimately)."""
+    """Who should be there and is not: an expected proxy no source reports (``ProxyDisappeared``
+    when an earlier look saw it, else ``ProxyMissing``); with no proxies named, one
+    an earlier look saw (a dead client leaves its control plane's list, and must not leave the
+    judged set with it); fewer than ``min_proxies`` (``TooFewProxies``). Judged only when every
+    source answered: a silent source explains a missing proxy already."""
     findings = []
-    for proxy, last in sorted(memory.proxies_seen.items()):
-        if proxy not in merged and spec.expected_proxies is None:
-            findings.append(
-                Finding(
-                    proxy,
-                    Verdict.FAIL,
-                    "ProxyDisappeared",
-                    f"reported {now - last:.1f}s ago and by no source now",
-                    "still reported",
-                    sources,
-                )
+    named = spec.expected_proxies
+    pool = set(memory.proxies_seen) if named is None else set(named)
+    for proxy in sorted(pool - reported):
+        last = memory.proxies_seen.get(proxy)
+        if last is not None:
+            why, observed = "ProxyDisappeared", f"reported {now - last:.1f}s ago and by no source now"
+        elif named is not None:
+            why, observed = "ProxyMissing", "no source reports this proxy"
+        else:
+            continue
+        findings.append(Finding(proxy, Verdict.FAIL, why, observed, "reported", sources))
+    counted = len(reported) if named is None else len(reported & set(named))
+    if spec.min_proxies is not None and counted < spec.min_proxies:
+        findings.append(
+            Finding(
+                "target",
+                Verdict.FAIL,
+                "TooFewProxies",
+                f"{counted} proxies reported, at least {spec.min_proxies} required",
+                f">= {spec.min_proxies} proxies",
+                sources,
             )
-    memory.proxies_seen.update(dict.fromkeys(merged, now))
-    while len(memory.proxies_seen) > MAX_PROXIES_REMEMBERED:  # oldest sighting dropped first
-        del memory.proxies_seen[min(memory.proxies_seen, key=memory.proxies_seen.__getitem__)]
+        )
     return findings
+
+
+def _no_expected_set(spec: XdsSyncSpec, reported: set[str], sources: str) -> Finding | None:
+    """The spec names nobody who should be there: what the sources report cannot vouch for
+    itself (a dead client simply leaves it), so it is no evidence, and none at all is less."""
+    if spec.min_proxies == 0:
+        return None  # the spec says none may be there
+    if spec.expected_proxies is not None and not spec.expected_proxies:
+        return Finding(
+            "target",
+            Verdict.INCONCLUSIVE,
+            "NoProxiesSelected",
+            "the target selects no proxy",
+            ">= 1 proxy",
+            sources,
+        )
+    if spec.expected_proxies is not None or spec.min_proxies is not None:
+        return None
+    if not reported:
+        return Finding(
+            "target",
+            Verdict.INCONCLUSIVE,
+            "NoProxiesReported",
+            "the sources report no proxy at all, and the spec says none may be missing",
+            ">= 1 proxy",
+            sources,
+        )
+    return Finding(
+        "target",
+        Verdict.INCONCLUSIVE,
+        "NoExpectedProxies",
+        f"{len(reported)} proxies reported, but nothing independent says who should be there: name them "
+        "(proxies.ids, --proxy), select their pods (proxies.matchLabels or service, --selector) or set "
+        "minProxies (--min-proxies)",
+        "an expected set",
+        sources,
+    )
+
+
+def _expected_from(spec: XdsSyncSpec) -> str:
+    parts = []
+    if spec.expected_proxies is not None:
+        parts.append(f"{len(spec.expected_proxies)} expected")
+    if spec.min_proxies is not None:
+        parts.append(f"at least {spec.min_proxies} required")
+    return ", ".join(parts) or "no expected set"
 
 
 def judge(
     spec: XdsSyncSpec, answers: list[SourceAnswer], now: float, memory: XdsMemory | None = None
 ) -> CheckOutcome:
     """The sources' answers -> the check's outcome (``now`` is epoch seconds). ``memory`` holds
-    what earlier polls of the same caller saw (updated in place); without it, this poll is the
-    first: a stale proxy with no time is first seen ``now`` and no proxy can have disappeared."""
+    what earlier looks of the same caller saw (updated in place); without it, this look is the
+    first: a stale proxy with no time is first seen ``now``, no proxy can have disappeared, and
+    an ``expected_version`` became expected ``now``."""
     memory = XdsMemory() if memory is None else memory
     sources = ", ".join(a.source for a in answers)
     if not answers:
         return CheckOutcome(spec.name, Verdict.INCONCLUSIVE, "NoSources", "no xDS source is configured")
+    marks = [t for t in (spec.changed_at, memory.expect(spec.expected_version, now)) if t is not None]
+    spec = replace(spec, changed_at=max(marks) if marks else None)
     findings = _source_findings(answers)
     if not any(a.answered for a in answers):
         return _outcome(spec, findings, {"sourcesAnswered": "0"}, sources)
-    if spec.expected_proxies is not None and not spec.expected_proxies:
-        findings.append(
-            Finding(
-                "target",
-                Verdict.INCONCLUSIVE,
-                "NoProxiesSelected",
-                "the target selects no proxy",
-                ">= 1 proxy",
-                sources,
-            )
-        )
     merged = _merge(spec, [a for a in answers if a.answered])
-    if all(a.answered for a in answers):  # a silent source explains a missing proxy already
-        findings.extend(_disappeared(spec, merged, memory, now, sources))
-    expected = set(merged) if spec.expected_proxies is None else set(spec.expected_proxies)
-    for proxy in sorted(expected - set(merged)):
-        findings.append(
-            Finding(
-                proxy,
-                Verdict.FAIL,
-                "ProxyUnknownToControlPlane",
-                "no source reports this proxy",
-                "known",
-                sources,
-            )
-        )
-    for proxy in sorted(set(merged) - expected):
+    reported = set(merged)
+    unvouched = _no_expected_set(spec, reported, sources)
+    if unvouched is not None:
+        findings.append(unvouched)
+    if all(a.answered for a in answers):
+        findings.extend(_absent(spec, reported, memory, now, sources))
+    expected = reported if spec.expected_proxies is None else set(spec.expected_proxies)
+    for proxy in sorted(reported - expected):
         findings.append(
             Finding(
                 proxy,
@@ -264,7 +301,7 @@ def judge(
         )
     counts = dict.fromkeys(SyncState, 0)
     rows: dict[str, str] = {}
-    for proxy in sorted(expected & set(merged)):
+    for proxy in sorted(expected & reported):
         types = merged[proxy]
         row = []
         for xds_type in spec.types:
@@ -281,10 +318,12 @@ def judge(
     stale_now = {f.subject for f in findings if f.reason == "ProxyStale"}
     for subject in [s for s in memory.stale_since if s not in stale_now]:  # synced again: a
         del memory.stale_since[subject]  # later staleness starts its own count
+    memory.seen(reported, now)
     observed = {
         "sourcesAnswered": str(sum(a.answered for a in answers)),
-        "proxiesExpected": str(len(expected)),
-        "proxiesReported": str(len(expected & set(merged))),
+        "proxiesExpected": str(len(expected)) if spec.expected_proxies is not None else "-",
+        "proxiesReported": str(len(expected & reported)),
+        "expectedFrom": _expected_from(spec),
         **{state.value: str(n) for state, n in counts.items()},
         **rows,
     }

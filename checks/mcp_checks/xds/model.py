@@ -33,6 +33,15 @@ class SyncState(StrEnum):
 
 
 STATE_RANK = {SyncState.SYNCED: 0, SyncState.UNKNOWN: 1, SyncState.STALE: 2, SyncState.REJECTED: 3}
+MAX_TEXT = 512  # characters of a source's text kept (an error detail, a version, a node ID)
+
+
+def clip(text: str, limit: int = MAX_TEXT) -> str:
+    """``text`` cut to ``limit`` characters, saying how long it was: a hostile or broken source
+    (a 2 MB NACK text) must not blow up status, events or the CLI's JSON."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text):,} characters, cut)"
 
 
 @dataclass(frozen=True)
@@ -47,12 +56,20 @@ class TypeStatus:
     detail: str = ""
     missing: bool = False  # the source says the resource does not exist
     rejections: int = 0  # rejected updates the source counted (Envoy's update_rejected)
+    reason: str = ""  # why an UNKNOWN state is unknown, CamelCase (empty: TypeNotReported)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "version", clip(self.version))
+        object.__setattr__(self, "detail", clip(self.detail))
 
 
 @dataclass(frozen=True)
 class ProxyReport:
     proxy_id: str
     types: tuple[TypeStatus, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "proxy_id", clip(self.proxy_id))
 
 
 @dataclass(frozen=True)
@@ -64,6 +81,10 @@ class SourceAnswer:
     proxies: tuple[ProxyReport, ...] = ()
     unreachable: str = ""
     malformed: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "unreachable", clip(self.unreachable))
+        object.__setattr__(self, "malformed", clip(self.malformed))
 
     @property
     def answered(self) -> bool:
@@ -94,16 +115,21 @@ class XdsSource:
 class XdsSyncSpec:
     """The xDS sync assertion.
 
-    ``expected_proxies``: node IDs the target's pods should have (None: every proxy the sources
-    know; an empty tuple means the selector matched nothing and is Inconclusive).
-    ``expected_version``: when set, a proxy ACKed on another version counts as stale.
+    Who should be there comes from outside the answers judged: ``expected_proxies`` (node IDs
+    the caller named, or the ready pods of a workload; an empty tuple means the selector matched
+    nothing) and/or ``min_proxies`` (how many must be reported; 0 allows none). With neither,
+    what the sources report is judged but cannot pass (``NoExpectedProxies``): it is the answer
+    vouching for itself, and a dead client simply leaves it.
+    ``expected_version``: when set, a proxy ACKed on another version (or on none) is not synced.
     ``changed_at``: epoch seconds of the last config change the caller made; staleness cannot
     have begun earlier, so a long-synced proxy is not failed at once when the config changes.
-    ``grace_s``: stale for less than this is Warn, longer is Fail. ``timeout_s``: for one call.
+    ``grace_s``: stale for less than this has not converged yet (Inconclusive), longer is Fail.
+    ``timeout_s``: for one call.
     """
 
     sources: tuple[XdsSource, ...]
     expected_proxies: tuple[str, ...] | None = None
+    min_proxies: int | None = None
     types: tuple[str, ...] = XDS_TYPES
     expected_version: str | None = None
     changed_at: float | None = None

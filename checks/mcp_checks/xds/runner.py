@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, replace
 
 import aiohttp
@@ -14,7 +13,8 @@ from mcp_checks.dialhooks import OPEN, DialHooks
 from mcp_checks.verdict import CheckOutcome, Verdict
 from mcp_checks.xds.csds import fetch_csds
 from mcp_checks.xds.envoy_admin import fetch_envoy_admin
-from mcp_checks.xds.evaluate import XdsMemory, judge
+from mcp_checks.xds.evaluate import judge
+from mcp_checks.xds.memory import XdsMemory
 from mcp_checks.xds.model import SourceAnswer, XdsSource, XdsSyncSpec
 from mcp_checks.xds.syncz import fetch_syncz
 
@@ -54,25 +54,11 @@ async def collect(spec: XdsSyncSpec) -> list[SourceAnswer]:
         return list(await asyncio.gather(*answers))
 
 
-# what earlier rounds saw (see ``XdsMemory``), per set of sources, kept for this process's later
-# rounds (a standing gate evaluated again); bounded, the least recently used dropped
-_MEMORY: OrderedDict[tuple[object, ...], XdsMemory] = OrderedDict()
-MAX_REMEMBERED = 256
-
-
-def remembered(spec: XdsSyncSpec) -> XdsMemory:
-    key = (spec.sources, spec.types, spec.expected_version, spec.expected_proxies is None)
-    memory = _MEMORY.pop(key, None)
-    _MEMORY[key] = memory = XdsMemory() if memory is None else memory
-    while len(_MEMORY) > MAX_REMEMBERED:
-        _MEMORY.popitem(last=False)
-    return memory
-
-
 async def run_xds_sync(spec: XdsSyncSpec, memory: XdsMemory | None = None) -> CheckOutcome:
-    """The xDS sync check: read every source in ``spec`` and return its outcome. ``memory``
-    (see ``judge``) defaults to what this process remembers for the same sources."""
-    return judge(spec, await collect(spec), time.time(), remembered(spec) if memory is None else memory)
+    """The xDS sync check: read every source in ``spec`` and return its outcome. ``memory`` (see
+    ``judge``) is what the caller's earlier looks saw, updated in place; without it this look is
+    the first (the operator keeps a gate's in its status, so a restart does not forget it)."""
+    return judge(spec, await collect(spec), time.time(), memory)
 
 
 @dataclass(frozen=True)
@@ -85,27 +71,35 @@ class Convergence:
     outcome: CheckOutcome
 
 
-async def measure_convergence(
-    spec: XdsSyncSpec, *, started: float | None = None, timeout_s: float = 30.0, interval_s: float = 0.05
-) -> Convergence:
-    """Poll until every expected proxy is synced (on ``spec.expected_version`` when set).
+FIRST_POLL_S = 0.01  # --wait's first pause; each unchanged look waits longer, up to MAX_POLL_S
+MAX_POLL_S = 0.04  # so convergence is seen within about 50 ms of happening
 
-    ``started`` is a ``time.monotonic()`` reading taken at the config change.
-    """
+
+async def measure_convergence(
+    spec: XdsSyncSpec,
+    *,
+    started: float | None = None,
+    timeout_s: float = 30.0,
+    interval_s: float = MAX_POLL_S,
+    memory: XdsMemory | None = None,
+) -> Convergence:
+    """Poll until every expected proxy is synced (on ``spec.expected_version`` when set), or
+    any look Fails (a NACK, a proxy gone, one stale past its grace: waiting cannot make those
+    pass), or ``timeout_s`` passes. Polls start ``FIRST_POLL_S`` apart and back off to
+    ``interval_s``. ``started`` is a ``time.monotonic()`` reading taken at the config change."""
     begin = time.monotonic() if started is None else started
     polls = 0
-    memory = XdsMemory()
+    memory = XdsMemory() if memory is None else memory
+    pause = min(FIRST_POLL_S, interval_s)
     while True:
         outcome = await run_xds_sync(spec, memory)
         polls += 1
         elapsed = time.monotonic() - begin
         if outcome.outcome == Verdict.PASS:
             return Convergence(elapsed, polls, outcome)
-        if any(f.reason == "ProxyNacked" for f in outcome.findings):
+        if outcome.outcome in (Verdict.FAIL, Verdict.ERROR):
             return Convergence(None, polls, outcome)
         if elapsed >= timeout_s:
-            if outcome.outcome in (Verdict.FAIL, Verdict.ERROR):  # still stale past the grace: Fail
-                return Convergence(None, polls, outcome)
             timed_out = CheckOutcome(
                 spec.name,
                 Verdict.INCONCLUSIVE,
@@ -117,4 +111,5 @@ async def measure_convergence(
                 findings=outcome.findings,
             )
             return Convergence(None, polls, timed_out)
-        await asyncio.sleep(interval_s)
+        await asyncio.sleep(min(pause, max(0.0, timeout_s - elapsed)))
+        pause = min(pause * 1.5, interval_s)

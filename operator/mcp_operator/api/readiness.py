@@ -6,7 +6,9 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from mcp_checks.specs import HealthProbe, XdsSync, default_of
+from mcp_checks.specs import ConfigConsistency, HealthProbe, MetricDrift, XdsSync, default_of
+from mcp_checks.specs import PrometheusRulesRef as PrometheusRules
+from mcp_checks.specs import RuleReference as RuleRef
 from mcp_checks.specs import XdsProxies as Proxies
 from mcp_checks.specs import XdsSourceRef as XdsSource
 
@@ -91,34 +93,8 @@ class XdsSyncCheck(XdsSync, ApiModel):
     proxies: XdsProxies | None = Field(default=None, description=XdsSync.model_fields["proxies"].description)
 
 
-class WorkloadRef(ApiModel):
-    kind: Literal["Deployment", "StatefulSet"] = Field(default="Deployment", description="Workload kind.")
-    name: str = Field(
-        description="Workload name, in this resource's namespace.", min_length=1, max_length=253
-    )
-
-
-class ArgoApplication(ApiModel):
-    name: str = Field(description="Argo CD Application name.", min_length=1, max_length=253)
-    namespace: str = Field(default="argocd", description="Namespace of the Application.", max_length=63)
-    expected_revision: str | None = Field(
-        default=None, description="Revision that must be synced; default: the Application's full-SHA target."
-    )
-    gate_wave: int | None = Field(
-        default=None,
-        description="Sync wave of this gate: resources of earlier waves must be Synced and Healthy.",
-    )
-    gate_resource: str | None = Field(
-        default=None,
-        description="Kind/name of the gate itself in the Application (left out of the wave test).",
-    )
-
-
-class ConfigConsistencyCheck(ApiModel):
-    """The content hash of the named ConfigMaps and Secrets equals the checksum annotation on
-    the workload's pod template and on every ready pod of its current revision, no older
-    revision still serves, and (when named) Argo CD synced the expected revision. Secret values
-    are hashed, never copied: only a hash prefix appears anywhere."""
+class ConfigConsistencyCheck(ConfigConsistency, ApiModel):
+    __doc__ = ConfigConsistency.__doc__
 
     model_config = with_rules(
         cel(
@@ -128,71 +104,17 @@ class ConfigConsistencyCheck(ApiModel):
         ),
     )
 
-    workload: WorkloadRef = Field(description="The workload that mounts the config.")
-    config_maps: list[str] = Field(
-        default_factory=list, description="ConfigMaps hashed, by name.", max_length=64
-    )
-    secrets: list[str] = Field(default_factory=list, description="Secrets hashed, by name.", max_length=64)
-    annotation: str = Field(
-        default="checksum/config",
-        description="Pod-template annotation holding the hash (Helm convention).",
-        min_length=1,
-    )
-    application: ArgoApplication | None = Field(default=None, description="Argo CD Application deploying it.")
-    timeout_seconds: float = Field(default=30.0, gt=0, le=300, description="For all API reads.")
 
-
-class RecordingRuleRef(ApiModel):
-    record: str = Field(description="The recording rule's record name.", min_length=1, max_length=512)
-    expr: str | None = Field(
-        default=None,
-        description="What the rule should record: an independent reference for this rule (the recorded "
-        "series are compared with this expression). Unset: the rule's definition in reference. With "
-        "neither, the row is Inconclusive (NoIndependentReference): the expression Prometheus reports is "
-        "the one under test, and comparing a rule with itself finds no drift.",
-        max_length=8192,
-    )
-
-
-class PrometheusRulesRef(ApiModel):
-    """prometheus-operator PrometheusRule objects (monitoring.coreos.com/v1) holding the rules as
-    they were reviewed and deployed."""
+class PrometheusRulesRef(PrometheusRules, ApiModel):
+    __doc__ = PrometheusRules.__doc__
 
     model_config = with_rules(
         cel("!has(self.name) || !has(self.selector)", "set at most one of name and selector"),
     )
 
-    namespace: str | None = Field(
-        default=None, description="Their namespace; default: this resource's.", min_length=1, max_length=63
-    )
-    name: str | None = Field(
-        default=None,
-        description="One PrometheusRule by name; unset: every one the selector picks (all of the namespace "
-        "without a selector).",
-        min_length=1,
-        max_length=253,
-    )
-    selector: dict[str, str] | None = Field(
-        default=None, description="Labels each PrometheusRule read must carry."
-    )
 
-
-class RulesConfigMapRef(ApiModel):
-    """A Prometheus rules file (groups: [{name, interval, rules: [{record, expr, labels}]}]) held in
-    one key of a ConfigMap."""
-
-    namespace: str | None = Field(
-        default=None, description="Its namespace; default: this resource's.", min_length=1, max_length=63
-    )
-    name: str = Field(description="The ConfigMap's name.", min_length=1, max_length=253)
-    key: str = Field(description="The key holding the rules file.", min_length=1, max_length=253)
-
-
-class RuleReference(ApiModel):
-    """Where the expected recording rules come from, independently of the Prometheus checked: the
-    rules named without expr are compared with their definitions here (loaded at all, expression
-    unchanged, healthy, evaluated within two intervals, no other definition of the record), and
-    their recorded series with the expression defined here."""
+class RuleReference(RuleRef, ApiModel):
+    __doc__ = RuleRef.__doc__
 
     model_config = with_rules(
         cel(
@@ -202,15 +124,12 @@ class RuleReference(ApiModel):
     )
 
     prometheus_rules: PrometheusRulesRef | None = Field(
-        default=None, description="PrometheusRule objects (prometheus-operator)."
+        default=None, description=RuleRef.model_fields["prometheus_rules"].description
     )
-    config_map: RulesConfigMapRef | None = Field(default=None, description="A rules file in a ConfigMap key.")
 
 
-class MetricDriftCheck(ApiModel):
-    """Each recording rule's series against an independent expression (its expr, or its definition
-    in reference), evaluated at the same instant over the same label sets: relative drift below
-    the threshold (0.3% by default)."""
+class MetricDriftCheck(MetricDrift, ApiModel):
+    __doc__ = MetricDrift.__doc__
 
     model_config = with_rules(
         cel(
@@ -221,28 +140,14 @@ class MetricDriftCheck(ApiModel):
     )
 
     prometheus_url: str = Field(
-        description="Prometheus base URL, without credentials (CredentialsInUrl).",
+        description=MetricDrift.model_fields["prometheus_url"].description,
         pattern=r"^https?://[^\s/]+(/.*)?$",
         max_length=2048,
         json_schema_extra=rules_extra(no_credentials("prometheusUrl"), port_in_range("prometheusUrl")),
     )
-    rules: list[RecordingRuleRef] = Field(
-        description="Recording rules to compare.", min_length=1, max_length=64
-    )
     reference: RuleReference | None = Field(
-        default=None,
-        description="The expected rules, for the rules given without expr (the operator reads them: "
-        "get/list on prometheusrules.monitoring.coreos.com, get on ConfigMaps).",
+        default=None, description=MetricDrift.model_fields["reference"].description
     )
-    threshold: float = Field(
-        default=0.003, gt=0, le=1, description="Relative drift that fails (0.003 = 0.3%)."
-    )
-    warn_threshold: float | None = Field(default=None, gt=0, le=1, description="Relative drift that warns.")
-    window_seconds: float = Field(
-        default=0, ge=0, le=86400, description="Compare over this window before now."
-    )
-    points: int = Field(default=1, ge=1, le=60, description="Instants compared over the window.")
-    timeout_seconds: float = Field(default=10.0, gt=0, le=300, description="Per Prometheus call.")
 
 
 class ReadinessChecks(ApiModel):
@@ -473,6 +378,41 @@ class CheckResult(ApiModel):
     findings_total: int | None = Field(default=None, ge=0, description="Findings before the list was cut.")
 
 
+# a schema bound only: the xDS memory keeps the newest sightings within 8 KiB of JSON, far fewer
+XDS_REMEMBERED = 1000
+
+
+class ProxySighting(ApiModel):
+    node_id: str = Field(description="The proxy's node ID.", max_length=1024)
+    at: float = Field(description="When a source last reported it (Unix seconds).")
+
+
+class StaleSighting(ApiModel):
+    subject: str = Field(description="proxy/type first seen stale.", max_length=1024)
+    at: float = Field(description="When this gate first saw it stale (Unix seconds).")
+
+
+class XdsMemoryStatus(ApiModel):
+    """What the xDS check's earlier rounds saw, kept here so a restarted or new leader judges
+    as the last one did: a proxy that was there and is gone fails (ProxyDisappeared), and a new
+    expectedVersion's staleness counts from when it became expected."""
+
+    proxies_seen: list[ProxySighting] = Field(
+        default_factory=list, description="Proxies reported so far.", max_length=XDS_REMEMBERED
+    )
+    stale_since: list[StaleSighting] = Field(
+        default_factory=list,
+        description="Stale states first seen, for sources that give no time.",
+        max_length=XDS_REMEMBERED,
+    )
+    expected_version: str | None = Field(
+        default=None, description="The expectedVersion last judged.", max_length=512
+    )
+    expected_version_since: float | None = Field(
+        default=None, description="When that version became expected to this gate (Unix seconds)."
+    )
+
+
 class MCPReadinessStatus(ApiModel):
     observed_generation: int | None = Field(default=None, description="Generation the verdict reflects.")
     phase: str | None = Field(
@@ -530,6 +470,9 @@ class MCPReadinessStatus(ApiModel):
         default_factory=list,
         description=f"The last {MAX_HISTORY} evaluations, newest last.",
         max_length=MAX_HISTORY,
+    )
+    xds_memory: XdsMemoryStatus | None = Field(
+        default=None, description="What the xDS check saw in earlier rounds (spec.checks.xdsSync)."
     )
     conditions: list[Condition] = Field(default_factory=list, description="Ready and Accepted conditions.")
 

@@ -18,6 +18,7 @@ from mcp_checks.api import (
     CheckOutcome,
     HealthProbeRunner,
     SpecError,
+    XdsMemory,
     plan_checks,
     required_samples,
     run_health_probe,
@@ -106,11 +107,15 @@ async def run_checks(
     health_probe: HealthProbeRunner = run_health_probe,
     probe_slot: Callable[[str], AbstractAsyncContextManager[None]] | None = None,
     api_client: Any = None,
+    xds_memory: XdsMemory | None = None,
 ) -> list[CheckOutcome]:
     """Every enabled check at once, each within its own timeout (``mcp_checks.suite``, the same
     path ``mcp-check -f`` takes); ``health_probe`` runs a round (the operator passes its bounded,
-    out-of-process prober) once ``probe_slot`` admits it (the wait is queue time, not the check's)."""
-    context = CheckContext(namespace, base_url, api_client, health_probe, dial=check_hooks())
+    out-of-process prober) once ``probe_slot`` admits it (the wait is queue time, not the check's);
+    ``xds_memory`` is what the xDS check saw in the gate's earlier rounds (updated in place)."""
+    context = CheckContext(
+        namespace, base_url, api_client, health_probe, dial=check_hooks(), xds_memory=xds_memory
+    )
     if probe_slot is not None:
         context = replace(context, probe_slot=probe_slot)
     return await run_suite(plan_checks(suite_checks(spec)), context)

@@ -26,10 +26,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from mcp_checks.api import CheckOutcome, RunVerdict, Verdict
+from mcp_checks.api import CheckOutcome, RunVerdict, Verdict, XdsMemory
 
 from .. import kube, logs, metrics
-from ..api.readiness import KIND, PLURAL, MCPReadinessSpec
+from ..api.readiness import KIND, PLURAL, MCPReadinessSpec, XdsMemoryStatus
 from ..conditions import condition, utc_now
 from ..runtime import Runtime
 from ..targets import SpecProblem
@@ -224,10 +224,16 @@ async def _evaluate(rt: Runtime, gate: Gate, claimed: Claimed) -> None:
         drill = None
         if claimed.outcomes is None and claimed.parsed.drill is not None:
             drill = await drills.run(rt, claimed.parsed, claimed.target, *gate.where, gate.announce)
-        outcomes = claimed.outcomes if claimed.outcomes is not None else await _run_checks(rt, gate, claimed)
+        memory = xds_memory(claimed.parsed, claimed.previous)
+        if claimed.outcomes is not None:
+            outcomes = claimed.outcomes
+        else:
+            outcomes = await _run_checks(rt, gate, claimed, memory)
         if drill is not None:
             outcomes = drill.outcomes + outcomes
         new_status, verdict = await _verdict(gate, claimed, rollout + outcomes, drill)
+        if memory is not None:
+            new_status["xdsMemory"] = XdsMemoryStatus.model_validate(memory.to_wire()).to_patch()
         too_large = await kube.patch_status_or(
             PLURAL,
             gate.namespace,
@@ -262,7 +268,17 @@ async def _settled(gate: Gate, claimed: Claimed) -> tuple[Claimed, list[CheckOut
     return replace(claimed, release=release), [row]
 
 
-async def _run_checks(rt: Runtime, gate: Gate, claimed: Claimed) -> list[CheckOutcome]:
+def xds_memory(parsed: MCPReadinessSpec, status: Mapping[str, Any]) -> XdsMemory | None:
+    """What the gate's xDS check saw in earlier rounds, as its status keeps it (a restarted or
+    new leader judges as the last one did); None when the gate has no xDS check."""
+    if parsed.checks.xds_sync is None:
+        return None
+    return XdsMemory.from_wire(status.get("xdsMemory"))
+
+
+async def _run_checks(
+    rt: Runtime, gate: Gate, claimed: Claimed, memory: XdsMemory | None
+) -> list[CheckOutcome]:
     started = time.monotonic()
     outcomes = await run_checks(
         claimed.parsed,
@@ -271,6 +287,7 @@ async def _run_checks(rt: Runtime, gate: Gate, claimed: Claimed) -> list[CheckOu
         health_probe=rt.prober.run_round,
         probe_slot=rt.prober.slot,
         api_client=kube.api_client(),
+        xds_memory=memory,
     )
     for outcome in outcomes:
         took = outcome.duration_s if outcome.duration_s is not None else time.monotonic() - started

@@ -7,9 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import grpc
 import pytest
+from envoy.admin.v3 import config_dump_shared_pb2 as shared
+from envoy.service.status.v3 import csds_pb2, csds_pb2_grpc
 from tests.operator.fakekube import EventLog, FakeKube, custom_kind
 
+from mcp_checks.xds.model import TYPE_URLS
 from mcp_operator.api import MCPReadinessSpec
 from mcp_operator.api.common import API_VERSION, GROUP
 from mcp_operator.api.readiness import KIND, PLURAL
@@ -127,3 +131,56 @@ async def test_a_lost_claim_writes_nothing(kube_fake: FakeKube, posted_events: E
     assert not await run_round(rt, _gate(events), obj, parsed, "Watch", None)
     assert (kube_fake.get(CR, NS, NAME) or {})["status"] == DECIDED and events == []
     assert rt.claims.running == set()
+
+
+class _Csds(csds_pb2_grpc.ClientStatusDiscoveryServiceServicer):  # type: ignore[misc]
+    def __init__(self, nodes: tuple[str, ...]) -> None:
+        self.nodes = nodes
+
+    async def FetchClientStatus(self, request: Any, context: Any) -> Any:
+        answer = csds_pb2.ClientStatusResponse()
+        for node in self.nodes:
+            config = answer.config.add()
+            config.node.id = node
+            for url in TYPE_URLS:
+                config.generic_xds_configs.add(
+                    type_url=url, version_info="v1", config_status=csds_pb2.SYNCED, client_status=shared.ACKED
+                )
+        return answer
+
+
+async def test_what_the_xds_check_saw_survives_a_restart_in_status(
+    kube_fake: FakeKube, posted_events: EventLog
+) -> None:
+    """Two proxies synced, then one gone: a new operator process (a restart, a new leader) reads
+    what the last round saw from status and says the proxy disappeared, instead of judging the
+    control plane's shorter list as if it were the first look."""
+    servicer = _Csds(("a.serving", "b.serving"))
+    server = grpc.aio.server()
+    csds_pb2_grpc.add_ClientStatusDiscoveryServiceServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    spec = {
+        "target": {"url": "http://127.0.0.1:9"},
+        "checks": {
+            "healthProbe": {"enabled": False},
+            "xdsSync": {"sources": [{"kind": "csds", "address": f"127.0.0.1:{port}"}], "minProxies": 1},
+        },
+    }
+    try:
+        obj = kube_fake.put(CR, {**_seed(kube_fake, {}), "spec": spec})
+        first = Runtime.from_settings(OperatorSettings.from_env())
+        assert await run_round(first, _gate([]), obj, MCPReadinessSpec.model_validate(spec), "Spec", None)
+        stored = (kube_fake.get(CR, NS, NAME) or {})["status"]
+        assert stored["verdict"] == "Pass", stored["checks"]
+        assert {p["nodeId"] for p in stored["xdsMemory"]["proxiesSeen"]} == {"a.serving", "b.serving"}
+        servicer.nodes = ("a.serving",)
+        restarted = Runtime.from_settings(OperatorSettings.from_env())
+        obj = kube_fake.get(CR, NS, NAME) or {}
+        parsed = MCPReadinessSpec.model_validate(spec)
+        assert await run_round(restarted, _gate([]), obj, parsed, "Recheck", None)
+        row = (kube_fake.get(CR, NS, NAME) or {})["status"]["checks"][0]
+        assert (row["verdict"], row["reason"]) == ("Fail", "ProxyDisappeared"), row
+        assert row["findings"][0]["subject"] == "b.serving"
+    finally:
+        await server.stop(None)
