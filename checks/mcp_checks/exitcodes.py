@@ -21,10 +21,12 @@ class ExitCode(IntEnum):
 MEANINGS: dict[ExitCode, str] = {
     ExitCode.PASS: "Pass or Warn",
     ExitCode.FAIL: "Fail (the gate: as soon as the verdict is written, no timeout is waited out)",
-    ExitCode.USAGE: "usage error: a bad or missing flag, an unreadable manifest or kubeconfig; nothing ran",
+    ExitCode.USAGE: "usage error: a bad or missing flag, an unreadable manifest or kubeconfig, a manifest "
+    "field the API would refuse (named by its path); the gate: a namespace or kind that does not exist; "
+    "nothing ran",
     ExitCode.NOT_VERIFIED: "Inconclusive or Error: nothing was verified (an unreachable source, a check "
     "that timed out, xds --wait ending before convergence; the gate: a rejected spec, a suspended "
-    "gate, an API refusal such as 403)",
+    "gate, an API refusal such as 403, another release's verdict that nothing will evaluate again)",
     ExitCode.TIMEOUT: "gate only: no evaluation of this release finished within --timeout",
 }
 

@@ -17,6 +17,15 @@ as it is written) and answers as soon as that verdict is there, with the exit co
        a suspended gate), or an API error other than a passing outage
     4  timeout: no such evaluation finished in time
 
+It does not wait for what cannot come. A namespace or a kind that does not exist (a 404 on the
+namespace, or on the list of mcpreadinesses: the CRD is not installed) is a usage error (2) at
+once. A gate whose current spec has been evaluated and that nothing will evaluate again (no
+``spec.watch``, no ``spec.recheckIntervalSeconds``: only a spec change starts another
+evaluation) answers at once with the verdict that stands and says what ``--since`` or
+``--release`` would have waited for: with ``--since`` (or its default) the code of that
+verdict; with ``--release`` of another release, 3, since one release's verdict never stands
+for another's.
+
 It prints the verdict table (one row per check) and, with ``--junit FILE``, writes it as JUnit XML.
 It talks to the API server with the ``kubernetes`` client only (get, list and watch of
 mcpreadinesses), so it runs as a CI step, an Argo CD hook's container command, or a kubectl
@@ -56,6 +65,11 @@ class UsageError(Exception):
 
 class GateApiError(Exception):
     """The API server refused in a way waiting cannot fix (401, 403, a bad request)."""
+
+
+class CannotAppear(Exception):
+    """What the gate lives in does not exist (its namespace, or the MCPReadiness kind): no
+    verdict can come by waiting, so it is a usage error, not a timeout."""
 
 
 def parse_time(text: str) -> dt.datetime:
@@ -115,6 +129,7 @@ class Decision:
     message: str
     outcomes: list[CheckOutcome] = field(default_factory=list)
     release: dict[str, Any] = field(default_factory=dict)
+    note: str = ""  # why this answer came without the evaluation waited for
 
 
 def _stamp(when: dt.datetime) -> str:
@@ -194,6 +209,65 @@ def judge(obj: Obj, wanted: Wanted) -> Decision | None:
     return Decision(for_verdict(verdict), verdict, reason, message, outcomes, release)
 
 
+def _evaluated(generation: Any, release: Obj) -> str:
+    parts = [f"generation {generation}"]
+    if release.get("revision") is not None:
+        parts.append(f"release {release['revision']}")
+    if release.get("startedAt"):
+        parts.append(f"started {release['startedAt']}")
+    return ", ".join(parts)
+
+
+def settled(obj: Obj, wanted: Wanted) -> Decision | None:
+    """The answer when no evaluation ``wanted`` can come (``judge`` found none): the current
+    spec's evaluation is over and nothing will start another (no ``spec.watch`` and no
+    ``spec.recheckIntervalSeconds``: only a spec change would, and that bumps the generation).
+    None: one may still come (a spec not taken up yet, a round running, a watch, a timer, or a
+    retry the operator scheduled, ``status.retry.nextAt``, for a verdict of its own capacity)."""
+    meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+    generation = meta.get("generation")
+    phase = status.get("phase")
+    if status.get("observedGeneration") != generation or phase not in FINAL_PHASES:
+        return None
+    if spec.get("watch") is not None or spec.get("recheckIntervalSeconds") is not None:
+        return None
+    release = dict(status.get("release") or {})
+    done = release.get("generation") == generation and release.get("completedAt")
+    if not done and phase != "Invalid":  # a rejected spec may carry no release record
+        return None
+    if (status.get("retry") or {}).get("nextAt"):
+        return None  # the operator evaluates it again (a verdict of its own capacity)
+    ready = _ready(status)
+    reason = str(ready.get("reason") or phase)
+    verdict = str(status.get("verdict") or "Error")
+    message = str(ready.get("message") or "")
+    evaluated = _evaluated(generation, release)
+    final = (
+        "nothing will evaluate it again (no spec.watch, no spec.recheckIntervalSeconds): only a "
+        "change of its spec starts another evaluation"
+    )
+    if wanted.release is not None:
+        note = (
+            f"--release {wanted.release} waits for an evaluation of release {wanted.release}, and none will "
+            f"come: the last one ({evaluated}) judged {release.get('revision') or 'no release'} with "
+            f"{verdict}, and {final} (spec.release: {wanted.release} would); a verdict of another release "
+            f"does not stand for this one"
+        )
+        row = CheckOutcome("gate", Verdict.INCONCLUSIVE, "ReleaseNotEvaluated", note)
+        return Decision(
+            ExitCode.NOT_VERIFIED, "Inconclusive", "ReleaseNotEvaluated", note, [row], release, note
+        )
+    outcomes = [row_outcome(r) for r in status.get("checks") or []]
+    if not outcomes:
+        outcomes = [CheckOutcome("gate", _verdict(verdict), reason, message)]
+    assert wanted.since is not None
+    note = (
+        f"--since {_stamp(wanted.since)} waits for an evaluation started at or after it, and none will "
+        f"come: {final}. The verdict that stands is of its current spec ({evaluated})"
+    )
+    return Decision(for_verdict(verdict), verdict, reason, message, outcomes, release, note)
+
+
 def timed_out(obj: Obj | None, wanted: Wanted, waited_s: float) -> Decision:
     if obj is None:
         seen = "the MCPReadiness does not exist"
@@ -221,6 +295,10 @@ class GateSource(Protocol):
 
     def get(self) -> Obj | None: ...
 
+    def missing(self) -> str | None:
+        """Why the gate cannot appear (its namespace or kind does not exist); None: it may."""
+        ...
+
     def changes(self, resource_version: str | None, timeout_s: float) -> Iterator[tuple[str, Obj]]: ...
 
 
@@ -236,7 +314,9 @@ class ApiSource:
         from kubernetes import client
 
         self.custom = client.CustomObjectsApi(api_client)
+        self.core = client.CoreV1Api(api_client)
         self.namespace, self.name = namespace, name
+        self.version = VERSION
 
     def _translate(self, exc: Exception) -> Exception:
         from kubernetes.client.exceptions import ApiException
@@ -252,7 +332,7 @@ class ApiSource:
 
         try:
             obj: Obj = self.custom.get_namespaced_custom_object(
-                GROUP, VERSION, self.namespace, PLURAL, self.name, _request_timeout=30
+                GROUP, self.version, self.namespace, PLURAL, self.name, _request_timeout=30
             )
         except ApiException as exc:
             if exc.status == 404:
@@ -261,6 +341,39 @@ class ApiSource:
         except Exception as exc:  # urllib3's connection errors and timeouts
             raise self._translate(exc) from exc
         return obj
+
+    def missing(self) -> str | None:
+        """A 404 on the list of mcpreadinesses (the API server does not serve the kind: the CRD
+        is not installed) or on the namespace (it does not exist; or it is being deleted). Not
+        allowed to read the namespace (a Role cannot grant it): cannot tell, so None."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            self.custom.list_namespaced_custom_object(
+                GROUP, self.version, self.namespace, PLURAL, limit=1, _request_timeout=30
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return (
+                    f"the API server does not serve {PLURAL}.{GROUP}/{self.version}: the MCPReadiness "
+                    "CRD is not installed in this cluster (kubectl apply -f crds/)"
+                )
+            raise self._translate(exc) from exc
+        except Exception as exc:
+            raise self._translate(exc) from exc
+        try:
+            namespace = self.core.read_namespace(self.namespace, _request_timeout=30)
+        except ApiException as exc:
+            if exc.status == 404:
+                return f"namespace {self.namespace!r} does not exist (-n/--namespace, or the kubeconfig's)"
+            if exc.status in (401, 403):
+                return None
+            raise self._translate(exc) from exc
+        except Exception as exc:
+            raise self._translate(exc) from exc
+        if getattr(namespace.status, "phase", None) == "Terminating":
+            return f"namespace {self.namespace!r} is being deleted: nothing can be created in it"
+        return None
 
     def changes(self, resource_version: str | None, timeout_s: float) -> Iterator[tuple[str, Obj]]:
         from kubernetes import watch
@@ -276,7 +389,12 @@ class ApiSource:
             kwargs["resource_version"] = resource_version
         try:
             for event in stream.stream(
-                self.custom.list_namespaced_custom_object, GROUP, VERSION, self.namespace, PLURAL, **kwargs
+                self.custom.list_namespaced_custom_object,
+                GROUP,
+                self.version,
+                self.namespace,
+                PLURAL,
+                **kwargs,
             ):
                 obj = event.get("object")
                 if isinstance(obj, Mapping):
@@ -303,7 +421,9 @@ def wait_for_verdict(
     sleep: Callable[[float], None] = time.sleep,
     note: Callable[[str], None] = lambda _: None,
 ) -> Decision:
-    """Read, then watch from what was read, until ``judge`` decides or the time is up."""
+    """Read, then watch from what was read, until ``judge`` decides, ``settled`` finds that no
+    such evaluation will come, or the time is up; ``CannotAppear`` when the gate's namespace or
+    kind does not exist."""
     started = clock()
     deadline = started + timeout_s
     obj: Obj | None = None
@@ -312,12 +432,15 @@ def wait_for_verdict(
         try:
             obj = source.get()
             if obj is None:
+                why = source.missing()
+                if why is not None:
+                    raise CannotAppear(why)
                 if not announced:
                     note("the MCPReadiness does not exist (yet); waiting for it")
                     announced = True
                 version = None
             else:
-                decision = judge(obj, wanted)
+                decision = judge(obj, wanted) or settled(obj, wanted)
                 if decision is not None:
                     return decision
                 version = str((obj.get("metadata") or {}).get("resourceVersion") or "") or None
@@ -328,7 +451,7 @@ def wait_for_verdict(
                 if kind not in ("ADDED", "MODIFIED"):
                     continue
                 obj = changed
-                decision = judge(obj, wanted)
+                decision = judge(obj, wanted) or settled(obj, wanted)
                 if decision is not None:
                     return decision
                 if clock() >= deadline:
@@ -361,6 +484,8 @@ def print_decision(name: str, namespace: str, decision: Decision, took_s: float,
             if release.get(key) is not None
         ]
         print("release: " + ", ".join(parts), file=out)
+    if decision.note:
+        print(f"note: {decision.note}", file=out)
     rows = [(o.name, o.outcome.value, o.reason, o.message) for o in decision.outcomes]
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(("CHECK", "VERDICT", "REASON"))]
     print(f"{'CHECK':<{widths[0]}}  {'VERDICT':<{widths[1]}}  {'REASON':<{widths[2]}}  MESSAGE", file=out)
@@ -468,6 +593,9 @@ def run(args: argparse.Namespace, source: GateSource | None = None, out: Any = N
         decision = wait_for_verdict(
             source, wanted, timeout_s, note=lambda text: print(f"  {text}", file=sys.stderr)
         )
+    except CannotAppear as exc:  # a usage error: nothing to wait for
+        print(f"mcp-check gate: error: mcpreadiness/{name} cannot appear: {exc}", file=sys.stderr)
+        return int(ExitCode.USAGE)
     except GateApiError as exc:
         message = f"the API server refused: {exc}"
         decision = Decision(

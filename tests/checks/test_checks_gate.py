@@ -53,8 +53,10 @@ def obj(
     suspend: bool = False,
     rv: str = "10",
     checks: list[dict[str, Any]] | None = None,
+    watch: bool = False,
 ) -> dict[str, Any]:
-    """An MCPReadiness as the operator leaves it."""
+    """An MCPReadiness as the operator leaves it; ``watch``: one that evaluates again when its
+    Deployment changes (so a later evaluation may come without a spec change)."""
     ready = {"Pass": "True", "Warn": "True"}.get(verdict, "False")
     reason = {"Pass": "ChecksPassed", "Warn": "ChecksPassedWithWarnings"}.get(verdict, "HealthBelowThreshold")
     if phase is None:
@@ -83,7 +85,11 @@ def obj(
         "apiVersion": "mcp2026.io/v1alpha1",
         "kind": "MCPReadiness",
         "metadata": {"name": NAME, "namespace": NS, "generation": generation, "resourceVersion": rv},
-        "spec": {"target": {"url": "http://t"}, "suspend": suspend},
+        "spec": {
+            "target": {"url": "http://t"},
+            "suspend": suspend,
+            **({"watch": {"workload": {"name": "web"}}} if watch else {}),
+        },
         "status": {
             "observedGeneration": generation if observed is None else observed,
             "phase": phase if completed else "Running",
@@ -112,6 +118,10 @@ class Script:
         self.events = list(events)
         self.watches: list[str | None] = []
         self.errors: list[Exception] = []
+        self.absent: str | None = None  # what missing() answers
+
+    def missing(self) -> str | None:
+        return self.absent
 
     def get(self) -> dict[str, Any] | None:
         if self.errors:
@@ -154,10 +164,11 @@ def test_exit_code_of_each_verdict(verdict: str, code: int, tmp_path: Path) -> N
 
 
 def test_the_previous_release_verdict_is_never_taken_and_a_fail_returns_at_once() -> None:
-    """Release r1 passed; the sync of r2 starts: the gate waits through r2's evaluation and
-    exits 1 as soon as its Fail is written, far inside its timeout."""
+    """Release r1 passed; the sync of r2 has applied the gate's new spec (generation 2, not yet
+    taken up): the gate waits through r2's evaluation and exits 1 as soon as its Fail is
+    written, far inside its timeout."""
     source = Script(
-        obj("Pass", revision="r1", rv="10"),
+        obj("Pass", revision="r1", generation=2, observed=1, rv="10"),
         (0.1, "MODIFIED", obj("Pass", revision="r2", completed=False, generation=2, observed=1, rv="11")),
         (0.1, "MODIFIED", obj("Pass", revision="r2", completed=False, generation=2, rv="12")),
         (0.2, "MODIFIED", obj("Fail", revision="r2", generation=2, rv="13")),
@@ -169,10 +180,11 @@ def test_the_previous_release_verdict_is_never_taken_and_a_fail_returns_at_once(
 
 
 def test_by_default_only_an_evaluation_started_after_the_command_counts() -> None:
+    """A watching gate: its Deployment's new release starts an evaluation after the command."""
     source = Script(
-        obj("Pass", started=stamp(-5)),  # a verdict from before the command: not this release's
-        (0.2, "MODIFIED", obj("Pass", started=stamp(0.1), completed=False, rv="11")),
-        (0.1, "MODIFIED", obj("Fail", started=stamp(0.1), rv="12")),
+        obj("Pass", started=stamp(-5), watch=True),  # a verdict from before the command: not this release's
+        (0.2, "MODIFIED", obj("Pass", started=stamp(0.1), completed=False, rv="11", watch=True)),
+        (0.1, "MODIFIED", obj("Fail", started=stamp(0.1), rv="12", watch=True)),
     )
     code, out, took = run("--timeout", "600", source=source)
     assert code == 1 and took < 2, out
@@ -183,7 +195,11 @@ def test_since_takes_an_evaluation_started_at_or_after_it() -> None:
     assert run("--since", "2026-05-01T12:00:00.500Z", source=Script(obj(started=started)))[0] == 0
     assert run("--since", "2026-05-01T14:00:00.400+02:00", source=Script(obj(started=started)))[0] == 0
     code, out, _ = run(
-        "--since", "2026-05-01T12:00:00.501Z", "--timeout", "1s", source=Script(obj(started=started))
+        "--since",
+        "2026-05-01T12:00:00.501Z",
+        "--timeout",
+        "1s",
+        source=Script(obj(started=started, watch=True)),
     )
     assert code == 4, out
 
@@ -282,10 +298,20 @@ def test_durations() -> None:
 class FakeApiServer:
     """GET /apis/mcp2026.io/v1alpha1/namespaces/NS/mcpreadinesses/NAME answers the object;
     GET .../mcpreadinesses?watch=true&fieldSelector=metadata.name=NAME&resourceVersion=V streams
-    the scripted events (JSON lines) and then holds the connection until timeoutSeconds."""
+    the scripted events (JSON lines) and then holds the connection until timeoutSeconds. As the
+    API server: no object is a 404 Status; a kind not served 404s its list too; a list without
+    watch answers the items; GET /api/v1/namespaces/NS answers ``namespace`` (a status code)."""
 
-    def __init__(self, initial: dict[str, Any], events: list[tuple[float, dict[str, Any]]]) -> None:
+    def __init__(
+        self,
+        initial: dict[str, Any] | None,
+        events: list[tuple[float, dict[str, Any]]],
+        *,
+        served: bool = True,
+        namespace: int = 200,
+    ) -> None:
         self.initial, self.events = initial, events
+        self.served, self.namespace = served, namespace
         self.requests: list[str] = []
         server = self
 
@@ -295,18 +321,45 @@ class FakeApiServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
+            def answer(self, code: int, body: dict[str, Any]) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def status(self, code: int, reason: str) -> None:
+                self.answer(code, {"kind": "Status", "status": "Failure", "reason": reason, "code": code})
+
             def do_GET(self) -> None:
                 server.requests.append(self.path)
                 url = urlsplit(self.path)
                 query = parse_qs(url.query)
                 base = f"/apis/mcp2026.io/v1alpha1/namespaces/{NS}/mcpreadinesses"
+                if url.path == f"/api/v1/namespaces/{NS}":
+                    if server.namespace != 200:
+                        self.status(server.namespace, "NotFound" if server.namespace == 404 else "Forbidden")
+                        return
+                    self.answer(
+                        200, {"kind": "Namespace", "metadata": {"name": NS}, "status": {"phase": "Active"}}
+                    )
+                    return
+                if not server.served and url.path.startswith(base):
+                    self.status(404, "NotFound")  # the API server serves no such resource
+                    return
                 if url.path == f"{base}/{NAME}":
-                    body = json.dumps(server.initial).encode()
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
+                    if server.initial is None:
+                        self.status(404, "NotFound")
+                    else:
+                        self.answer(200, server.initial)
+                    return
+                if url.path == base and "watch" not in query:
+                    items = [] if server.initial is None else [server.initial]
+                    self.answer(
+                        200,
+                        {"kind": "MCPReadinessList", "metadata": {"resourceVersion": "9"}, "items": items},
+                    )
                     return
                 assert url.path == base and query["watch"] == ["true"], self.path
                 assert query["fieldSelector"] == [f"metadata.name={NAME}"]
@@ -383,7 +436,118 @@ def test_the_process_fails_fast_on_a_watched_fail(tmp_path: Path) -> None:
 
 
 def test_the_process_times_out_with_exit_4(tmp_path: Path) -> None:
-    with FakeApiServer(obj("Pass", revision="r1"), []) as api:
+    with FakeApiServer(obj("Pass", revision="r1", watch=True), []) as api:
         code, out, took = _process(api.kubeconfig(tmp_path / "kc"), "--release", "r2", "--timeout", "2s")
     assert took < 30
     assert code == 4 and "TimedOut" in out, out
+
+
+# --- what cannot come is not waited for ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("served", "namespace", "said"),
+    [
+        (False, 200, "the MCPReadiness CRD is not installed"),
+        (True, 404, f"namespace '{NS}' does not exist"),
+    ],
+)
+def test_a_kind_or_namespace_that_does_not_exist_is_exit_2_at_once(
+    served: bool, namespace: int, said: str, tmp_path: Path
+) -> None:
+    with FakeApiServer(None, [], served=served, namespace=namespace) as api:
+        code, out, took = _process(api.kubeconfig(tmp_path / "kc"), "--release", "r1", "--timeout", "10m")
+    assert code == 2, out
+    assert took < 30, took  # not the 10-minute timeout
+    assert f"mcpreadiness/{NAME} cannot appear: " in out and said in out, out
+
+
+def test_a_gate_not_there_yet_in_a_namespace_it_may_not_read_is_waited_for(tmp_path: Path) -> None:
+    """A Role cannot grant reading the namespace: 403 says nothing about it, so the gate that is
+    not there yet is waited for, as before."""
+    with FakeApiServer(None, [], namespace=403) as api:
+        code, out, _ = _process(api.kubeconfig(tmp_path / "kc"), "--release", "r1", "--timeout", "2s")
+    assert code == 4 and "TimedOut" in out, out
+
+
+def test_a_missing_gate_asks_why_only_when_it_is_missing() -> None:
+    source = Script(None, (0.1, "ADDED", obj("Pass", completed=False)), (0.1, "MODIFIED", obj("Fail")))
+    source.absent = None
+    assert run("--release", "r1", source=source)[0] == 1
+    source = Script(obj("Pass"))
+    source.absent = "namespace 'shop' does not exist"  # never asked: the object is there
+    assert run("--release", "r1", source=source)[0] == 0
+
+
+@pytest.mark.parametrize(("verdict", "code"), [("Pass", 0), ("Warn", 0), ("Fail", 1), ("Inconclusive", 3)])
+def test_a_finished_evaluation_nothing_will_repeat_answers_at_once_with_its_verdict(
+    verdict: str, code: int
+) -> None:
+    """A drill or one-shot gate evaluated before the command started, with no watch and no
+    recheck: no evaluation after --since (its default: now) will come, so the verdict that
+    stands is printed with what --since waited for, and its code returned at once."""
+    got, out, took = run("--timeout", "10m", source=Script(obj(verdict, started=stamp(-3600))))
+    assert got == code, out
+    assert took < 5, took
+    assert f"mcpreadiness/{NAME} ({NS}): {verdict}" in out and "health-probe" in out
+    assert "note: --since " in out and "none will come" in out and "only a change of its spec" in out
+
+
+def test_another_release_finished_is_exit_3_naming_both_releases(tmp_path: Path) -> None:
+    report = tmp_path / "gate.xml"
+    code, out, took = run(
+        "--release",
+        "r2",
+        "--timeout",
+        "10m",
+        "--junit",
+        str(report),
+        source=Script(obj("Pass", revision="r1")),
+    )
+    assert code == 3 and took < 5, out
+    assert "Inconclusive (ReleaseNotEvaluated)" in out, out
+    assert "judged r1 with Pass" in out and "spec.release: r2 would" in out, out
+    error = ET.parse(report).getroot().find("testcase/error")
+    assert error is not None and "ReleaseNotEvaluated" in (error.get("message") or "") + (error.text or "")
+
+
+def _spec(o: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    o["spec"].update(extra)
+    return o
+
+
+@pytest.mark.parametrize(
+    "gate",
+    [
+        obj("Pass", started=stamp(-3600), watch=True),  # the Deployment may change
+        _spec(obj("Pass", started=stamp(-3600)), recheckIntervalSeconds=60),  # a standing gate's timer
+        obj("Pass", started=stamp(-3600), completed=False),  # a round running
+        obj("Pass", started=stamp(-3600), generation=2, observed=1),  # a spec not taken up yet
+    ],
+)
+def test_a_gate_that_may_be_evaluated_again_is_waited_for(gate: dict[str, Any]) -> None:
+    code, out, _ = run("--timeout", "1s", source=Script(gate))
+    assert code == 4 and "TimedOut" in out, out
+
+
+def test_a_verdict_the_operator_will_evaluate_again_is_waited_past() -> None:
+    """A verdict of the operator's own capacity (ProberOverloaded, a probe round timed out) is
+    evaluated again at status.retry.nextAt: a later evaluation will come, so it is waited for;
+    once no retry is due (nextAt null), the verdict stands."""
+    gate = obj("Inconclusive", started=stamp(-3600))
+    gate["status"]["retry"] = {"attempts": 1, "nextAt": "2026-05-01T12:00:20Z", "reason": "ProberOverloaded"}
+    code, out, _ = run("--timeout", "1s", source=Script(gate))
+    assert code == 4, out
+    gate["status"]["retry"]["nextAt"] = None
+    code, out, took = run("--timeout", "10m", source=Script(gate))
+    assert code == 3 and took < 5 and "note: --since" in out, out
+
+
+def test_a_rejected_spec_without_a_release_record_stands() -> None:
+    invalid = obj("Error", phase="Invalid", checks=[])
+    del invalid["status"]["release"]
+    invalid["status"]["conditions"][0].update(
+        reason="InvalidCheck", message="checks.xdsSync.sources: required"
+    )
+    code, out, took = run("--timeout", "10m", source=Script(invalid))
+    assert code == 3 and took < 5 and "InvalidCheck" in out, out
