@@ -134,6 +134,16 @@ def prometheus_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("prometheus")
 
 
+def _stop(proc: subprocess.Popen[Any]) -> None:
+    """A Prometheus this module started: SIGTERM, then SIGKILL after 10 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
+
+
 @pytest.fixture(scope="module")
 def prometheus(exporter: int, prometheus_dir: Path) -> Iterator[str]:
     work = prometheus_dir
@@ -180,12 +190,7 @@ def prometheus(exporter: int, prometheus_dir: Path) -> Iterator[str]:
             time.sleep(0.3)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+        _stop(proc)
         log.close()
 
 
@@ -334,12 +339,7 @@ async def test_own_rules_file_by_a_relative_name_is_no_reference(exporter: int, 
         assert (out.outcome, out.reason) == (Verdict.INCONCLUSIVE, "ReferenceNotIndependent"), out
         assert "(rules.yml in /api/v1/rules)" in out.message
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+        _stop(proc)
 
 
 # -- an independent reference in the cluster ------------------------------------------------------

@@ -18,7 +18,7 @@ import grpc
 import pytest
 from envoy.admin.v3 import config_dump_shared_pb2 as shared
 from envoy.service.status.v3 import csds_pb2, csds_pb2_grpc
-from tests.checks.test_xds_csds import NOW, all_types, generic, response
+from tests.checks.test_xds_csds import NOW, _Csds, all_types, generic, response
 
 from mcp_checks.verdict import Verdict
 from mcp_checks.xds import XdsMemory, XdsSyncSpec, judge, parse_client_status
@@ -143,19 +143,9 @@ def test_garbage_bytes_say_what_was_wrong_with_the_answer() -> None:
     assert (outcome.outcome, outcome.reason) == (Verdict.ERROR, "MalformedAnswer")
 
 
-class _Answers(csds_pb2_grpc.ClientStatusDiscoveryServiceServicer):  # type: ignore[misc]
-    """A CSDS service whose answer the test changes while the CLI polls it."""
-
-    def __init__(self, answer: Any) -> None:
-        self.answer = answer
-
-    async def FetchClientStatus(self, request: Any, context: Any) -> Any:
-        return self.answer
-
-
 @pytest.fixture
-async def served() -> AsyncIterator[tuple[str, _Answers]]:
-    servicer = _Answers(response(("a", all_types()), ("b", all_types())))
+async def served() -> AsyncIterator[tuple[str, _Csds]]:
+    servicer = _Csds(response(("a", all_types()), ("b", all_types())))
     server = grpc.aio.server()
     csds_pb2_grpc.add_ClientStatusDiscoveryServiceServicer_to_server(servicer, server)
     port = server.add_insecure_port("127.0.0.1:0")
@@ -179,7 +169,7 @@ async def run_cli(*argv: str) -> tuple[int, dict[str, Any]]:
     return code, data["checks"][0]
 
 
-async def test_cli_no_proxy_at_all_is_exit_3_also_when_waiting(served: tuple[str, _Answers]) -> None:
+async def test_cli_no_proxy_at_all_is_exit_3_also_when_waiting(served: tuple[str, _Csds]) -> None:
     address, servicer = served
     servicer.answer = response()
     code, row = await run_cli("--csds", address)
@@ -190,7 +180,7 @@ async def test_cli_no_proxy_at_all_is_exit_3_also_when_waiting(served: tuple[str
     assert (code, row["outcome"]) == (0, "Pass"), row
 
 
-async def test_cli_min_proxies_and_named_proxies_give_the_expected_set(served: tuple[str, _Answers]) -> None:
+async def test_cli_min_proxies_and_named_proxies_give_the_expected_set(served: tuple[str, _Csds]) -> None:
     address, _ = served
     code, row = await run_cli("--csds", address)
     assert (code, row["reason"]) == (3, "NoExpectedProxies"), row
@@ -202,7 +192,7 @@ async def test_cli_min_proxies_and_named_proxies_give_the_expected_set(served: t
     assert (code, row["reason"]) == (1, "ProxyMissing"), row
 
 
-async def test_cli_wait_stops_at_the_first_fail(served: tuple[str, _Answers]) -> None:
+async def test_cli_wait_stops_at_the_first_fail(served: tuple[str, _Csds]) -> None:
     """Waiting cannot bring a missing proxy back: the first failing look ends the wait (a timeout
     would say ConvergenceTimeout after 30 s)."""
     address, _ = served
@@ -212,7 +202,7 @@ async def test_cli_wait_stops_at_the_first_fail(served: tuple[str, _Answers]) ->
     assert time.monotonic() - started < 25
 
 
-async def test_cli_wait_sees_convergence_within_polls_of_the_change(served: tuple[str, _Answers]) -> None:
+async def test_cli_wait_sees_convergence_within_polls_of_the_change(served: tuple[str, _Csds]) -> None:
     address, servicer = served
     servicer.answer = response(("a", all_types(version="v1")), ("b", all_types(version="v1")))
 
@@ -228,7 +218,7 @@ async def test_cli_wait_sees_convergence_within_polls_of_the_change(served: tupl
     assert (code, row["reason"]) == (0, "ProxiesSynced"), row
 
 
-async def test_cli_changed_at_fails_an_old_ack_past_the_grace(served: tuple[str, _Answers]) -> None:
+async def test_cli_changed_at_fails_an_old_ack_past_the_grace(served: tuple[str, _Csds]) -> None:
     address, servicer = served
     servicer.answer = response(("a", all_types(version="v1", updated=time.time() - 3600)))
     one_look = ("--csds", address, "--proxy", "a", "--expected-version", "v2", "--grace-seconds", "30")

@@ -13,8 +13,8 @@ from urllib.parse import urlsplit
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from tests.operator.test_operator_credentials import _field, _spec_schema
 
-from mcp_operator import crdgen
 from mcp_operator.api.credentials import USERINFO
 from mcp_operator.api.ports import BAD_PORT
 
@@ -35,22 +35,6 @@ URL_FIELDS = [
     ("MCPBenchmark", "workload.classes[].images.urlBase", "http://images:8080/pool", "urlBase"),
 ]
 IDS = [f"{kind}.{path}={value}" for kind, path, value, _ in URL_FIELDS]
-
-
-def _spec_schema(kind: str) -> dict[str, Any]:
-    definition = next(d for d in crdgen.DEFINITIONS if d.kind == kind)
-    (version,) = crdgen.crd_manifest(definition)["spec"]["versions"]
-    schema: dict[str, Any] = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
-    return schema
-
-
-def _field(kind: str, path: str) -> dict[str, Any]:
-    node = _spec_schema(kind)
-    for step in path.split("."):
-        node = node["properties"][step.removesuffix("[]")]
-        if step.endswith("[]"):
-            node = node["items"]
-    return node
 
 
 def _refused(node: dict[str, Any], value: str) -> list[str]:
