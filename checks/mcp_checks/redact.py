@@ -1,6 +1,13 @@
-"""Credentials out of what is shown: URLs with userinfo and secret-looking query parameters
-replaced by ``REDACTED``, and free text (messages, events, logs) scrubbed of such URLs and of
-bare ``path?token=...`` queries.
+"""Credentials out of what is shown, known by position, not by name: a URL's userinfo, every
+query value, every matrix parameter's value (``/a;jsessionid=...``) and its fragment are replaced
+by ``REDACTED`` wherever the URL is copied (a signed URL's signature, a session id, an OAuth
+token in ``#access_token=`` carry names no list foresees). Free text (messages, events, logs) is
+scrubbed of such URLs and of every ``?name=value`` / ``&name=value`` even where no scheme
+precedes it (``path?token=...``).
+
+What a spec may carry is judged by name (``url_has_credentials``, the rule the CRDs' CEL rules
+apply too): userinfo, a secret-looking parameter name, or any percent-encoded one is refused,
+while ``?model=llama`` is a URL like any other (and is shown as ``?model=REDACTED``).
 
 The one implementation, pure, so both the checks and the operator (which re-exports it from
 ``mcp_operator.redact``) apply the same rule to anything before it leaves the process.
@@ -41,66 +48,103 @@ SENSITIVE_PARAMS = frozenset(
     }
 )
 SENSITIVE_SUFFIXES = ("_token", "-token", "_secret", "-secret", "_key", "-key", "password", "signature")
-# a URL inside free text: scheme://, then anything up to whitespace or a quote/bracket
-_URL_IN_TEXT = re.compile(r"""\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'"<>()\[\]{}]+""")
+# a URL inside free text: scheme://, then anything up to whitespace or a quote/bracket, except
+# the brackets of an IPv6 host (after any userinfo)
+_URL_IN_TEXT = re.compile(
+    r"""\b[A-Za-z][A-Za-z0-9+.-]*://(?:[^\s'"<>()\[\]{}/?#]*@)?(?:\[[^\s'"<>()\[\]{}/?#]*\])?"""
+    r"""[^\s'"<>()\[\]{}]*"""
+)
 # one query parameter inside free text, with or without a URL around it (urllib3 logs a retried
 # request as its path and query only): its name after ? or &, its value up to a delimiter
 _PARAM_IN_TEXT = re.compile(r"""(?<=[?&])([^\s=&#?'"<>()\[\]{}]+)=([^\s&#'"<>()\[\]{}]*)""")
+# a URL's own scheme, at its start (a '://' later, in a query value, makes no scheme)
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 # a percent escape: a name written with one (?%74oken=) is whatever the server decodes it to
 _ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
 
 
 def sensitive_param(name: str) -> bool:
-    """Whether a (decoded) query parameter's value is a credential, by name; false positives are fine."""
+    """Whether a (decoded) query parameter's name marks a credential, which a spec's URL must not
+    carry (``url_has_credentials``); false positives are fine."""
     lowered = name.lower()
     return lowered in SENSITIVE_PARAMS or lowered.endswith(SENSITIVE_SUFFIXES)
 
 
 def hidden_param(raw_name: str) -> bool:
-    """Whether a parameter name as written in a URL hides its value: a sensitive name, decoded, or
+    """Whether a parameter name as written in a URL marks a credential: a sensitive name, decoded, or
     any percent-encoded name at all (``%2574oken`` decodes to ``%74oken`` once and to ``token``
     twice; which one the server sees is not ours to guess)."""
     return bool(_ESCAPE.search(raw_name)) or sensitive_param(unquote_plus(raw_name))
 
 
+def _redact_value(piece: str) -> str:
+    """One ``name=value`` piece with its value hidden; a piece without ``=`` is all value."""
+    if not piece:
+        return piece
+    name, sep, _ = piece.partition("=")
+    return f"{name}={REDACTED}" if sep else REDACTED
+
+
 def redact_query(query: str) -> str:
-    """``query`` with the value of every hidden parameter replaced; every other byte as it was."""
-    pieces = []
-    for piece in query.split("&"):
-        name, sep, _ = piece.partition("=")
-        pieces.append(f"{name}={REDACTED}" if sep and hidden_param(name) else piece)
-    return "&".join(pieces)
+    """``query`` with every parameter's value replaced; the names and separators as they were."""
+    return "&".join(_redact_value(piece) for piece in query.split("&"))
+
+
+def redact_path(path: str) -> str:
+    """``path`` with every matrix parameter's value replaced (``/a;v=1/b`` -> ``/a;v=REDACTED/b``);
+    the segments themselves as they were."""
+    if ";" not in path:
+        return path
+    segments = []
+    for segment in path.split("/"):
+        base, sep, params = segment.partition(";")
+        segments.append(base + "".join(";" + _redact_value(p) for p in params.split(";")) if sep else segment)
+    return "/".join(segments)
+
+
+def _query_names(query: str) -> list[str]:
+    return [name for name, sep, _ in (piece.partition("=") for piece in query.split("&")) if sep]
 
 
 def url_has_credentials(url: str) -> bool:
-    """True when the URL (or a path and query) carries userinfo or a hidden query parameter."""
-    return redact_url(url) != url
+    """True when the URL (or a path and query) carries userinfo or a query parameter whose name
+    hides its value (``hidden_param``): what a spec's URL field must not carry."""
+    try:
+        parts = urlsplit(url if _SCHEME.match(url) else "//" + url)
+    except ValueError:
+        return False  # no URL a client could dial; the field's own validation refuses it
+    return "@" in parts.netloc or any(hidden_param(name) for name in _query_names(parts.query))
 
 
 def redact_url(url: str) -> str:
-    """``url`` with userinfo and hidden query values replaced by ``REDACTED``; unchanged when
-    there is nothing to hide. A URL without a scheme (``user:pw@host/x``) and a path with a query
-    (``/health?token=x``) are handled too."""
-    schemeless = "://" not in url
-    parts = urlsplit(("//" + url) if schemeless else url)
+    """``url`` with its userinfo, query values, matrix parameter values and fragment replaced by
+    ``REDACTED``; scheme, host, port and path kept, and the URL unchanged when there is nothing
+    to hide. A URL without a scheme (``user:pw@host/x``) and a path with a query
+    (``/health?token=x``) are handled too; what does not parse as a URL is hidden whole."""
+    schemeless = not _SCHEME.match(url)
+    try:
+        parts = urlsplit(("//" + url) if schemeless else url)
+    except ValueError:
+        return REDACTED
     netloc = parts.netloc
     if "@" in netloc:
         netloc = f"{REDACTED}@{netloc.rsplit('@', 1)[1]}"
-    query = redact_query(parts.query) if parts.query else parts.query
-    if netloc == parts.netloc and query == parts.query:
+    path = redact_path(parts.path)
+    query = redact_query(parts.query)
+    fragment = REDACTED if parts.fragment else ""
+    if (netloc, path, query, fragment) == (parts.netloc, parts.path, parts.query, parts.fragment):
         return url
-    rebuilt = urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    rebuilt = urlunsplit((parts.scheme, netloc, path, query, fragment))
     # the '//' added above comes back only before a host (a bare path and query has none)
     return rebuilt[2:] if schemeless and rebuilt.startswith("//") else rebuilt
 
 
 def _redact_param(match: re.Match[str]) -> str:
-    name = match.group(1)
-    return f"{name}={REDACTED}" if hidden_param(name) else match.group(0)
+    return f"{match.group(1)}={REDACTED}"
 
 
 def redact_text(text: str) -> str:
-    """Every ``scheme://`` URL inside ``text`` redacted, and every hidden query parameter even
+    """Every ``scheme://`` URL inside ``text`` redacted, and every query parameter's value even
     where no scheme precedes it (``GET /api/v1/query?token=...``): for messages, events, logs."""
     if "://" in text:
         text = _URL_IN_TEXT.sub(lambda match: redact_url(match.group(0)), text)

@@ -179,7 +179,7 @@ async def test_shard_fills_in_its_result_object_and_the_collector_accepts_it(
         "podUid": shard.pod["metadata"]["uid"],
     }
     assert document.levels[0].completed == REQUESTS and document.levels[0].failed == 0
-    assert document.plan.url == refserver.url + "/delay?ms=1"
+    assert document.plan.url == refserver.url + "/delay?ms=REDACTED"  # every query value, by position
     assert shard.termination.read_text() == (
         f"shard {INDEX}: {REQUESTS} requests completed, 0 failed; result published"
     )

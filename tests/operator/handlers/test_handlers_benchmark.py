@@ -205,7 +205,7 @@ async def test_valid_spec_creates_the_run_children_then_one_job(
 
     assert status["phase"] == "Running" and status["jobName"] == job
     assert status["observedGeneration"] == 1
-    assert status["targetUrl"] == "http://infer.perf.svc:8000/delay?ms=1"
+    assert status["targetUrl"] == "http://infer.perf.svc:8000/delay?ms=REDACTED"  # every query value
     assert status["shards"] == {"expected": 2}
     assert _cond(status, "Accepted") == ("True", "JobCreated")
     assert _cond(status, "Complete") == ("False", "Running")
