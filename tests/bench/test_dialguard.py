@@ -7,8 +7,11 @@ from __future__ import annotations
 import asyncio
 import errno
 import ipaddress
+import socket
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
+import aiohttp
 import pytest
 import requests
 from tests.httpserve import recording
@@ -158,3 +161,192 @@ async def test_the_triton_clients_connect_only_where_the_policy_allows(policy: N
             await allowed.close()
         assert rec.ok, rec.error_detail
         assert srv.model.stats.success.count == 1
+
+
+@pytest.mark.parametrize(
+    ("address", "inner"),
+    [
+        ("::ffff:169.254.169.254", "169.254.169.254"),
+        ("64:ff9b::a9fe:a9fe", "169.254.169.254"),
+        ("2002:a9fe:a9fe::1", "169.254.169.254"),
+        ("::a9fe:a9fe", "169.254.169.254"),
+        ("::2", "0.0.0.2"),  # IPv4-compatible from ::2 on
+        ("::1", None),  # loopback and the unspecified address carry none
+        ("::", None),
+        ("2001:db8::a9fe:a9fe", None),  # only the prefixes that embed an IPv4 address
+        ("10.0.0.1", None),
+    ],
+)
+def test_the_ipv4_address_an_ipv6_one_carries(address: str, inner: str | None) -> None:
+    found = dialguard.embedded_ipv4(ipaddress.ip_address(address))
+    assert (None if found is None else str(found)) == inner
+
+
+@pytest.mark.parametrize(
+    ("address", "host", "message"),
+    [
+        ("169.254.169.254", "", "169.254.169.254 is a link-local or metadata address"),
+        ("169.254.169.254", "169.254.169.254", "169.254.169.254 is a link-local or metadata address"),
+        ("169.254.169.254", "imds", "imds resolves to 169.254.169.254, a link-local or metadata address"),
+        ("fe80::1%eth0", "", "fe80::1 is a link-local or metadata address"),  # the zone is not shown
+        (
+            "::ffff:169.254.169.254",
+            "",
+            "::ffff:a9fe:a9fe (169.254.169.254) is a link-local or metadata address",
+        ),
+        ("8.8.8.8", "", "8.8.8.8 is outside MCP_TARGET_ALLOW_CIDRS"),
+        ("8.8.8.8", "dns.google", "dns.google resolves to 8.8.8.8, outside MCP_TARGET_ALLOW_CIDRS"),
+    ],
+)
+def test_a_refusal_names_the_address_and_the_host(address: str, host: str, message: str) -> None:
+    rule = AddressRule((ipaddress.ip_network("10.0.0.0/8"),))
+    assert (rule.problem(address, host) if host else rule.problem(address)) == message
+    with pytest.raises(DialRefused) as refused:
+        rule.check(address, host) if host else rule.check(address)
+    assert str(refused.value) == f"[Errno {errno.EACCES}] {message}: {REFUSED}"
+    assert refused.value.errno == errno.EACCES
+
+
+def test_a_cidr_from_the_environment_may_have_host_bits() -> None:
+    rule = AddressRule.from_env({dialguard.ENV: '{"allowCidrs": ["10.1.2.3/8"]}'})
+    assert rule == AddressRule((ipaddress.ip_network("10.0.0.0/8"),))
+
+
+def test_the_guarded_factory_makes_the_socket_asked_for() -> None:
+    """aiohttp hands the factory a getaddrinfo tuple: the socket must be of its family, type
+    and protocol (an IPv6 address needs an IPv6 socket)."""
+    factory = dialguard.socket_factory(AddressRule())
+    assert factory is not None
+    info = (socket.AF_INET6, socket.SOCK_DGRAM, socket.IPPROTO_UDP, "", ("::1", 53, 0, 0))
+    with factory(info) as made:
+        assert (made.family, made.type, made.proto) == (
+            socket.AF_INET6,
+            socket.SOCK_DGRAM,
+            socket.IPPROTO_UDP,
+        )
+
+
+def test_the_guarded_factory_wraps_another_and_no_rule_leaves_it_alone() -> None:
+    seen: list[tuple[Any, ...]] = []
+
+    def inner(info: tuple[Any, ...]) -> socket.socket:
+        seen.append(info)
+        return socket.socket(info[0], info[1], info[2])
+
+    assert dialguard.socket_factory(None, inner) is inner
+    assert dialguard.socket_factory(None) is None
+    guarded = dialguard.socket_factory(AddressRule(), inner)
+    assert guarded is not None
+    info = (socket.AF_INET, socket.SOCK_STREAM, 0, "", ("127.0.0.1", 80))
+    guarded(info).close()
+    assert seen == [info]
+    with pytest.raises(DialRefused):
+        guarded((socket.AF_INET, socket.SOCK_STREAM, 0, "", ("169.254.169.254", 80)))
+    assert seen == [info]  # a refused address never reaches the inner factory
+
+
+@pytest.mark.parametrize(
+    ("peer", "host", "message"),
+    [
+        (None, "", f"the address a connection reached is unknown: {REFUSED}"),
+        ((), "svc", f"the address svc reached is unknown: {REFUSED}"),
+        (
+            ("169.254.1.1", 80),
+            "imds",
+            f"imds resolves to 169.254.1.1, a link-local or metadata address: {REFUSED}",
+        ),
+        (("169.254.1.1", 80), "", f"169.254.1.1 is a link-local or metadata address: {REFUSED}"),
+    ],
+)
+def test_a_peer_is_refused_by_what_it_is(peer: Any, host: str, message: str) -> None:
+    with pytest.raises(DialRefused) as refused:
+        dialguard.check_peer(AddressRule(), peer, host) if host else dialguard.check_peer(AddressRule(), peer)
+    assert refused.value.strerror == message
+    dialguard.check_peer(None, None)  # no rule: nothing to refuse
+    dialguard.check_peer(AddressRule(), ("127.0.0.1", 80))
+
+
+async def test_a_grpc_target_is_the_first_allowed_address_pinned() -> None:
+    assert await dialguard.grpc_target(LOOPBACK, "127.0.0.2:50051") == "ipv4:127.0.0.2:50051"
+    assert await dialguard.grpc_target(AddressRule(), "[::1]:50051") == "ipv6:[::1]:50051"
+    assert await dialguard.grpc_target(LOOPBACK, "localhost:50051") == "ipv4:127.0.0.1:50051"
+    with pytest.raises(ValueError):
+        await dialguard.grpc_target(LOOPBACK, "127.0.0.1:grpc")  # a port is a number
+
+
+async def test_a_grpc_target_nowhere_allowed_names_every_refused_address(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with pytest.raises(DialRefused) as refused:
+        await dialguard.grpc_target(ELSEWHERE, "localhost:50051")
+    assert (
+        refused.value.strerror
+        == f"localhost resolves to 127.0.0.1, outside MCP_TARGET_ALLOW_CIDRS: {REFUSED}"
+    )
+    loop = asyncio.get_running_loop()
+
+    async def two_addresses(host: str, port: int, **_: Any) -> list[tuple[Any, ...]]:
+        """The resolver's answer for a name with an IPv4 and an IPv6 address (loopback here)."""
+        return [
+            (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port)),
+            (socket.AF_INET6, socket.SOCK_STREAM, 6, "", ("::1", port, 0, 0)),
+        ]
+
+    monkeypatch.setattr(loop, "getaddrinfo", two_addresses)
+    with pytest.raises(DialRefused) as every:
+        await dialguard.grpc_target(ELSEWHERE, "dual.example:50051")
+    assert every.value.strerror == (
+        "dual.example resolves to 127.0.0.1, outside MCP_TARGET_ALLOW_CIDRS; "
+        f"dual.example resolves to ::1, outside MCP_TARGET_ALLOW_CIDRS: {REFUSED}"
+    )
+    monkeypatch.undo()
+    both = AddressRule((ipaddress.ip_network("10.0.0.0/8"), ipaddress.ip_network("fd00::/8")))
+    with pytest.raises(DialRefused) as twice:
+        await dialguard.grpc_target(both, "[::1]:50051")
+    assert twice.value.strerror == f"::1 is outside MCP_TARGET_ALLOW_CIDRS: {REFUSED}"
+
+
+def _chain(depth: int, last: BaseException) -> BaseException:
+    """``last`` wrapped ``depth`` times as a cause."""
+    for _ in range(depth):
+        wrapper = RuntimeError("wrapped")
+        wrapper.__cause__ = last
+        last = wrapper
+    return last
+
+
+def test_a_refusal_is_found_eight_wrappers_deep_and_no_deeper() -> None:
+    refused = DialRefused(f"x: {REFUSED}")
+    assert dialguard.is_refusal(_chain(7, refused))
+    assert not dialguard.is_refusal(_chain(8, refused))
+    looped = RuntimeError("a")
+    looped.__cause__ = RuntimeError("b")
+    looped.__cause__.__cause__ = looped
+    assert not dialguard.is_refusal(looped)  # a cycle of causes ends
+
+
+def test_only_a_permission_error_that_says_refused_is_a_refusal() -> None:
+    assert not dialguard.is_refusal(OSError(errno.ECONNREFUSED, f"Connection refused: {REFUSED}"))
+    assert not dialguard.is_refusal(OSError(errno.EACCES, "Permission denied"))
+    assert not dialguard.is_refusal(None)
+
+
+def test_aiohttps_connector_error_around_a_refusal_is_one() -> None:
+    """aiohttp wraps the factory's refusal in its own connector error (an ``OSError`` with the
+    refusal's errno and message, which keeps it in ``os_error``), also without a cause."""
+    key = aiohttp.client_reqrep.ConnectionKey("h", 80, False, True, None, None, None)
+    wrapped = aiohttp.ClientConnectorError(key, DialRefused(f"x: {REFUSED}"))
+    assert wrapped.__cause__ is None and dialguard.is_refusal(wrapped)
+
+
+def test_the_process_rule_is_read_once_from_the_environment(
+    policy: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(dialguard, "_ACTIVE", [])
+    monkeypatch.setenv(dialguard.ENV, LOOPBACK.to_env())
+    assert dialguard.active_rule() == LOOPBACK
+    monkeypatch.setenv(dialguard.ENV, ELSEWHERE.to_env())
+    assert dialguard.active_rule() == LOOPBACK  # read once per process
+    monkeypatch.setattr(dialguard, "_ACTIVE", [])
+    monkeypatch.delenv(dialguard.ENV)
+    assert dialguard.active_rule() is None

@@ -8,17 +8,22 @@ exact failure share); ``/sleep/{ms}`` answers 200 after ``ms`` milliseconds.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import math
 import random
 import socket
+import threading
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from fractions import Fraction
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 from aiohttp import web
+from tests.httpserve import send_json, serving
 
 from mcp_checks.health import (
     HealthProbeSpec,
@@ -28,6 +33,7 @@ from mcp_checks.health import (
     probe,
     required_samples,
     run_health_probe,
+    run_health_probe_blocking,
 )
 from mcp_checks.verdict import Verdict
 
@@ -222,7 +228,7 @@ def test_percentile_nearest_rank_examples() -> None:
     five = [10.0, 20.0, 30.0, 40.0, 50.0]
     assert percentile(five, 20) == 10.0 and percentile(five, 21) == 20.0 and percentile(five, 90) == 50.0
     assert percentile([7.0], 99) == 7.0
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"^no samples$"):
         percentile([], 50)
 
 
@@ -310,3 +316,113 @@ def test_refused_connections_are_evidence_even_from_a_late_prober() -> None:
     timed_out = ProbeSamples(failures=Counter({"timeout": 20}), lag=LoopLag([500.0] * 10))
     late = evaluate(HealthProbeSpec(url="http://127.0.0.1:1/", max_prober_lag_ms=10), timed_out)
     assert late.reason == "ProberOverloaded"  # a time-out may be the prober's own doing
+
+
+@contextlib.asynccontextmanager
+async def _raw_server(answer: bytes | None) -> AsyncIterator[str]:
+    """A TCP server that reads a request and answers ``answer`` verbatim (None: closes at once)."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        if answer is not None:
+            writer.write(answer)
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    try:
+        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/health"
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+@pytest.mark.parametrize(
+    ("answer", "kind"),
+    [(None, "disconnected"), (b"NOT HTTP AT ALL\r\n\r\n", "client_error")],
+)
+async def test_a_server_that_drops_or_garbles_the_answer_is_unreachable(
+    answer: bytes | None, kind: str
+) -> None:
+    async with _raw_server(answer) as url:
+        outcome = await run_health_probe(_spec(url, requests=6, concurrency=2))
+    assert (outcome.outcome, outcome.reason) == (Verdict.ERROR, "TargetUnreachable")
+    assert outcome.observed["failures"] == f"{kind}=6"
+
+
+def _refuse_every_address(addr_info: tuple[Any, ...]) -> socket.socket:
+    raise OSError(errno.EACCES, f"{addr_info[4][0]} refused by the target policy")
+
+
+async def test_the_socket_factory_judges_every_connection(probe_target: ProbeTarget) -> None:
+    """The operator's target policy rides in ``socket_factory``: a refused address is counted as
+    refused, never sent a request, and makes the round an Error, not a failing target."""
+    spec = _spec(probe_target.url + "/ok", requests=5, socket_factory=_refuse_every_address)
+    outcome = await run_health_probe(spec)
+    assert (outcome.outcome, outcome.reason) == (Verdict.ERROR, "TargetNotAllowed")
+    assert outcome.observed["failures"] == "not_allowed=5" and probe_target.hits["ok"] == 0
+
+
+async def test_a_round_keeps_its_connections_alive() -> None:
+    """Probes reuse their connections (the figures are the service's answers, not TCP set-up):
+    200 probes on 4 workers open a handful of connections, not 200."""
+    peers: set[tuple[str, int]] = set()
+
+    async def ok(request: web.Request) -> web.Response:
+        peers.add(request.transport.get_extra_info("peername"))  # type: ignore[union-attr]
+        return web.Response(text="ok")
+
+    app = web.Application()
+    app.router.add_get("/ok", ok)
+    async with serving(app) as url:
+        outcome = await run_health_probe(_spec(url + "/ok", concurrency=4))
+    assert outcome.outcome == Verdict.PASS
+    assert 1 <= len(peers) <= 20, len(peers)
+    assert float(outcome.observed["round"].removesuffix("ms")) < 60_000  # a duration, not a clock reading
+
+
+async def test_concurrency_above_the_client_default_is_honoured() -> None:
+    """120 probes at concurrency 120 are all in flight at once (aiohttp's own default caps a
+    connector at 100): the server holds every answer until 120 requests wait (or 5 s pass)."""
+    in_flight, most, everyone = 0, 0, asyncio.Event()
+
+    async def ok(request: web.Request) -> web.Response:
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        if in_flight >= 120:
+            everyone.set()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(everyone.wait(), 5.0)
+        in_flight -= 1
+        return web.Response(text="ok")
+
+    app = web.Application()
+    app.router.add_get("/ok", ok)
+    async with serving(app) as url:
+        outcome = await run_health_probe(
+            _spec(url + "/ok", requests=120, concurrency=120, timeout_s=30.0, max_p99_ms=None)
+        )
+    assert most == 120 and outcome.observed["succeeded"] == "120"
+
+
+def test_a_blocking_round_runs_on_a_loop_of_its_own() -> None:
+    """The entry point of the worker process: a whole round, with no caller's loop."""
+
+    class Ok(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            send_json(self, 200, {"ok": True})
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Ok)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/ok"
+        outcome = run_health_probe_blocking(_spec(url, requests=20, concurrency=2, min_success_ratio=0.9))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert (outcome.outcome, outcome.observed["succeeded"]) == (Verdict.PASS, "20")

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
+import itertools
+import socket
 import time
+from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from aiohttp import web
 from tests.httpserve import serving
 
+from mcp_checks.dialhooks import DialHooks
 from mcp_checks.sentinel import Sample, SentinelRecord, run_sentinel
 
 pytestmark = pytest.mark.timing  # run under load by `make test-stress`
@@ -86,3 +93,109 @@ async def test_the_sentinel_sees_a_real_outage_and_the_recovery() -> None:
     assert recovery is not None and outage - 0.03 <= recovery <= outage + 0.2, (recovery, outage)
     ratio = record.success_ratio()
     assert ratio is not None and 0.4 < ratio < 0.9
+
+
+def _at(*samples: tuple[float, bool]) -> SentinelRecord:
+    return SentinelRecord([Sample(at, ok, 1.0) for at, ok in samples])
+
+
+def test_a_span_includes_its_start_and_excludes_its_end() -> None:
+    record = _at((10.0, False), (11.0, True), (12.0, False))
+    assert record.between(10.0, 12.0) == record.samples[:2]
+    assert record.success_ratio(10.0, 12.0) == 0.5
+    assert record.first_failure(10.0, 12.0) == 10.0  # a failure at the very start counts
+    assert record.first_failure(10.5, 12.0) is None  # and one at the very end does not
+
+
+def test_the_whole_record_is_the_default_span() -> None:
+    assert _at((0.5, False), (1.5, True)).success_ratio() == 0.5
+
+
+def test_the_window_ends_where_the_next_window_begins() -> None:
+    """A window of 1 s from t=10 holds what was sent in [10, 11): a failure at 11 is after it,
+    and a sample at 11 is the one that shows the window is complete."""
+    assert _at((10.0, True), (11.0, False), (12.0, True), (13.0, True)).recovery_seconds(10.0, 1.0) == 0.0
+    assert _at((10.0, True), (11.0, True)).recovery_seconds(10.0, 1.0) == 0.0
+
+
+@contextlib.asynccontextmanager
+async def _target(delay_s: float = 0.0, status: int = 200) -> AsyncIterator[tuple[str, set[Any]]]:
+    """A real server answering ``status`` after ``delay_s``; yields its URL and the peers seen."""
+    peers: set[Any] = set()
+
+    async def answer(request: web.Request) -> web.Response:
+        peers.add(request.transport.get_extra_info("peername") if request.transport else None)
+        await asyncio.sleep(delay_s)
+        return web.Response(status=status)
+
+    app = web.Application()
+    app.router.add_get("/health", answer)
+    async with serving(app) as url:
+        yield f"{url}/health", peers
+
+
+async def _run_for(url: str, seconds: float, **kw: Any) -> SentinelRecord:
+    record, stop = SentinelRecord(), asyncio.Event()
+    task = asyncio.create_task(run_sentinel(url, record, stop, **kw))
+    try:
+        await asyncio.sleep(seconds)
+    finally:
+        stop.set()
+        await task
+    return record
+
+
+async def test_each_probe_is_a_fresh_connection() -> None:
+    async with _target() as (url, peers):
+        record = await _run_for(url, 0.5, interval_s=0.05)
+    assert len(record.samples) >= 2 and all(s.ok for s in record.samples)
+    assert len(peers) == len(record.samples)  # a kept-alive connection would hide a dead backend
+
+
+async def test_a_redirect_or_error_status_is_a_failed_probe() -> None:
+    async with _target(status=300) as (url, _):
+        record = await _run_for(url, 0.3, interval_s=0.05)
+    assert record.samples and not any(s.ok for s in record.samples)
+
+
+async def test_no_answer_is_a_failed_probe_not_a_crash() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    record = await _run_for(f"http://127.0.0.1:{port}/health", 0.3, interval_s=0.05)
+    assert record.samples and all(s.ok is False for s in record.samples)
+    assert record.success_ratio() == 0.0
+
+
+async def test_the_dial_hooks_judge_every_probe() -> None:
+    def refuse(addr_info: tuple[Any, ...]) -> socket.socket:
+        raise OSError(errno.EACCES, "refused by the target policy")
+
+    async with _target() as (url, peers):
+        record = await _run_for(url, 0.3, interval_s=0.05, dial=DialHooks(socket_factory=refuse))
+    assert record.samples and not any(s.ok for s in record.samples) and not peers
+
+
+async def test_a_probe_gives_up_after_its_timeout_by_default() -> None:
+    """The default time-out is one second: an answer 1.5 s late is a failed probe, timed near 1 s."""
+    async with _target(delay_s=1.5) as (url, _):
+        record = await _run_for(url, 0.2)
+    first = record.samples[0]
+    assert first.ok is False and 900.0 <= first.latency_ms < 1500.0, first
+
+
+async def test_probes_keep_their_cadence_and_time_each_answer() -> None:
+    """Sent every ``interval_s`` from send to send (an answer's own time is part of the
+    interval, not added to it); each sample's latency is that answer's time in ms."""
+    async with _target(delay_s=0.2) as (url, _):
+        record = await _run_for(url, 2.0, interval_s=0.3)
+    sent = [s.at for s in record.samples]
+    gaps = [b - a for a, b in itertools.pairwise(sent)]
+    assert len(gaps) >= 2 and 0.27 <= min(gaps) < 0.45, gaps
+    assert all(150.0 <= s.latency_ms < 2000.0 for s in record.samples), record.samples
+
+
+async def test_probes_follow_the_default_interval() -> None:
+    async with _target() as (url, _):
+        record = await _run_for(url, 0.6)
+    assert len(record.samples) >= 3  # one every 100 ms by default

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
+import time
 
 import pytest
 
-from mcp_checks.verdict import SEVERITY, CheckOutcome, Verdict, decide, worst
+from mcp_checks.verdict import SEVERITY, CheckOutcome, Verdict, decide, utc_now, worst
 
 
 def _check(name: str, outcome: Verdict, reason: str = "") -> CheckOutcome:
@@ -75,3 +77,21 @@ def test_score_is_the_rounded_share_of_passes(passed: int, total: int, score: in
 def test_measured_at_is_rfc3339_utc() -> None:
     stamp = _check("a", Verdict.PASS).measured_at
     assert len(stamp) == 20 and stamp[10] == "T" and stamp.endswith("Z")
+
+
+def test_no_checks_says_that_nothing_was_verified() -> None:
+    assert decide([]).message == "no checks ran, so nothing was verified"
+
+
+def test_measured_at_is_utc_whatever_the_host_zone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host east of UTC must not stamp a check hours ahead (conditions compare these stamps)."""
+    monkeypatch.setenv("TZ", "Etc/GMT-5")  # POSIX sign: five hours east of UTC
+    time.tzset()
+    try:
+        before = dt.datetime.now(dt.UTC).replace(microsecond=0)
+        stamp = dt.datetime.strptime(utc_now(), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
+        after = dt.datetime.now(dt.UTC)
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert before <= stamp <= after

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -162,3 +164,80 @@ def test_where_the_operator_runs_is_read_with_the_policy(
     assert not outside.in_cluster and outside.cluster_domain == "corp.example"
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
     assert TargetPolicy.from_env().in_cluster
+
+
+def test_the_environment_may_be_unset_and_a_cidr_may_have_host_bits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MCP_TARGET_ALLOW_CIDRS", raising=False)
+    monkeypatch.delenv("MCP_TARGET_ALLOW_NAMESPACES", raising=False)
+    bare = TargetPolicy.from_env()
+    assert (bare.allow_cidrs, bare.allow_namespaces) == ((), frozenset())
+    monkeypatch.setenv("MCP_TARGET_ALLOW_CIDRS", "10.1.2.3/8")
+    assert TargetPolicy.from_env().allow_cidrs == (ipaddress.ip_network("10.0.0.0/8"),)
+
+
+def test_a_resource_may_always_name_its_own_namespace_and_any_when_told() -> None:
+    assert TargetPolicy().namespace_problem("ml", "ml") is None
+    assert TargetPolicy(allow_namespaces=frozenset({"*"})).namespace_problem("ml", "shop") is None
+    assert TargetPolicy().namespace_problem("ml", "shop") == (
+        "serviceRef names namespace shop, but this resource is in ml; the operator allows other "
+        "namespaces only when listed in MCP_TARGET_ALLOW_NAMESPACES"
+    )
+
+
+@pytest.mark.parametrize("host", ["metadata.google.internal.", "METADATA", "metadata."])
+async def test_a_metadata_name_is_refused_in_any_spelling(host: str) -> None:
+    assert TargetPolicy().address_problem(host, ["203.0.113.5"]) == f"{host} is a cloud metadata service"
+    problem = await TargetPolicy().url_problem(f"http://{host}/computeMetadata/v1")
+    assert problem is not None and problem.reason == "TargetNotAllowed"
+    assert str(problem) == f"{host.lower()} is a cloud metadata service"  # as the URL parser reads it
+
+
+def test_a_refused_address_is_named_with_the_host_it_was_reached_for() -> None:
+    assert TargetPolicy().address_problem("imds.internal", ["10.0.0.1", "169.254.169.254"]) == (
+        "imds.internal resolves to 169.254.169.254, a link-local or metadata address"
+    )
+
+
+async def test_a_url_without_a_host_is_refused_not_looked_up() -> None:
+    problem = await TargetPolicy().url_problem("http:///health")
+    assert problem is not None and (problem.reason, str(problem)) == (
+        "TargetNotAllowed",
+        "it names no host the target policy could check",
+    )
+
+
+async def test_a_name_no_resolver_can_encode_is_quoted_short() -> None:
+    problem = await TargetPolicy().url_problem(f"http://{'h' * 2030}.invalid:1/")
+    assert str(problem) == f"{'h' * 80} is not a host name a resolver can look up"
+
+
+@pytest.mark.usefixtures("without_cluster_dns")
+async def test_an_unresolvable_name_is_named_in_the_problem() -> None:
+    problem = await OUTSIDE.url_problem("http://triton.ml.svc:8000/v2")
+    assert str(problem).startswith("triton.ml.svc is a cluster Service name, which only the cluster's DNS")
+    assert str(problem).endswith(
+        "(for the target: spec.target.url); it is looked at again when the spec changes"
+    )
+    again = await OUTSIDE.unresolvable("triton.ml.svc")
+    assert again is not None and str(again) == str(problem)
+
+
+async def test_a_resolved_name_is_judged_on_every_address_it_resolves_to() -> None:
+    """The real resolver: localhost is 127.0.0.1 (with an allow-list elsewhere, refused by name)."""
+    strict = TargetPolicy(allow_cidrs=(ipaddress.ip_network("10.0.0.0/8"),))
+    problem = await strict.url_problem("http://localhost:8000/health")
+    assert problem is not None and problem.reason == "TargetNotAllowed"
+    assert str(problem) == "localhost resolves to 127.0.0.1, outside MCP_TARGET_ALLOW_CIDRS"
+    assert await TargetPolicy().url_problem("http://localhost:8000/health") is None
+
+
+async def test_a_resolver_that_never_answers_is_given_up_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hung lookup is a name that does not resolve now (looked at again), not a stuck handler."""
+
+    async def never(*_: object, **__: object) -> list[Any]:
+        await asyncio.Event().wait()
+        return []
+
+    monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", never)
+    problem = await asyncio.wait_for(TargetPolicy().url_problem("http://slow.example:80/"), 10.0)
+    assert problem is not None and problem.reason == "TargetUnresolved" and problem.retry

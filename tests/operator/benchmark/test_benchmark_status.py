@@ -370,3 +370,118 @@ def test_status_is_built_through_the_model_and_uses_the_time_given() -> None:
     assert collected.status["completedAt"] == T0
     assert all(c["lastTransitionTime"] == T0 for c in collected.status["conditions"])
     MCPBenchmarkStatus.model_validate(collected.status)  # every field is declared in the CRD
+
+
+def _conditions(collected: Collected) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in collected.status["conditions"]}
+
+
+async def test_the_verdict_says_what_was_merged_and_when(refserver: RunningServer) -> None:
+    """The Ready message names the shards merged and the SLO's outcome; Complete and Failed say
+    the run ended as a batch Job's do, at the time and generation given."""
+    met = _collect(
+        [(S0, t) for t in (await _shard_texts(refserver, _spec(slo={"latencyP99Ms": 5000}), 1))], 1
+    )
+    # (a busy host may flag the client as bound: that is said after the verdict, tested below)
+    assert met.message.split("; client-bound")[0] == "1 shard(s) merged; every SLO met"
+    assert met.message == _ready(met)["message"]
+    conds = _conditions(met)
+    assert {k: conds["Complete"][k] for k in ("status", "reason", "message", "observedGeneration")} == {
+        "status": "True",
+        "reason": "JobFinished",
+        "message": "all shards finished",
+        "observedGeneration": 3,
+    }
+    assert conds["Failed"]["status"] == "False" and conds["Complete"]["lastTransitionTime"] == T0
+    together = _collect(list(zip((S0, S1), await _shard_texts(refserver, _spec()), strict=True)))
+    overlapped = _conditions(together)["ShardsOverlapped"]
+    assert (overlapped["status"], overlapped["observedGeneration"], overlapped["lastTransitionTime"]) == (
+        "True",
+        3,
+        T0,
+    )
+    measured = _collect([(S0, t) for t in await _shard_texts(refserver, _spec(), 1)], 1)
+    assert measured.message.split("; client-bound")[0] == "1 shard(s) merged; no SLO declared"
+
+
+async def test_a_missed_slo_names_every_level_that_missed(refserver: RunningServer) -> None:
+    spec = _spec(slo={"latencyP99Ms": 1}, path="/delay?ms=20")
+    spec = spec.model_copy(update={"load": spec.load.model_copy(update={"concurrency": [1, 2]})})
+    texts = await _shard_texts(refserver, spec, shards=1)
+    missed = _collect([(S0, texts[0])], 1)
+    assert missed.reason == "SloMissed"
+    assert missed.message.split("; client-bound")[0] == "SLO missed at c=1, c=2"
+
+
+async def test_shards_that_cannot_be_merged_are_an_error_that_says_why(refserver: RunningServer) -> None:
+    one = await _shard_texts(refserver, _spec(), shards=1)
+    spec = _spec()
+    two_levels = spec.model_copy(update={"load": spec.load.model_copy(update={"concurrency": [1, 2]})})
+    other = await _shard_texts(refserver, two_levels, shards=1)
+    collected = _collect([(S0, one[0]), (S1, _publish(loads_document(other[0]), 1))])
+    assert (collected.reason, collected.message) == (
+        "ShardMergeFailed",
+        "shards have different level counts (1 and 2)",
+    )
+    assert collected.status["verdict"] == "Error" and collected.status["phase"] == "Failed"
+    failed = _conditions(collected)["Failed"]
+    assert (failed["status"], failed["reason"], failed["observedGeneration"]) == (
+        "True",
+        "ShardMergeFailed",
+        3,
+    )
+
+
+async def test_nothing_measured_says_so(refserver: RunningServer) -> None:
+    texts = await _shard_texts(refserver, _spec(path="/no-such-path"), shards=1)
+    assert _collect([(S0, texts[0])], expected=1).message.startswith("no request completed in any shard")
+
+
+def test_every_rejected_result_is_named() -> None:
+    collected = _collect([(S0, ""), (S1, "{not json")])
+    assert collected.message.startswith(f"2 shard result(s) rejected: {S0} (empty result), {S1} (format:")
+
+
+def test_a_missing_result_quotes_at_most_three_pod_failures() -> None:
+    failures = [PodFailure(f"bench-{i}: exit 1") for i in range(5)]
+    collected = merged_status(
+        expected=2,
+        succeeded=0,
+        failed=5,
+        readout=_read([], 2),
+        conditions=[],
+        generation=3,
+        now=T0,
+        pod_failures=failures,
+    )
+    assert collected.reason == "ShardResultMissing"
+    assert collected.message == (
+        "0 of 2 shards published a result (0 pods succeeded, 5 failed)"
+        "; bench-0: exit 1; bench-1: exit 1; bench-2: exit 1"
+    )
+
+
+async def test_every_client_bound_level_is_added_to_the_verdicts_message(refserver: RunningServer) -> None:
+    spec = _spec(slo={"latencyP99Ms": 5000})
+    spec = spec.model_copy(update={"load": spec.load.model_copy(update={"concurrency": [1, 2]})})
+    plan = plan_from_spec(spec, refserver.url, "bench")
+    flagged = plan.model_copy(
+        update={"client_bound": plan.client_bound.model_copy(update={"cpu_share": 1e-6})}
+    )
+    doc = await run_plan(flagged)
+    collected = _collect([(S0, _publish(doc, 0))], expected=1)
+    assert collected.message == (
+        "1 shard(s) merged; every SLO met; client-bound at c=1, c=2 (results[].clientBound)"
+    )
+
+
+async def test_every_level_whose_shards_ran_apart_is_named(refserver: RunningServer) -> None:
+    """Two shards run one after the other: neither level is a cluster-wide figure, each says why."""
+    spec = _spec()
+    spec = spec.model_copy(update={"load": spec.load.model_copy(update={"concurrency": [1, 2]})})
+    plan = plan_from_spec(spec, refserver.url, "bench")
+    texts = [_publish(await run_plan(plan), index) for index in range(2)]  # apart, by construction
+    collected = _collect([(S0, texts[0]), (S1, texts[1])])
+    assert (collected.reason, collected.status["verdict"]) == ("ShardsNotConcurrent", "Inconclusive")
+    first, second = collected.message.split("; client-bound")[0].split("; ")  # a busy host may add that
+    assert first.startswith("c=2: ") and second.startswith("c=4: ")
