@@ -32,7 +32,7 @@ from e2e.test_checks_config import (  # noqa: F401  (argocd_crd is a fixture)
     deployment,
     rolled_out,
 )
-from e2e.test_checks_drift import PROMETHEUS, exporter, prometheus  # noqa: F401  (fixtures)
+from e2e.test_checks_drift import PROMETHEUS, exporter, prometheus, prometheus_dir  # noqa: F401  (fixtures)
 
 from mcp_checks.config import short
 from mcp_checks.suite import CheckContext, plan_checks, run_checks
