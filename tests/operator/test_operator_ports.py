@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tests.operator.test_operator_credentials import _field, _spec_schema
+from tests.operator.test_operator_credentials import _field, _refused, _spec_schema
 
 from mcp_operator.api.credentials import USERINFO
 from mcp_operator.api.ports import BAD_PORT
@@ -35,16 +35,6 @@ URL_FIELDS = [
     ("MCPBenchmark", "workload.classes[].images.urlBase", "http://images:8080/pool", "urlBase"),
 ]
 IDS = [f"{kind}.{path}={value}" for kind, path, value, _ in URL_FIELDS]
-
-
-def _refused(node: dict[str, Any], value: str) -> list[str]:
-    """The messages of the rules on ``node`` that refuse ``value``."""
-    refused = []
-    for rule in node.get("x-kubernetes-validations") or []:
-        match = re.fullmatch(r"!self\.matches\('(.*)'\)", rule["rule"])
-        if match and re.search(match.group(1), value):
-            refused.append(rule["message"])
-    return refused
 
 
 def _with_port(value: str, port: str) -> str:
