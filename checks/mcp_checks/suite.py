@@ -22,7 +22,14 @@ from kubernetes import client
 from pydantic import BaseModel, ValidationError
 
 from . import specs
-from .config import ArgoApplicationRef, ConfigConsistencySpec, WorkloadKind, run_config_consistency
+from .config import (
+    ArgoApplicationRef,
+    ConfigConsistencySpec,
+    WorkloadKind,
+    is_serving,
+    label_selector,
+    run_config_consistency,
+)
 from .dialhooks import OPEN, DialHooks
 from .drift import (
     ConfigMapRules,
@@ -141,22 +148,17 @@ async def _pods_to_proxies(ctx: CheckContext, proxies: XdsProxies | None) -> tup
         labels = dict(svc.spec.selector or {})
         if not labels:
             raise SpecError(f"Service {ctx.namespace}/{service} has no selector, so it names no pods")
-    selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
-    pods = await asyncio.to_thread(core.list_namespaced_pod, ctx.namespace, label_selector=selector)
+    selector = label_selector({"matchLabels": labels})
+    listed = await asyncio.to_thread(core.list_namespaced_pod, ctx.namespace, label_selector=selector)
+    pods: list[dict[str, Any]] = ctx.api_client.sanitize_for_serialization(listed.items)
     template = proxies.node_id_template
+    # Running and serving (Ready, not terminating): a pod still starting, or failing its
+    # probes, has no proxy that must be synced yet
     return tuple(
-        template.format(pod=p.metadata.name, namespace=ctx.namespace, ip=p.status.pod_ip or "")
-        for p in pods.items
-        if p.metadata.deletion_timestamp is None and _pod_ready(p)
+        template.format(pod=p["metadata"]["name"], namespace=ctx.namespace, ip=p["status"].get("podIP") or "")
+        for p in pods
+        if p["status"].get("phase") == "Running" and is_serving(p)
     )
-
-
-def _pod_ready(pod: Any) -> bool:
-    """Running with its Ready condition True: a pod still starting (or failing its probes) has
-    no proxy that must be synced yet."""
-    conditions = pod.status.conditions or []
-    ready = any(c.type == "Ready" and c.status == "True" for c in conditions)
-    return bool(pod.status.phase == "Running" and ready)
 
 
 def xds_sync(entry: Mapping[str, Any] | XdsSync) -> PlannedCheck:

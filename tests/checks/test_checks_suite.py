@@ -10,6 +10,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from kubernetes import client
 
 from mcp_checks.health import HealthProbeSpec
 from mcp_checks.specs import XdsProxies
@@ -30,12 +31,12 @@ class FakeCore:
     def list_namespaced_pod(self, namespace: str, label_selector: str) -> Any:
         self.asked.append(label_selector)
         pods = [
-            SimpleNamespace(
-                metadata=SimpleNamespace(name=n, deletion_timestamp=None),
-                status=SimpleNamespace(
+            client.V1Pod(
+                metadata=client.V1ObjectMeta(name=n),
+                status=client.V1PodStatus(
                     phase=phase,
                     pod_ip=f"10.0.0.{i}",
-                    conditions=[SimpleNamespace(type="Ready", status=ready)] if ready else None,
+                    conditions=[client.V1PodCondition(type="Ready", status=ready)] if ready else None,
                 ),
             )
             for i, (n, phase, ready) in enumerate(
@@ -54,7 +55,7 @@ class FakeCore:
 async def test_proxies_from_a_service_selector(monkeypatch: pytest.MonkeyPatch) -> None:
     core = FakeCore({"app": "srv", "tier": "edge"})
     monkeypatch.setattr("mcp_checks.suite.client.CoreV1Api", lambda _api: core)
-    ctx = CheckContext("ml", api_client=object())  # type: ignore[arg-type]
+    ctx = CheckContext("ml", api_client=client.ApiClient())  # serialises the models; never dialled
     ids = await _pods_to_proxies(
         ctx, XdsProxies.model_validate({"service": "srv", "nodeIdTemplate": "sidecar~{ip}~{pod}.{namespace}"})
     )
