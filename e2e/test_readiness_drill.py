@@ -179,6 +179,23 @@ def test_an_operator_killed_mid_drill_reverts_on_restart(
     assert "replayed" in obj["status"]["faults"][0]["message"]
 
 
+def _thaw(kube: Any, name: str) -> None:
+    """Remove what ``_freeze_scale`` made (its policy and binding)."""
+    kube.run("delete", "validatingadmissionpolicybinding", name, check=False)
+    kube.run("delete", "validatingadmissionpolicy", name, check=False)
+
+
+def _reverted_and_gone(kube: Any, gate: str) -> None:
+    """Once the scale thaws, the retried revert restores the replicas and the finalizer lets
+    ``gate`` go."""
+    stack.until(lambda: _replicas(kube) == 3, "the retried revert restored the replicas", timeout_s=90)
+    stack.until(
+        lambda: kube.run("get", "mcpreadiness", gate, check=False).returncode != 0,
+        f"{gate} gone once its fault is reverted",
+        timeout_s=60,
+    )
+
+
 def _freeze_scale(kube: Any, name: str) -> str:
     """A ValidatingAdmissionPolicy (the API server's own, no webhook) that refuses every change
     of a Deployment's scale in this namespace: the drill's revert then fails as it would against
@@ -249,14 +266,8 @@ def test_a_revert_that_fails_keeps_the_object_until_it_succeeds_or_is_released(
         assert kube.get("mcpreadiness", "stuck")["metadata"].get("deletionTimestamp")  # held, not gone
         assert _replicas(kube) == 1
     finally:
-        kube.run("delete", "validatingadmissionpolicybinding", frozen, check=False)
-        kube.run("delete", "validatingadmissionpolicy", frozen, check=False)
-    stack.until(lambda: _replicas(kube) == 3, "the retried revert restored the replicas", timeout_s=90)
-    stack.until(
-        lambda: kube.run("get", "mcpreadiness", "stuck", check=False).returncode != 0,
-        "the object gone",
-        timeout_s=60,
-    )
+        _thaw(kube, frozen)
+    _reverted_and_gone(kube, "stuck")
 
     kube.apply(_gate("abandoned", refserver, _long_drill()))
     stack.until(lambda: _injected(kube, "abandoned") and _replicas(kube) == 1, "the second fault is in place")
@@ -268,8 +279,7 @@ def test_a_revert_that_fails_keeps_the_object_until_it_succeeds_or_is_released(
         assert "FaultsAbandoned" in {e["reason"] for e in kube.events("abandoned")}
         assert _replicas(kube) == 1  # left as it was: the person took the repair over
     finally:
-        kube.run("delete", "validatingadmissionpolicybinding", frozen, check=False)
-        kube.run("delete", "validatingadmissionpolicy", frozen, check=False)
+        _thaw(kube, frozen)
     # the policy's removal reaches the API server's admission a moment later
     stack.until(
         lambda: kube.run("scale", "deployment", "srv", "--replicas=3", check=False).returncode == 0,
@@ -310,11 +320,5 @@ def test_removing_the_drill_does_not_let_a_deleted_gate_go_with_its_fault_in_pla
         assert held["metadata"].get("deletionTimestamp") and "drill" not in held["spec"], held["metadata"]
         assert _replicas(kube) == 1
     finally:
-        kube.run("delete", "validatingadmissionpolicybinding", frozen, check=False)
-        kube.run("delete", "validatingadmissionpolicy", frozen, check=False)
-    stack.until(lambda: _replicas(kube) == 3, "the revert restored the replicas", timeout_s=90)
-    stack.until(
-        lambda: kube.run("get", "mcpreadiness", "undrilled", check=False).returncode != 0,
-        "the object gone once its fault is reverted",
-        timeout_s=60,
-    )
+        _thaw(kube, frozen)
+    _reverted_and_gone(kube, "undrilled")
