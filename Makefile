@@ -11,11 +11,12 @@ SHELL := /bin/bash
 VENV ?= .venv
 BIN := $(VENV)/bin
 LOGS := .make-logs
-# the drift tests; the HTML report's screenshot test; the real node (containers: e2e/test_realnode.py)
+# the drift tests; the HTML report's screenshot test; the real node (containers: e2e/test_realnode.py);
+# Argo CD's cache (e2e/test_argocd_sync.py)
 APT_PACKAGES := prometheus chromium-headless-shell containerd runc containernetworking-plugins docker.io \
-	mmdebstrap iptables tini ipset
+	mmdebstrap iptables tini ipset redis-server
 DEMO_COMPONENTS := kubernetes etcd
-TEST_COMPONENTS := kwok helm luahealth xdsbed kubernetes-node coredns chaos-mesh
+TEST_COMPONENTS := kwok helm luahealth xdsbed kubernetes-node coredns chaos-mesh argocd
 # both cores, one test file per worker at a time (module fixtures stay on one worker; each worker
 # that runs an e2e file starts its own control plane); the 25 slowest tests and every skip with
 # its reason

@@ -1,10 +1,11 @@
 """Config consistency against the real kube-apiserver and controller manager of the harness:
 Deployments whose pods the local kubelet runs as processes, a ConfigMap change rolled out.
 
-Argo CD itself does not run here. The Application CRD is a test fixture
-(e2e/fixtures/argocd-application-crd.yaml) and the tests write each Application's status the
-way Argo CD's application controller does (status.sync, status.health, status.operationState,
-status.resources with syncWave), then check what the gate makes of it.
+The Argo CD test here writes an Application's status by hand, in the shapes Argo CD's
+application controller writes (status.sync, status.health, status.operationState,
+status.resources with syncWave), to reach states a real sync passes through too fast to look at;
+the Application CRD is Argo CD's own (from its module). e2e/test_argocd_sync.py checks the same
+against a real Argo CD's sync.
 """
 
 from __future__ import annotations
@@ -31,9 +32,8 @@ from mcp_checks.config import (
     short,
 )
 from mcp_checks.verdict import CheckOutcome, Verdict
-from mcp_devcluster import stack
+from mcp_devcluster import argocd, stack
 
-FIXTURES = Path(__file__).parent / "fixtures"
 GATE = "mcp2026.io/config-loaded"  # a readiness gate that holds a new pod back until released
 SECRET_VALUE = "tok-3f9a1c-very-secret"
 SHA = "9b2d4e6f8a0c1e3f5a7b9c1d3e5f7a9b1c3d5e7f"
@@ -87,10 +87,7 @@ def ns(kubeconfig: Path) -> Iterator[Namespace]:
 
 @pytest.fixture(scope="module")
 def argocd_crd(kubeconfig: Path) -> None:
-    stack.kubectl(kubeconfig, "apply", "--server-side", "-f", str(FIXTURES / "argocd-application-crd.yaml"))
-    stack.kubectl(
-        kubeconfig, "wait", "--for=condition=Established", "crd/applications.argoproj.io", "--timeout=60s"
-    )
+    argocd.install_crds(kubeconfig)
 
 
 def config_objects(ns: Namespace, mode: str) -> None:

@@ -41,79 +41,15 @@ from typing import Any
 
 import yaml
 
-from mcp_devcluster import stack
+from mcp_devcluster import releases, stack
 
-REPO = Path(__file__).resolve().parents[1]
-ARGOCD = REPO / "manifests" / "argocd"
-APP = "model-server"
-GATE = "release-gate"
-SERVICE_PORT = 8080
+ARGOCD = releases.ARGOCD_EXAMPLES
+APP = releases.APP
+GATE = releases.GATE
+SERVICE_PORT = releases.SERVICE_PORT
 TIMEOUT = "10m"
 VENV_BIN = Path(sys.executable).parent
-
-
-def service() -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": APP},
-        "spec": {
-            "selector": {"app": APP},
-            "ports": [{"name": "http", "port": SERVICE_PORT, "targetPort": "http"}],
-        },
-    }
-
-
-def deployment(version: str, model: str) -> dict[str, Any]:
-    # the image is not used (the kubelet runs the command); it names the release
-    container = stack.refserver_container(
-        "--model", model, "--server-version", version, image=f"registry.example/model-server:{version}"
-    )
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": APP},
-        "spec": {
-            "replicas": 2,
-            "selector": {"matchLabels": {"app": APP}},
-            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-            "template": {
-                "metadata": {"labels": {"app": APP}},
-                "spec": {
-                    "nodeSelector": {"mcp2026.io/local-runner": "true"},
-                    "terminationGracePeriodSeconds": 2,
-                    "containers": [container],
-                },
-            },
-        },
-    }
-
-
-def gate(url: str, release: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "mcp2026.io/v1alpha1",
-        "kind": "MCPReadiness",
-        "metadata": {"name": GATE},
-        "spec": {
-            "target": {"url": url},
-            "release": release,
-            "watch": {"workload": {"name": APP}, "settleTimeoutSeconds": 180},
-            "checks": {
-                "healthProbe": {
-                    "path": "/v2/models/refmodel/ready",
-                    "requests": 400,
-                    "concurrency": 4,
-                    "minSuccessRatio": 0.99,
-                    # the verdicts here turn on status codes (200 or 400), not on latency: the
-                    # latency and prober-lag bounds are loose so that a busy shared machine does
-                    # not turn a round Inconclusive (ProberOverloaded) and hide what is tested
-                    "timeoutMs": 5000,
-                    "maxP99Ms": 2000,
-                    "maxProberLagMs": 2000,
-                }
-            },
-        },
-    }
+service, deployment, gate, hook = releases.service, releases.deployment, releases.gate, releases.hook
 
 
 def sync(kube: Any, *docs: dict[str, Any]) -> float:
@@ -141,20 +77,6 @@ def gate_command(
 def finish(proc: subprocess.Popen[str], timeout_s: float = 660) -> tuple[int, str, float]:
     out, _ = proc.communicate(timeout=timeout_s)
     return proc.returncode, out, time.monotonic()
-
-
-def hook(file: str, release: str) -> list[dict[str, Any]]:
-    """The hook Job of an Argo CD example and the account it runs as, for ``release``."""
-    docs = [d for d in yaml.safe_load_all((ARGOCD / file).read_text()) if d and d["kind"] != "MCPReadiness"]
-    for doc in docs:
-        if doc["kind"] == "Job":
-            pod = doc["spec"]["template"]["spec"]
-            pod["nodeSelector"] = {"mcp2026.io/local-runner": "true"}
-            for container in pod["containers"]:
-                for var in container.get("env") or []:
-                    if var["name"] == "RELEASE":
-                        var["value"] = release
-    return docs
 
 
 def run_hook(kube: Any, docs: list[dict[str, Any]], timeout_s: float = 180) -> tuple[str, int | None]:

@@ -31,6 +31,10 @@ COREDNS_VERSION = "v1.15.0"
 # no tagged releases on the proxy: a pinned commit of the main module, and of its nested api module
 CHAOS_MESH_VERSION = "v0.9.1-0.20260902003049-47411975a8cb"
 CHAOS_MESH_API_VERSION = "v0.0.0-20260906172039-d70b66ad97ac"
+# v3.2.11 builds in its own module tree; v3.3.x replaces gitops-engine with a nested directory
+# the module zip leaves out, and v3.2.12's tree does not compile
+ARGOCD_VERSION = "v3.2.11"
+ARGOCD_VERSION_PACKAGE = "github.com/argoproj/argo-cd/v3/common"
 
 STAMP = ".built"
 LUAHEALTH_SOURCE = Path(__file__).parent / "data" / "luahealth"
@@ -62,6 +66,13 @@ class Component:
     inherit_replaces: bool = False
     # some commands link C code (e.g. through a cgo-only dependency)
     cgo: bool = False
+    # build inside a copy of the published module's own tree (its go.mod, go.sum and local
+    # replaces), for a module whose commands cannot be built from a wrapper
+    in_module_tree: bool = False
+    # the built command's name where `go build` would name it after its directory (``cmd``)
+    command_name: str | None = None
+    # more names for it (links): a multi-call binary picks its role by the name it is called by
+    aliases: tuple[str, ...] = ()
 
     @property
     def bin_dir(self) -> Path:
@@ -94,8 +105,9 @@ def _run(cmd: list[str], cwd: Path, log: Path, *, cgo: bool = False) -> None:
         raise RuntimeError(f"{' '.join(cmd[:3])} failed (exit {result.returncode}); log {log}:\n{tail}")
 
 
-def _module_go_mod(module: str, version: str) -> str:
-    """Download one module version's go.mod through the module proxy and return its text."""
+def _download(module: str, version: str) -> dict[str, str]:
+    """Download one module version through the module proxy; return `go mod download -json`."""
+    cache_root().mkdir(parents=True, exist_ok=True)
     out = subprocess.run(
         ["go", "mod", "download", "-json", f"{module}@{version}"],
         env=_go_env(),
@@ -106,8 +118,18 @@ def _module_go_mod(module: str, version: str) -> str:
     )
     if out.returncode != 0:
         raise RuntimeError(f"go mod download {module}@{version} failed: {out.stdout}{out.stderr}")
-    info = json.loads(out.stdout)
-    return Path(info["GoMod"]).read_text()
+    info: dict[str, str] = json.loads(out.stdout)
+    return info
+
+
+def _module_go_mod(module: str, version: str) -> str:
+    """One module version's go.mod text."""
+    return Path(_download(module, version)["GoMod"]).read_text()
+
+
+def module_dir(module: str, version: str) -> Path:
+    """One module version's extracted (read-only) tree."""
+    return Path(_download(module, version)["Dir"])
 
 
 STAGING_REQUIRE = re.compile(r"^\s*(k8s\.io/[\w./-]+)\s+v0\.0\.0\s*$", re.MULTILINE)
@@ -251,6 +273,23 @@ def components() -> dict[str, Component]:
             inherit_replaces=True,
             cgo=True,
         ),
+        # Argo CD's multi-call binary: argocd-application-controller, argocd-repo-server and
+        # argocd-server are the same file under the name they are called by
+        "argocd": Component(
+            name="argocd",
+            module="github.com/argoproj/argo-cd/v3",
+            version=ARGOCD_VERSION,
+            packages=("./cmd",),
+            ldflags=(
+                f"-X {ARGOCD_VERSION_PACKAGE}.version={ARGOCD_VERSION.lstrip('v')}",
+                f"-X {ARGOCD_VERSION_PACKAGE}.gitTag={ARGOCD_VERSION}",
+                f"-X {ARGOCD_VERSION_PACKAGE}.gitCommit={ARGOCD_VERSION}",
+                f"-X {ARGOCD_VERSION_PACKAGE}.gitTreeState=clean",
+            ),
+            in_module_tree=True,
+            command_name="argocd",
+            aliases=("argocd-application-controller", "argocd-repo-server", "argocd-server"),
+        ),
         "luahealth": Component(
             name="luahealth",
             module="mcp-operator.local/luahealth",
@@ -281,6 +320,28 @@ def _resolve_replaces(component: Component) -> dict[str, str]:
     return replaces
 
 
+def _copy_module_tree(component: Component, work: Path) -> Path:
+    """A writable copy of the module's tree, where `go build` uses its own go.mod as the main module."""
+    tree = work / "src"
+    shutil.rmtree(tree, ignore_errors=True)
+    shutil.copytree(module_dir(component.module, component.version), tree)
+    for path in [tree, *tree.rglob("*")]:
+        path.chmod(path.stat().st_mode | 0o200)
+    return tree
+
+
+def _name_command(bin_dir: Path, component: Component) -> None:
+    """Give the one built command its name, and link its other names to it."""
+    if component.command_name is None:
+        return
+    built = [p for p in bin_dir.iterdir() if p.is_file()]
+    if len(built) != 1:
+        raise RuntimeError(f"{component.name}: expected one command in {bin_dir}, found {built}")
+    built[0].rename(bin_dir / component.command_name)
+    for alias in component.aliases:
+        (bin_dir / alias).symlink_to(component.command_name)
+
+
 def build(component: Component, *, force: bool = False, log_stream: bool = True) -> Path:
     """Build one component unless its stamp says it is already there; return its bin dir."""
     if component.is_built() and not force:
@@ -293,9 +354,12 @@ def build(component: Component, *, force: bool = False, log_stream: bool = True)
     started = time.monotonic()
     if log_stream:
         print(f"building {component.name} {component.version} (log: {log})", file=sys.stderr)
+    build_dir = work
     if component.source_dir is not None:
         for item in component.source_dir.iterdir():
             shutil.copy2(item, work / item.name)
+    elif component.in_module_tree:
+        build_dir = _copy_module_tree(component, work)
     else:
         (work / "go.mod").write_text(wrapper_go_mod(component, _resolve_replaces(component)))
         (work / "go.sum").touch()
@@ -307,10 +371,11 @@ def build(component: Component, *, force: bool = False, log_stream: bool = True)
         cmd += ["-tags", ",".join(component.tags)]
     ldflags = ["-s", "-w", *component.ldflags]
     cmd += ["-ldflags", " ".join(ldflags), *component.packages]
-    if component.source_dir is None:
+    if component.source_dir is None and not component.in_module_tree:
         # -mod=mod lets go fill go.sum; `go get` of the commands completes the build list first
         _run(["go", "get", *[f"{p}@{component.version}" for p in component.packages]], work, log)
-    _run(cmd, work, log, cgo=component.cgo)
+    _run(cmd, build_dir, log, cgo=component.cgo)
+    _name_command(staging_bin, component)
     bin_dir = component.bin_dir
     shutil.rmtree(bin_dir, ignore_errors=True)
     bin_dir.parent.mkdir(parents=True, exist_ok=True)

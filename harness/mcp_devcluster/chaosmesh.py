@@ -48,19 +48,7 @@ NSEXEC_DIR = "/usr/local/bin"  # where chaos-daemon runs nsexec from (hard-coded
 
 def module_dir() -> Path:
     """The module's source, downloaded through the module proxy on first use (then cached)."""
-    env = {**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"}
-    out = subprocess.run(
-        ["go", "mod", "download", "-json", f"{MODULE}@{VERSION}"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=build.cache_root(),
-        timeout=600,
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"go mod download {MODULE}@{VERSION} failed: {out.stdout}{out.stderr}")
-    return Path(json.loads(out.stdout)["Dir"])
+    return build.module_dir(MODULE, VERSION)
 
 
 def crd_files(plurals: list[str]) -> list[Path]:

@@ -1,5 +1,6 @@
 """``mcp-devcluster``: the test harness's command. ``build|up|down|env|status`` manage the local
-control plane by hand (``up --real-node``: one whose node runs containers); ``realnode up|down``
+control plane by hand (``up --real-node``: one whose node runs containers; ``up --argocd``: with
+Argo CD and a Git server beside it); ``realnode up|down``
 adds a real node beside a running one; ``demo``
 runs the README's main job (``make demo``)."""
 
@@ -21,6 +22,7 @@ def dev_cluster(
     components: list[str] | None = None,
     local_only: bool = False,
     real_node: bool = False,
+    with_argocd: bool = False,
 ) -> int:
     """``local_only``: ``up`` starts only the local (process) nodes, as the demo does, so it needs
     no kwok; the default adds the simulated nodes the tests use. ``real_node``: a cluster whose
@@ -38,6 +40,8 @@ def dev_cluster(
             else DevCluster(directory, nodes=[] if local_only else None).up()
         )
         print(f"control plane ready in {state.startup_seconds['total']:.1f}s", file=sys.stderr)
+        if with_argocd:
+            _up_argocd(state)
         print(env_exports(state))
         return 0
     if action == "down":
@@ -67,6 +71,26 @@ def dev_cluster(
         }
         print(json.dumps(shown, indent=2))
     return 0
+
+
+def _up_argocd(state: ClusterState) -> None:
+    """Argo CD beside the control plane; its processes are recorded with the cluster's, so
+    ``down`` stops them too."""
+    from . import argocd
+
+    try:
+        argo = argocd.start_argocd(Path(state.state_dir), Path(state.kubeconfig), state.server)
+    except BaseException:
+        DevCluster(Path(state.state_dir)).down()
+        raise
+    state.pids.update(argo.pids())
+    state.save()
+    print(
+        f"Argo CD {build.ARGOCD_VERSION} ready (application controller, repo server, Redis on "
+        f"127.0.0.1:{argo.ports.redis}); Git serves {argo.git_root} at git://127.0.0.1:{argo.ports.git}/NAME "
+        f"(git init --bare {argo.git_root}/NAME; pushes are accepted)",
+        file=sys.stderr,
+    )
 
 
 def _up_with_real_node(directory: Path) -> ClusterState:
@@ -110,6 +134,7 @@ def _cmd_dev_cluster(args: argparse.Namespace) -> int:
         getattr(args, "components", None),
         getattr(args, "local_only", False),
         getattr(args, "real_node", False),
+        getattr(args, "argocd", False),
     )
 
 
@@ -170,6 +195,13 @@ def build_parser() -> argparse.ArgumentParser:
                 "--local-only",
                 action="store_true",
                 help="only the local nodes that run pods as processes (no kwok, nothing simulated)",
+            )
+            cmd.add_argument(
+                "--argocd",
+                action="store_true",
+                help="also Argo CD's application controller and repo server (built from the Go "
+                "module proxy), Redis and a Git server on loopback; the health checks of "
+                "manifests/argocd installed",
             )
             cmd.add_argument(
                 "--real-node",

@@ -15,7 +15,6 @@ Images are tagged by a digest of their inputs, so a warm run rebuilds nothing.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import subprocess
@@ -184,15 +183,7 @@ def pause_image(daemon: BuildDaemon) -> str:
 
 
 def _kubernetes_module_dir() -> Path:
-    out = subprocess.run(
-        ["go", "mod", "download", "-json", f"k8s.io/kubernetes@{build.KUBERNETES_VERSION}"],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"},
-        cwd=build.cache_root(),
-    )
-    return Path(json.loads(out.stdout)["Dir"])
+    return build.module_dir("k8s.io/kubernetes", build.KUBERNETES_VERSION)
 
 
 def _wheelhouse(target: Path, *projects: Path) -> None:
