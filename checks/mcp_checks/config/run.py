@@ -4,6 +4,7 @@ and, when named, with what Argo CD reports for the Application."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -58,7 +59,25 @@ def _failed(
     return combine(CHECK_NAME, [Assessment(verdict, reason, msg)], source, _thresholds(spec))
 
 
+# a sync wave at or before the gate's own that is still running: Argo CD writes an Application's
+# operation state and its sync status from two workers, so the sync result that shows the gate's
+# wave reached can trail the rest by a moment; worth reading again within the check's time
+STILL_SYNCING = frozenset({"SyncWaveRunning"})
+REREAD_INTERVAL_S = 0.5
+
+
 async def run_config_consistency(spec: ConfigConsistencySpec, api_client: client.ApiClient) -> CheckOutcome:
+    """Read and evaluate; while the Application's sync is still running up to the gate's wave,
+    read again, up to the spec's timeout, and give the last answer."""
+    deadline = time.monotonic() + spec.timeout_s
+    while True:
+        outcome = await _read_and_evaluate(spec, api_client)
+        if outcome.reason not in STILL_SYNCING or time.monotonic() + REREAD_INTERVAL_S >= deadline:
+            return outcome
+        await asyncio.sleep(REREAD_INTERVAL_S)
+
+
+async def _read_and_evaluate(spec: ConfigConsistencySpec, api_client: client.ApiClient) -> CheckOutcome:
     """Read in a thread (the client blocks), bounded by the spec's timeout, then evaluate."""
     source = _source(spec, api_client.configuration.host)
     try:
