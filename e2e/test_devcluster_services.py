@@ -18,6 +18,7 @@ import pytest
 import yaml
 from kubernetes import client, config
 
+from mcp_devcluster import stack
 from mcp_devcluster.cluster import ClusterState
 from mcp_devcluster.nodespec import ZONE_LABEL
 from mcp_devcluster.podnet import POD_NETWORK, loopback_twin
@@ -48,34 +49,14 @@ def _manifests() -> str:
         "nodeTaintsPolicy": "Honor",  # a cordoned zone is left out, as in a real cluster
         "labelSelector": {"matchLabels": {"app": APP}},
     }
-    deployment = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": APP},
-        "spec": {
-            "replicas": 2,
-            "selector": {"matchLabels": {"app": APP}},
-            "template": {
-                "metadata": {"labels": {"app": APP}},
-                "spec": {
-                    "nodeSelector": {"mcp2026.io/local-runner": "true"},
-                    "terminationGracePeriodSeconds": PRE_STOP_S + 5,
-                    "topologySpreadConstraints": [spread],
-                    "containers": [container],
-                },
-            },
-        },
+    pod_spec = {
+        "nodeSelector": {"mcp2026.io/local-runner": "true"},
+        "terminationGracePeriodSeconds": PRE_STOP_S + 5,
+        "topologySpreadConstraints": [spread],
+        "containers": [container],
     }
-    service = {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": APP},
-        "spec": {
-            "selector": {"app": APP},
-            "ports": [{"name": "http", "port": SERVICE_PORT, "targetPort": "http"}],
-        },
-    }
-    return yaml.safe_dump_all([deployment, service])
+    deployment = stack.deployment_body(APP, pod_spec)
+    return yaml.safe_dump_all([deployment, stack.service_body(APP, SERVICE_PORT)])
 
 
 @dataclass

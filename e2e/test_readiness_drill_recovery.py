@@ -55,22 +55,8 @@ def _serve(kube: Any, spread: bool) -> str:
                 "labelSelector": {"matchLabels": {"app": APP}},
             }
         ]
-    deployment = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": APP},
-        "spec": {
-            "replicas": 2,
-            "selector": {"matchLabels": {"app": APP}},
-            "template": {"metadata": {"labels": {"app": APP}}, "spec": pod_spec},
-        },
-    }
-    service = {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": APP},
-        "spec": {"selector": {"app": APP}, "ports": [{"name": "http", "port": 8080, "targetPort": "http"}]},
-    }
+    deployment = stack.deployment_body(APP, pod_spec)
+    service = stack.service_body(APP, 8080)
     kube.run("label", "namespace", kube.namespace, OPT_IN)
     kube.apply(yaml.safe_dump_all([deployment, service]))
     assert kube.run("rollout", "status", f"deploy/{APP}", "--timeout=90s", check=False).returncode == 0

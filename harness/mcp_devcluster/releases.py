@@ -38,13 +38,7 @@ CONFIG_ANNOTATION = "checksum/config"  # configConsistency's default: the Helm c
 
 
 def service(cluster_ip: str | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "selector": {"app": APP},
-        "ports": [{"name": "http", "port": SERVICE_PORT, "targetPort": "http"}],
-    }
-    if cluster_ip:
-        spec["clusterIP"] = cluster_ip
-    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": APP}, "spec": spec}
+    return stack.service_body(APP, SERVICE_PORT, **({"clusterIP": cluster_ip} if cluster_ip else {}))
 
 
 def deployment(version: str, model: str) -> dict[str, Any]:
@@ -53,24 +47,9 @@ def deployment(version: str, model: str) -> dict[str, Any]:
     container = stack.refserver_container(
         "--model", model, "--server-version", version, image=f"registry.example/model-server:{version}"
     )
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": APP},
-        "spec": {
-            "replicas": 2,
-            "selector": {"matchLabels": {"app": APP}},
-            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-            "template": {
-                "metadata": {"labels": {"app": APP}},
-                "spec": {
-                    "nodeSelector": LOCAL_RUNNER,
-                    "terminationGracePeriodSeconds": 2,
-                    "containers": [container],
-                },
-            },
-        },
-    }
+    pod_spec = {"nodeSelector": LOCAL_RUNNER, "terminationGracePeriodSeconds": 2, "containers": [container]}
+    strategy = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    return stack.deployment_body(APP, pod_spec, strategy=strategy)
 
 
 def gate_spec(

@@ -227,14 +227,15 @@ def custom_resource(kind: str, name: str, spec: dict[str, Any]) -> str:
     )
 
 
-def kwok_deployment_body(
-    name: str = "srv", replicas: int = 3, annotations: dict[str, str] | None = None
+def deployment_body(
+    name: str,
+    pod_spec: dict[str, Any],
+    replicas: int = 2,
+    template_meta: dict[str, Any] | None = None,
+    **spec: Any,
 ) -> dict[str, Any]:
-    """A Deployment whose pods kwok simulates (on the nodes labelled ``type: kwok``): a workload
-    that drills scale, kill and restart without running anything."""
-    template_meta: dict[str, Any] = {"labels": {"app": name}}
-    if annotations:
-        template_meta["annotations"] = annotations
+    """A Deployment of pods labelled ``app: name`` (its selector); ``spec`` adds fields (a
+    ``strategy``), ``template_meta`` to the pod template's metadata (annotations)."""
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -242,16 +243,34 @@ def kwok_deployment_body(
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": template_meta,
-                "spec": {
-                    "nodeSelector": {"type": "kwok"},
-                    "terminationGracePeriodSeconds": 0,
-                    "containers": [{"name": "main", "image": "registry.example/srv:1"}],
-                },
-            },
+            **spec,
+            "template": {"metadata": {"labels": {"app": name}, **(template_meta or {})}, "spec": pod_spec},
         },
     }
+
+
+def service_body(name: str, port: int, **spec: Any) -> dict[str, Any]:
+    """A Service of the pods labelled ``app: name``, ``port`` to their port named ``http``."""
+    ports = [{"name": "http", "port": port, "targetPort": "http"}]
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name},
+        "spec": {"selector": {"app": name}, "ports": ports, **spec},
+    }
+
+
+def kwok_deployment_body(
+    name: str = "srv", replicas: int = 3, annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """A Deployment whose pods kwok simulates (on the nodes labelled ``type: kwok``): a workload
+    that drills scale, kill and restart without running anything."""
+    pod_spec = {
+        "nodeSelector": {"type": "kwok"},
+        "terminationGracePeriodSeconds": 0,
+        "containers": [{"name": "main", "image": "registry.example/srv:1"}],
+    }
+    return deployment_body(name, pod_spec, replicas, {"annotations": annotations} if annotations else None)
 
 
 def refserver_container(*args: str, image: str = "unused") -> dict[str, Any]:
