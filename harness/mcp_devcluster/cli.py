@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from . import build
-from .cluster import ClusterState, DevCluster, default_state_dir
+from .cluster import ClusterState, DevCluster, StateDirInUse, default_state_dir
 
 
 def dev_cluster(
@@ -112,10 +112,15 @@ def _up_with_real_node(directory: Path) -> ClusterState:
 
 
 def env_exports(state: ClusterState) -> str:
-    """The shell lines ``env`` prints (``eval "$(mcp-devcluster env)"``): the cluster's KUBECONFIG
-    and, first on PATH, the directory of the kubectl built beside the API server (v1.36), so an
-    older kubectl of the user's is not the one that runs."""
+    """The shell lines ``env`` prints (``eval "$(mcp-devcluster env)"``): the cluster's KUBECONFIG,
+    free ports for an operator run by hand (MCP_LIVENESS, MCP_METRICS_PORT) and, first on PATH,
+    the directory of the kubectl built beside the API server (v1.36), so an older kubectl of the
+    user's is not the one that runs."""
     lines = [f"export KUBECONFIG={shlex.quote(state.kubeconfig)}"]
+    if state.operator_liveness:  # for `mcp-operator run` beside it: free ports, not the in-cluster ones
+        lines.append(
+            f"export MCP_LIVENESS={state.operator_liveness} MCP_METRICS_PORT={state.operator_metrics_port}"
+        )
     kubectl = build.components()["kubernetes"].binary("kubectl")  # where it is; nothing is built
     if kubectl.is_file():
         lines.append(f'export PATH={shlex.quote(str(kubectl.parent))}:"$PATH"')
@@ -249,7 +254,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    code: int = args.func(args)
+    try:
+        code: int = args.func(args)
+    except StateDirInUse as exc:  # `up` or the demo on a state directory another cluster runs from
+        print(f"mcp-devcluster: {exc}", file=sys.stderr)
+        return 1
     return code
 
 

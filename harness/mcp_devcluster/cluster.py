@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import shutil
 import socket
 import ssl
@@ -87,6 +88,10 @@ class ClusterState:
     service_cidr: str = ""  # every ClusterIP is in it: a loopback range of its own, or a real node's
     pod_loopback: str = ""  # where pod IPs are served (``podnet.loopback_twin``)
     etcd_endpoints: list[str] = field(default_factory=list)  # every member's client URL
+    # free ports, chosen at `up`, for an operator run by hand beside this cluster (its liveness
+    # probe and metrics), so two users' quick starts on one host do not collide
+    operator_liveness: str = ""
+    operator_metrics_port: int = 0
 
     @classmethod
     def load(cls, state_dir: Path) -> ClusterState:
@@ -94,6 +99,53 @@ class ClusterState:
 
     def save(self) -> None:
         (Path(self.state_dir) / "state.json").write_text(json.dumps(asdict(self), indent=2))
+
+
+class StateDirInUse(RuntimeError):
+    """``up`` on a state directory whose control plane is running."""
+
+    def __init__(self, state_dir: Path, state: ClusterState) -> None:
+        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(state.started_at))
+        owner = _owner(state.pids)
+        super().__init__(
+            f"a local control plane already runs from {state_dir} (API server {state.server}, started "
+            f"{started}{f' by {owner}' if owner else ''}). Use it (mcp-devcluster env --state-dir "
+            f"{state_dir}), stop it (mcp-devcluster down --state-dir {state_dir}; after make demo "
+            f"KEEP=1: make demo-down), or start another with --state-dir DIR."
+        )
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
+
+
+def _owner(pids: dict[str, int]) -> str:
+    """The user whose processes they are (the API server's first), from /proc."""
+    for pid in pids.values():
+        try:
+            uid = Path(f"/proc/{pid}").stat().st_uid
+        except OSError:
+            continue
+        try:
+            return pwd.getpwuid(uid).pw_name
+        except KeyError:
+            return f"uid {uid}"
+    return ""
+
+
+def running_cluster(state_dir: Path) -> ClusterState | None:
+    """The control plane recorded in ``state_dir`` if any of its processes still runs."""
+    try:
+        state = ClusterState.load(state_dir)
+    except (FileNotFoundError, json.JSONDecodeError, TypeError):
+        return None
+    return state if any(_pid_alive(pid) for pid in state.pids.values()) else None
 
 
 def default_state_dir() -> Path:
@@ -161,7 +213,12 @@ class DevCluster:
 
     # -- lifecycle -------------------------------------------------------------------------
     def up(self) -> ClusterState:
-        """Build what is missing, then start every component; on any failure stop them all."""
+        """Build what is missing, then start every component; on any failure stop them all. A
+        state directory whose recorded control plane still runs is refused (StateDirInUse), not
+        taken over: it may be another shell's, or another user's."""
+        running = running_cluster(self.state_dir)
+        if running is not None:
+            raise StateDirInUse(self.state_dir, running)
         if (self.state_dir / "state.json").exists():
             self._stop_recorded()
         shutil.rmtree(self.state_dir, ignore_errors=True)
@@ -274,6 +331,8 @@ class DevCluster:
             service_cidr=self.plan.service_cidr,
             pod_loopback=str(self.plan.pod_loopback),
             etcd_endpoints=endpoints,
+            operator_liveness=f"http://127.0.0.1:{free_port()}/healthz",
+            operator_metrics_port=free_port(),
         )
         self.state.save()
         return self.state

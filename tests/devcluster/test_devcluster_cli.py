@@ -149,3 +149,22 @@ def test_up_local_only_starts_no_simulated_node_and_prints_what_env_prints(
     assert made == [[], None]  # none simulated; then the default nodes
     out = capsys.readouterr().out
     assert out == 2 * f"export KUBECONFIG={tmp_path / 'kubeconfig'}\n"
+
+
+def test_env_gives_an_operator_run_by_hand_the_free_ports_up_chose(tmp_path: Path) -> None:
+    state = ClusterState(
+        state_dir=str(tmp_path),
+        kubeconfig=str(tmp_path / "kubeconfig"),
+        server="https://127.0.0.1:36443",
+        etcd_port=1,
+        apiserver_port=36443,
+        pids={},
+        started_at=0.0,
+        startup_seconds={},
+        operator_liveness="http://127.0.0.1:41001/healthz",
+        operator_metrics_port=41002,
+    )
+    lines = cli.env_exports(state).splitlines()
+    assert "export MCP_LIVENESS=http://127.0.0.1:41001/healthz MCP_METRICS_PORT=41002" in lines
+    state.operator_liveness = ""  # a state written before the ports were recorded: no such line
+    assert not any("MCP_LIVENESS" in line for line in cli.env_exports(state).splitlines())

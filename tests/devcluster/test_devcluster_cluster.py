@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
+import pwd
 import re
 import subprocess
 import time
@@ -21,7 +23,7 @@ from kubernetes import client
 
 from mcp_devcluster import build
 from mcp_devcluster.certs import PkiPaths
-from mcp_devcluster.cli import dev_cluster
+from mcp_devcluster.cli import dev_cluster, main
 from mcp_devcluster.cluster import (
     CONTROLLERS,
     KWOK_NODE_LABEL,
@@ -31,6 +33,8 @@ from mcp_devcluster.cluster import (
     NODE_LIFECYCLE_CONTROLLERS,
     ClusterState,
     DevCluster,
+    StateDirInUse,
+    running_cluster,
 )
 from mcp_devcluster.kubelet import parse_args as kubelet_args
 from mcp_devcluster.nodes import simulated_node_body
@@ -329,3 +333,39 @@ def test_down_stops_what_another_process_recorded(tmp_path: Path, capsys: pytest
         assert "no cluster recorded" in capsys.readouterr().err
     finally:
         stop_pid(pid, grace_s=1.0)
+
+
+def test_up_refuses_a_state_directory_whose_cluster_runs_and_leaves_it_running(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    proc = ManagedProcess("kube-apiserver", ["sleep", "60"], tmp_path / "logs" / "apiserver.log")
+    pid = proc.start()
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    recorded = ClusterState(
+        state_dir=str(state_dir),
+        kubeconfig=str(state_dir / "kubeconfig"),
+        server="https://127.0.0.1:36443",
+        etcd_port=1,
+        apiserver_port=36443,
+        pids={"kube-apiserver": pid},
+        started_at=time.time(),
+        startup_seconds={"total": 1.0},
+    )
+    recorded.save()
+    try:
+        with pytest.raises(StateDirInUse) as refused:
+            DevCluster(state_dir).up()
+        message = str(refused.value)
+        assert f"already runs from {state_dir.resolve()}" in message and "https://127.0.0.1:36443" in message
+        assert (
+            f"mcp-devcluster down --state-dir {state_dir.resolve()}" in message
+            and "--state-dir DIR" in message
+        )
+        assert f"by {pwd.getpwuid(os.getuid()).pw_name}" in message
+        assert proc.exited() is None and ClusterState.load(state_dir) == recorded  # nothing taken over
+        assert main(["up", "--local-only", "--state-dir", str(state_dir)]) == 1
+        assert "already runs from" in capsys.readouterr().err
+    finally:
+        DevCluster(state_dir).down()
+    assert running_cluster(state_dir) is None  # once it is down, the directory is free again
