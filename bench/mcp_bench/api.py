@@ -41,7 +41,9 @@ from mcp_bench.reportfiles import (
     EXTRA_MODULES,
     INSTALL_HINT,
     MissingExtraError,
+    install_hint,
     render_with_extra,
+    write_pages,
     write_report,
 )
 from mcp_bench.results.aggregate import LevelMeta
@@ -128,6 +130,7 @@ __all__ = [
     "dumps_within",
     "format_validation_error",
     "guard",
+    "install_hint",
     "loads_document",
     "merge_documents",
     "plan_feature_problem",
@@ -138,5 +141,6 @@ __all__ = [
     "search_line",
     "sleep_until",
     "summarize",
+    "write_pages",
     "write_report",
 ]

@@ -366,6 +366,8 @@ def cmd_report(args: argparse.Namespace, out: Console, err: Console) -> int:
     try:
         written = write_report(doc, html, None if args.junit is None else Path(args.junit))
     except MissingExtraError as exc:
+        for path in exc.written:  # the JUnit XML needs no plotting library
+            out.print(f"wrote {path}", highlight=False)
         err.print(f"mcp-bench report: {exc}", markup=False)
         return EXIT_USAGE
     for path in written:

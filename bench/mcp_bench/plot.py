@@ -3,7 +3,8 @@
 One PNG with a panel per question: how latency grows with load (P50/P95/P99 per level, from the
 merged histograms; TTFT too for LLM backends), what throughput each level reached against what
 was asked, and, where telemetry was taken, GPU memory peak and SM utilisation per level. A
-panel with no data says so instead of drawing zeros.
+panel with no data says so instead of drawing zeros; a run that sampled no GPU (a CPU-only
+machine) has no GPU panel, and one line says so.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ matplotlib.use("Agg")  # files only: no display in pods and CI
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.typing import HashableList
 
 from mcp_bench.results.document import LevelResult, ResultDocument
 from mcp_bench.results.summary import gpu_field_mean, gpu_memory_peak_pct
@@ -82,13 +84,17 @@ def _throughput_panel(ax: Axes, labels: list[str], levels: list[LevelResult]) ->
     ax.legend()
 
 
+def _gpu_sampled(levels: list[LevelResult]) -> bool:
+    return any(
+        gpu_memory_peak_pct(lv.telemetry) is not None
+        or gpu_field_mean(lv.telemetry, "sm_util_pct") is not None
+        for lv in levels
+    )
+
+
 def _gpu_panel(ax: Axes, labels: list[str], levels: list[LevelResult]) -> None:
     memory = [gpu_memory_peak_pct(lv.telemetry) for lv in levels]
     utilisation = [gpu_field_mean(lv.telemetry, "sm_util_pct") for lv in levels]
-    if all(v is None for v in memory + utilisation):
-        reason = next((lv.telemetry for lv in levels if isinstance(lv.telemetry, str)), "no telemetry")
-        _no_data(ax, "GPU", f"GPU telemetry {reason}")
-        return
     ax.plot(labels, [float("nan") if v is None else v for v in memory], marker="s", label="memory peak %")
     ax.plot(
         labels,
@@ -103,18 +109,24 @@ def _gpu_panel(ax: Axes, labels: list[str], levels: list[LevelResult]) -> None:
     ax.legend()
 
 
-def figure(doc: ResultDocument, url: str | None = None) -> Figure:
-    """The four panels of ``doc`` (the PNG of ``mcp-bench plot``, the HTML report's overview),
-    titled with ``url`` (default: the plan's); the caller closes it."""
+def figure(doc: ResultDocument, url: str | None = None, no_gpu_line: bool = True) -> Figure:
+    """The panels of ``doc`` (the PNG of ``mcp-bench plot``, the HTML report's overview), titled
+    with ``url`` (default: the plan's); without a GPU sampled, throughput takes the GPU panel's
+    place and, with ``no_gpu_line``, a line says no GPU was sampled. The caller closes it."""
     if not doc.levels:
         raise ValueError("the result has no levels to plot")
     levels = doc.levels
     labels = [lv.level_label for lv in levels]
-    fig, axes = plt.subplots(2, 2, figsize=(12, 8))
-    _latency_panel(axes[0][0], labels, levels, _latency_metric, "end-to-end latency")
-    _latency_panel(axes[0][1], labels, levels, lambda _: "ttft", "time to first token")
-    _throughput_panel(axes[1][0], labels, levels)
-    _gpu_panel(axes[1][1], labels, levels)
+    gpu = _gpu_sampled(levels)
+    layout: list[HashableList[str]] = [["latency", "ttft"], ["throughput", "gpu" if gpu else "throughput"]]
+    fig, axes = plt.subplot_mosaic(layout, figsize=(12, 8))
+    _latency_panel(axes["latency"], labels, levels, _latency_metric, "end-to-end latency")
+    _latency_panel(axes["ttft"], labels, levels, lambda _: "ttft", "time to first token")
+    _throughput_panel(axes["throughput"], labels, levels)
+    if gpu:
+        _gpu_panel(axes["gpu"], labels, levels)
+    elif no_gpu_line:
+        fig.text(0.5, 0.005, "No GPU was sampled.", ha="center", va="bottom", color="grey")
     server = " ".join(part for part in (doc.engine.server_name, doc.engine.server_version) if part)
     fig.suptitle(f"{doc.plan.backend} {url or doc.plan.url}" + (f" ({server})" if server else ""))
     fig.tight_layout()

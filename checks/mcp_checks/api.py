@@ -17,6 +17,8 @@ from mcp_checks.config import (
     wait_served,
 )
 from mcp_checks.dialhooks import DialHooks
+from mcp_checks.exitcodes import ExitCode, for_verdict
+from mcp_checks.exitcodes import table as exit_code_table
 from mcp_checks.gate import row_outcome
 from mcp_checks.health import HealthProbeSpec, required_samples, run_health_probe, run_health_probe_blocking
 from mcp_checks.junit import write_junit
@@ -47,6 +49,7 @@ __all__ = [
     "ConfigConsistencySpec",
     "ConfigContent",
     "DialHooks",
+    "ExitCode",
     "Finding",
     "HealthProbe",
     "HealthProbeRunner",
@@ -62,6 +65,8 @@ __all__ = [
     "config_hash",
     "decide",
     "default_of",
+    "exit_code_table",
+    "for_verdict",
     "hidden_param",
     "kubectl_main",
     "plan_checks",

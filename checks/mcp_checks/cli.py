@@ -9,8 +9,8 @@ for CI (with each check's time).
 
 ``mcp-check gate mcpreadiness/NAME`` (also ``kubectl mcp gate``) waits for the operator's verdict
 of this release instead (``mcp_checks.gate``). Both exit with the codes of
-``mcp_checks.exitcodes`` (the table below); a bad or missing flag is a usage error (2) that names
-the flag, before anything runs.
+``mcp_checks.exitcodes`` (the table below), as ``kubectl mcp board`` does; a bad or missing flag
+is a usage error (2) that names the flag, before anything runs.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from __future__ import annotations
 # YAML) are imported where a check runs, so a wrong flag costs no more than ``--help``.
 import argparse
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -82,11 +82,15 @@ def _subcommand(sub: Any, name: str, text: str, **kwargs: Any) -> argparse.Argum
     return parser
 
 
-def build_parser(prog: str = "mcp-check") -> argparse.ArgumentParser:
+def build_parser(prog: str = "mcp-check", listed: Sequence[tuple[str, str]] = ()) -> argparse.ArgumentParser:
+    """The parser; ``listed``: (name, help) of the subcommands the caller runs itself (``kubectl
+    mcp board``), shown in the help beside these."""
     parser = argparse.ArgumentParser(
         prog=prog, description=__doc__, epilog=table(), formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = parser.add_subparsers(dest="check", required=True)
+    for name, text in listed:
+        sub.add_parser(name, help=text, add_help=False)
     gated = _subcommand(
         sub,
         "gate",
@@ -493,8 +497,13 @@ def _usage(args: argparse.Namespace, message: str) -> NoReturn:
     raise SystemExit(ExitCode.USAGE)  # not reached
 
 
-def main(argv: list[str] | None = None, prog: str = "mcp-check") -> int:
-    args = build_parser(prog).parse_args(argv)
+def main(
+    argv: list[str] | None = None, prog: str = "mcp-check", listed: Sequence[tuple[str, str]] = ()
+) -> int:
+    parser = build_parser(prog, listed)
+    args = parser.parse_args(argv)
+    if args.check in dict(listed):  # the caller runs it before this parser
+        parser.error(f"{args.check} is not run here")
     if args.check == "gate":
         return gate.run(args)
     try:
@@ -544,9 +553,10 @@ def _xds_memory(args: argparse.Namespace) -> Any:
     return XdsMemory(expected_version=args.expected_version, version_since=changed_at)
 
 
-def kubectl_main(argv: list[str] | None = None) -> int:
-    """``kubectl-mcp``: kubectl runs it for ``kubectl mcp ...`` (a kubectl plugin)."""
-    return main(argv, prog="kubectl mcp")
+def kubectl_main(argv: list[str] | None = None, listed: Sequence[tuple[str, str]] = ()) -> int:
+    """``kubectl-mcp``: kubectl runs it for ``kubectl mcp ...`` (a kubectl plugin), with the
+    subcommands the plugin runs itself (``listed``) in its help."""
+    return main(argv, prog="kubectl mcp", listed=listed)
 
 
 if __name__ == "__main__":

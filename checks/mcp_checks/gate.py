@@ -14,8 +14,9 @@ as it is written) and answers as soon as that verdict is there, with the exit co
     1  Fail (at once: no timeout is waited out)
     2  a usage error (a bad flag, an unreadable kubeconfig)
     3  Inconclusive or Error (nothing was verified: an unreachable target, a rejected spec,
-       a suspended gate), or an API error other than a passing outage
-    4  timeout: no such evaluation finished in time
+       a suspended gate), or an API refusal (401, 403, a bad request)
+    4  timeout: no such evaluation finished in time (an API server unreachable until then
+       included: an outage is waited through, and the message says the server did not answer)
 
 It does not wait for what cannot come. A namespace or a kind that does not exist (a 404 on the
 namespace, or on the list of mcpreadinesses: the CRD is not installed) is a usage error (2) at
@@ -268,8 +269,12 @@ def settled(obj: Obj, wanted: Wanted) -> Decision | None:
     return Decision(for_verdict(verdict), verdict, reason, message, outcomes, release, note)
 
 
-def timed_out(obj: Obj | None, wanted: Wanted, waited_s: float) -> Decision:
-    if obj is None:
+def timed_out(obj: Obj | None, wanted: Wanted, waited_s: float, api_error: str | None = None) -> Decision:
+    """Exit 4: no answer within ``--timeout``. ``api_error``: the API server's last failure when
+    it did not answer at the end (an outage waited through is a timeout, not a Fail)."""
+    if obj is None and api_error is not None:
+        seen = f"the API server did not answer ({api_error})"
+    elif obj is None:
         seen = "the MCPReadiness does not exist"
     else:
         status, meta = obj.get("status") or {}, obj.get("metadata") or {}
@@ -280,6 +285,8 @@ def timed_out(obj: Obj | None, wanted: Wanted, waited_s: float) -> Decision:
             f"{release.get('revision')} started {release.get('startedAt')} "
             f"completed {release.get('completedAt')}"
         )
+    if obj is not None and api_error is not None:
+        seen += f"; then the API server stopped answering ({api_error})"
     message = f"no verdict for {wanted.describe()} after {waited_s:.0f}s; last seen: {seen}"
     return Decision(
         ExitCode.TIMEOUT,
@@ -428,9 +435,11 @@ def wait_for_verdict(
     deadline = started + timeout_s
     obj: Obj | None = None
     announced = False
+    api_error: str | None = None  # the last failure, while the API server is not answering
     while clock() < deadline:
         try:
             obj = source.get()
+            api_error = None
             if obj is None:
                 why = source.missing()
                 if why is not None:
@@ -457,9 +466,10 @@ def wait_for_verdict(
                 if clock() >= deadline:
                     break
         except Transient as exc:
+            api_error = str(exc)
             note(f"API: {exc}; retrying")
             sleep(min(RETRY_S, max(0.0, deadline - clock())))
-    return timed_out(obj, wanted, clock() - started)
+    return timed_out(obj, wanted, clock() - started, api_error)
 
 
 def print_decision(name: str, namespace: str, decision: Decision, took_s: float, out: Any = None) -> None:

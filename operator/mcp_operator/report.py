@@ -11,18 +11,20 @@ inline PNG charts), so the file stands alone. The timeline lays the stages out a
 holds its windows (per stage where an older operator wrote none), and each fault at its planned
 offset for as long as the journal shows it held.
 
-Needs the ``plot`` extra (Jinja2, matplotlib) to render, as ``mcp-bench report`` does.
+Needs the ``plot`` extra (Jinja2, matplotlib) to render, as ``mcp-bench report`` does; the JUnit
+XML of its checks does not.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mcp_bench.api import Table, render_with_extra
+from mcp_bench.api import Table, write_pages
 
 from .board.render import (
     CHECK_HEADERS,
@@ -36,15 +38,24 @@ from .board.render import (
     stage_rows,
 )
 
+if TYPE_CHECKING:  # matplotlib is the plot extra's: imported where a chart is drawn
+    from matplotlib.figure import Figure
+
 Obj = Mapping[str, Any]
 HISTORY_KEYS = ("completedAt", "verdict", "score", "reason", "trigger", "revision")
 FULL = 1_000_000  # no cell is cut in the HTML
 TIMELINE_NOTE = (
     "Stage bounds are the plan's (each stage's start and end times are in the stage table); P99 "
     "and errors are per window of the stage's load (per stage where the status holds no windows), "
-    "a stage's P99 jump is marked where it was found; a fault is drawn from its planned offset in "
-    "its stage for as long as the journal shows it held."
+    "a stage's P99 jump is marked where it was found."
 )
+FAULTS_NOTE = (
+    " A fault is drawn from its planned offset in its stage for as long as the journal shows it held."
+)
+# emoji need an emoji font the reader may lack (they show as empty boxes): the page spells a
+# verdict mark as its word and drops any other emoji; its marks are drawn by CSS
+MARK_WORDS = {"✅": "Pass", "⚠️": "Warn", "⚠": "Warn", "❌": "Fail"}
+EMOJI = re.compile("[\u2600-\u27bf\ufe0f\U0001f000-\U0001faff]")
 
 
 @dataclass(frozen=True)
@@ -85,6 +96,11 @@ class Timeline:
     @property
     def end_s(self) -> float:
         return max((s.end_s for s in self.stages), default=0.0)
+
+    @property
+    def placed_faults(self) -> list[FaultMark]:
+        """The faults drawn: those injected (a fault never injected has no place on the axis)."""
+        return [f for f in self.faults if f.injected_s is not None]
 
 
 def _number(value: object) -> float | None:
@@ -187,11 +203,17 @@ def _draw_windows(p99: Any, errors: Any, windows: Sequence[WindowPoint]) -> None
 
 
 def timeline_chart(line: Timeline) -> str | None:
-    """P99 and errors per window (or per stage) over the drill, stage bounds shaded, faults
-    marked; an inline PNG."""
-    import matplotlib.pyplot as plt
-
+    """The timeline as an inline PNG; None where there is nothing to draw."""
     from mcp_bench.api import data_uri
+
+    fig = timeline_figure(line)
+    return None if fig is None else data_uri(fig)
+
+
+def timeline_figure(line: Timeline) -> Figure | None:
+    """P99 and errors per window (or per stage) over the drill, stage bounds shaded, faults
+    marked (and named in the legend only where the drill had some); the caller closes it."""
+    import matplotlib.pyplot as plt
 
     if not line.stages or line.end_s <= 0:
         return None
@@ -235,10 +257,15 @@ def timeline_chart(line: Timeline) -> str | None:
             continue
         until = fault.reverted_s if fault.reverted_s is not None else line.end_s
         for ax in (p99, errors):
-            ax.axvspan(fault.injected_s, until, color="tab:red", alpha=0.12, zorder=1)
+            # labelled on the P99 axis only: the legend names the faults where there are some
+            held = ax.axvspan(fault.injected_s, until, color="tab:red", alpha=0.12, zorder=1)
             ax.axvline(fault.injected_s, color="tab:red", linewidth=1)
+            if ax is p99:
+                held.set_label("fault held (injected: red line)")
             if fault.reverted_s is not None:
-                ax.axvline(fault.reverted_s, color="tab:green", linewidth=1, linestyle="--")
+                reverted = ax.axvline(fault.reverted_s, color="tab:green", linewidth=1, linestyle="--")
+                if ax is p99:
+                    reverted.set_label("fault reverted")
         p99.annotate(
             f"{fault.kind} {fault.id}",
             (fault.injected_s, 0.95),
@@ -260,14 +287,21 @@ def timeline_chart(line: Timeline) -> str | None:
     errors.set_ylim(bottom=0)
     errors.set_xlabel("seconds from the drill's start (planned stage bounds)")
     errors.grid(alpha=0.3)
-    fig.suptitle("drill timeline: faults injected (red) and reverted (green dashed)", y=0.995)
+    fig.suptitle("drill timeline" if line.placed_faults else "drill timeline (no faults)", y=0.995)
     fig.tight_layout()
-    return data_uri(fig)
+    return fig
+
+
+def fontless(text: str) -> str:
+    """``text`` with its verdict marks spelt as words and any other emoji dropped."""
+    for mark, word in MARK_WORDS.items():
+        text = text.replace(mark, word)
+    return EMOJI.sub("", text)
 
 
 def _plain(rows: Sequence[Sequence[object]]) -> list[list[str]]:
-    """The board's rows as text (a rich Text cell by its plain string)."""
-    return [[str(getattr(cell, "plain", cell)) for cell in row] for row in rows]
+    """The board's rows as text (a rich Text cell by its plain string), without emoji."""
+    return [[fontless(str(getattr(cell, "plain", cell))) for cell in row] for row in rows]
 
 
 def facts(obj: Obj) -> list[tuple[str, str]]:
@@ -287,23 +321,23 @@ def facts(obj: Obj) -> list[tuple[str, str]]:
         ("Generation", f"{meta.get('generation')} (status of {status.get('observedGeneration')})"),
         ("Evaluations", str(status.get("evaluations") or "")),
     ]
-    return [(name, value) for name, value in pairs if value]
+    return [(name, fontless(value)) for name, value in pairs if value]
 
 
 def tables(obj: Obj) -> list[Table]:
     status = obj.get("status") or {}
     kpis = list(status.get("kpis") or [])
     out = [
-        Table("kpis", KPI_HEADERS, _plain(kpi_rows(kpis, FULL)), title="KPI board"),
+        Table("kpis", KPI_HEADERS, _plain(kpi_rows(kpis, FULL, marks=False)), title="KPI board"),
         Table("checks", CHECK_HEADERS, _plain(check_rows(status.get("checks") or [], FULL)), title="Checks"),
         Table("stages", STAGE_HEADERS, _plain(stage_rows(status.get("stages") or [])), title="Stages"),
         Table(
             "faults",
             [*FAULT_HEADERS, "Message"],
             [
-                [*row, str(entry.get("message") or "")]
+                [*row, fontless(str(entry.get("message") or ""))]
                 for row, entry in zip(
-                    _plain(fault_rows(status.get("faults") or [], kpis, FULL)),
+                    _plain(fault_rows(status.get("faults") or [], kpis, FULL, marks=False)),
                     status.get("faults") or [],
                     strict=True,
                 )
@@ -313,16 +347,18 @@ def tables(obj: Obj) -> list[Table]:
         Table(
             "history",
             ["Completed", "Verdict", "Score", "Reason", "Trigger", "Revision"],
-            [[str(h.get(k, "")) for k in HISTORY_KEYS] for h in status.get("history") or []],
+            _plain([[h.get(k, "") for k in HISTORY_KEYS] for h in status.get("history") or []]),
             title="History",
         ),
         Table(
             "conditions",
             ["Type", "Status", "Reason", "Message", "Since"],
-            [
-                [str(c.get(k, "")) for k in ("type", "status", "reason", "message", "lastTransitionTime")]
-                for c in status.get("conditions") or []
-            ],
+            _plain(
+                [
+                    [c.get(k, "") for k in ("type", "status", "reason", "message", "lastTransitionTime")]
+                    for c in status.get("conditions") or []
+                ]
+            ),
             title="Conditions",
         ),
     ]
@@ -338,6 +374,10 @@ PAGE = """<!DOCTYPE html>
 <style>
 .Warn { background: #fff3cd; } .Error, .RevertFailed { background: #fbe0e0; }
 .Inconclusive, .Evaluating { background: #e8e0fb; } .Reverted { background: #dff3e0; }
+td.Warn::before, .verdict.Warn::before { background: #b8860b; }
+td.Error::before, td.RevertFailed::before, .verdict.Error::before { background: #c62828; }
+td.Inconclusive::before, .verdict.Inconclusive::before { background: #6a3fb5; }
+td.Reverted::before { background: #2e7d32; }
 </style>
 </head>
 <body>
@@ -386,7 +426,7 @@ def render_readiness_html(obj: Obj) -> str:
         verdict=shown_verdict(obj),
         facts=facts(obj),
         chart=None if line is None else timeline_chart(line),
-        note=TIMELINE_NOTE,
+        note=TIMELINE_NOTE + (FAULTS_NOTE if line is not None and line.placed_faults else ""),
         tables=tables(obj),
         marks=MARKS,
     )
@@ -394,13 +434,10 @@ def render_readiness_html(obj: Obj) -> str:
 
 def write_readiness_report(obj: Obj, html: Path, junit: Path | None = None) -> list[Path]:
     """Write the HTML report of an MCPReadiness and, with ``junit``, its check rows as JUnit XML
-    (as ``mcp-check --junit`` writes them); nothing is written when the ``plot`` extra is missing."""
+    (as ``mcp-check --junit`` writes them); only the JUnit XML when the ``plot`` extra is missing."""
     from mcp_checks.api import row_outcome, write_junit
 
-    page = render_with_extra(lambda: render_readiness_html(obj))
-    html.write_text(page, encoding="utf-8")
-    written = [html]
-    if junit is not None:
-        write_junit([row_outcome(r) for r in (obj.get("status") or {}).get("checks") or []], junit)
-        written.append(junit)
-    return written
+    outcomes = [row_outcome(r) for r in (obj.get("status") or {}).get("checks") or []]
+    return write_pages(
+        lambda: render_readiness_html(obj), html, junit, lambda path: write_junit(outcomes, path)
+    )

@@ -12,6 +12,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+import matplotlib.pyplot as plt
 import pytest
 
 from mcp_bench.cli import main
@@ -20,6 +21,8 @@ from mcp_bench.engines import run_plan
 from mcp_bench.htmlreport import render_html
 from mcp_bench.junit import junit_xml
 from mcp_bench.plan import RunPlan
+from mcp_bench.plot import figure
+from mcp_bench.reportfiles import install_hint
 from mcp_bench.results import merge_documents
 from mcp_bench.results.document import ResultDocument, dumps_document, loads_document
 from mcp_refserver import RefServerConfig, start_refserver
@@ -127,7 +130,8 @@ def test_the_level_table_holds_the_documents_figures(measured: tuple[ResultDocum
         assert row[5] == f2(lv.throughput_rps, 1)
         assert row[6:] == [str(lv.completed), str(lv.failed + lv.dropped), "Fail"]
     assert page.text_by_id["verdict"] == "SLO missed"
-    assert "GPU telemetry unavailable" in page.text_by_id["telemetry-note"]  # no GPU here: no zeros
+    # no GPU here: one line says so (the sampler's NVML error only in its title), no zeros
+    assert page.text_by_id["telemetry-note"] == "No GPU was sampled: the GPU columns and charts are left out."
 
 
 def test_schedule_lag_classes_slo_findings_engine_and_checksum(measured: tuple[ResultDocument, Path]) -> None:
@@ -202,6 +206,12 @@ def test_gpu_columns_and_telemetry_over_time_from_an_h200_run() -> None:
     assert rows[0][-4:-1] == [f2(peak, 1), f2(sm, 1), f2(power, 1)]
     assert "telemetry-note" not in page.text_by_id
     assert "chart-telemetry" in {img["id"] for img in page.images}
+    overview = figure(doc)
+    try:
+        assert "GPU" in [ax.get_title() for ax in overview.axes]
+        assert "No GPU was sampled." not in [t.get_text() for t in overview.texts]
+    finally:
+        plt.close(overview)
     assert page.text_by_id["crc32c"] == doc.crc32c == "3141752a"
     states = {r[0]: r[2] for r in page.body("findings")}
     assert states["trap 10"] == "Found"  # the starved instance of that run
@@ -264,11 +274,24 @@ def test_cli_report_without_the_plot_extra_says_how_to_get_it(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Jinja2 is in the ``plot`` extra with matplotlib: without it the command explains, exit 2."""
-    _, path = measured
+    """Jinja2 is in the ``plot`` extra with matplotlib: without it the command writes the JUnit
+    XML, says in one line what to install, exit 2."""
+    doc, path = measured
     for name in [m for m in sys.modules if m.startswith("mcp_bench.htmlreport")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "jinja2", None)  # import fails as if not installed
-    assert main(["report", str(path), "-o", str(tmp_path / "r.html")]) == 2
-    assert "pip install 'mcp-operator[plot]'" in capsys.readouterr().err
-    assert not (tmp_path / "r.html").exists()
+    html, junit = tmp_path / "r.html", tmp_path / "r.xml"
+    assert main(["report", str(path), "-o", str(html), "--junit", str(junit)]) == 2
+    out, err = capsys.readouterr()
+    assert f"wrote {junit}" in out and "Traceback" not in err
+    assert f"the plot extra (Jinja2, matplotlib): {install_hint()}" in err
+    assert not html.exists()
+    assert ET.parse(junit).getroot().get("tests") == str(sum(len(lv.slo.checks) for lv in doc.levels))
+
+
+def test_the_install_hint_names_the_checkout_it_runs_from(tmp_path: Path) -> None:
+    """Installed from a checkout (``make demo``: ``pip install -e .``) the extra comes from it."""
+    (tmp_path / "pyproject.toml").write_text("[project]\n")
+    assert install_hint(tmp_path, cwd=tmp_path) == "pip install -e '.[plot]'"
+    assert install_hint(tmp_path, cwd=tmp_path / "elsewhere") == f"pip install -e '{tmp_path}[plot]'"
+    assert install_hint(tmp_path / "site-packages") == "pip install 'mcp-operator[plot]'"

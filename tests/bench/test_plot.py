@@ -8,7 +8,7 @@ import pytest
 from mcp_bench.cli import main
 from mcp_bench.engines import run_plan_sync
 from mcp_bench.plan import RunPlan
-from mcp_bench.plot import plot_result
+from mcp_bench.plot import figure, plot_result
 from mcp_bench.results.document import dumps_document
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -23,10 +23,29 @@ def _doc(url: str):  # type: ignore[no-untyped-def]
 
 def test_plot_of_a_real_run_is_a_png(loopback_http, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     doc = _doc(loopback_http.url)
-    assert doc.levels[0].telemetry == "unavailable"  # the GPU panel must say so, not draw zeros
+    assert doc.levels[0].telemetry == "unavailable"  # no GPU panel of zeros: one line says so
     path = plot_result(doc, tmp_path / "r.png")
     data = path.read_bytes()
     assert data.startswith(PNG) and len(data) > 10_000
+
+
+def test_a_run_that_sampled_no_gpu_has_no_gpu_panel_but_one_line(loopback_http) -> None:  # type: ignore[no-untyped-def]
+    """A CPU-only run: no empty GPU panel with the sampler's error, one line that says why."""
+    import matplotlib.pyplot as plt
+
+    doc = _doc(loopback_http.url)
+    fig = figure(doc)
+    try:
+        titles = [ax.get_title() for ax in fig.axes]
+        assert titles == ["end-to-end latency", "time to first token", "throughput"]
+        assert "No GPU was sampled." in [t.get_text() for t in fig.texts]
+    finally:
+        plt.close(fig)
+    fig = figure(doc, no_gpu_line=False)  # the HTML report says it in its note instead
+    try:
+        assert "No GPU was sampled." not in [t.get_text() for t in fig.texts]
+    finally:
+        plt.close(fig)
 
 
 def test_plot_refuses_a_result_without_levels(loopback_http, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

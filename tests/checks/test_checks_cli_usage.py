@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from mcp_checks import cli
-from mcp_checks.exitcodes import ExitCode, for_verdict
+from mcp_checks.exitcodes import TITLE, ExitCode, for_verdict
 
 URL = ("--url", "http://127.0.0.1:1")
 CSDS = ("--csds", "127.0.0.1:1")
@@ -191,7 +191,7 @@ def test_one_exit_code_table_for_the_checks_and_the_gate(capsys: pytest.CaptureF
         assert exited.value.code == 0
         helps.append(capsys.readouterr().out)
     for text in helps:
-        table = text.split("exit codes (mcp-check and mcp-check gate alike):", 1)[1]
+        table = text.split(TITLE, 1)[1]
         for code in ExitCode:
             assert f"\n  {int(code)}  " in table, text
         assert "Inconclusive or Error" in table and "--timeout" in table
@@ -258,7 +258,7 @@ def test_the_installed_command_answers_help() -> None:
     if not script.exists():
         pytest.skip(f"{script} is not installed")
     done = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode == 0 and "exit codes (mcp-check and mcp-check gate alike)" in done.stdout
+    assert done.returncode == 0 and TITLE in done.stdout
 
 
 # --- manifests read as strictly as the API server reads them --------------------------------

@@ -25,10 +25,12 @@ from tests.operator.drillstatus import (
     readiness_object,
 )
 
+from mcp_checks.cli import main as mcp_checks_main
 from mcp_checks.verdict import CheckOutcome, Verdict
 from mcp_operator.board import command
+from mcp_operator.board.codes import object_code as exit_code
 from mcp_operator.board.read import BENCHMARK, READINESS, ReadError, read_object
-from mcp_operator.board.render import board_text, exit_code, shown_verdict
+from mcp_operator.board.render import board_text, shown_verdict
 from mcp_operator.readiness.status import verdict_status
 
 REPO = Path(__file__).resolve().parents[2]
@@ -95,7 +97,7 @@ def test_an_evaluation_in_progress_reads_evaluating_with_the_last_verdict_beside
     assert "generation 2, status is of generation 1" in text
     assert "completed" not in text  # the previous round's end is not this one's
     assert _row(text, "mixed") == "mixed Running 1600 req/s - - - - - -"
-    assert exit_code(obj) == 1
+    assert exit_code(obj) == 3  # nothing verified yet: not a Fail
 
 
 def test_a_gate_without_a_drill_shows_its_checks_only() -> None:
@@ -117,13 +119,25 @@ def test_a_new_object_has_no_rows_yet() -> None:
     obj = {"kind": "MCPReadiness", "metadata": {"name": "n", "namespace": "d", "generation": 1}}
     text = board_text(obj)
     assert "Verdict Pending" in text and "nothing has been measured" in text
-    assert exit_code(obj) == 1
+    assert exit_code(obj) == 3
+
+
+@pytest.mark.parametrize(("verdict", "code"), [("Fail", 1), ("Inconclusive", 3), ("Error", 3), ("Pass", 3)])
+def test_a_drill_not_ready_exits_with_its_verdicts_code(verdict: str, code: int) -> None:
+    """The table every kubectl mcp command shares: 1 only for a Fail, 3 for what verified nothing;
+    never 0 while Ready is not True, whatever the verdict says."""
+    obj = drill_object(failing=True)
+    obj["status"]["verdict"] = verdict
+    assert exit_code(obj) == code
 
 
 def test_a_verdict_of_an_older_generation_is_not_a_pass() -> None:
     obj = drill_object()
     obj["metadata"]["generation"] = 2  # the spec changed; the operator has not taken it up yet
-    assert exit_code(obj) == 1
+    assert exit_code(obj) == 3
+    failed = drill_object(failing=True)
+    failed["metadata"]["generation"] = 2  # nor a Fail: that verdict was of the older spec
+    assert exit_code(failed) == 3
 
 
 # --- the board of an MCPBenchmark ---
@@ -152,7 +166,7 @@ def test_a_running_benchmark_shows_its_progress() -> None:
     )
     text = board_text(obj, width=160)
     assert _row(text, "Level") == "Level 2/4 · sent 900 · errors 2 · rate 180.0 req/s · ETA 42 s"
-    assert exit_code(obj) == 1
+    assert exit_code(obj) == 3
 
 
 # --- the command ---
@@ -167,7 +181,7 @@ def _run(
     """The command with ``obj`` as what the API answers: its code, its output, what it read."""
     seen: Read = []
 
-    def read(kind: Any, name: str, namespace: str) -> dict[str, Any]:
+    def read(kind: Any, name: str, namespace: str, *_: Any) -> dict[str, Any]:
         seen.append((kind.name, name, namespace))
         if isinstance(obj, Exception):
             raise obj
@@ -216,7 +230,12 @@ def test_other_subcommands_are_mcp_checks(capsys: pytest.CaptureFixture[str]) ->
     with pytest.raises(SystemExit) as exited:
         command.kubectl_main(["--help"])
     out = capsys.readouterr().out
-    assert exited.value.code == 0 and "usage: kubectl mcp" in out and "board NAME" in out
+    # board is listed with the subcommands, not after them
+    assert exited.value.code == 0 and "usage: kubectl mcp [-h] {board,gate,health," in out
+    assert _lines(out.split("positional arguments:", 1)[1])[2].startswith("board NAME [-n NS]")
+    with pytest.raises(SystemExit) as exited:
+        mcp_checks_main(["--help"])
+    assert "usage: mcp-check [-h] {gate,health," in capsys.readouterr().out  # mcp-check has no board
 
 
 def test_the_plugin_executable_is_this_command() -> None:

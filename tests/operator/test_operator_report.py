@@ -69,6 +69,39 @@ def test_a_stage_without_windows_is_drawn_per_stage() -> None:
     assert report.timeline_chart(line) is not None
 
 
+def _legend(fig: Any) -> list[str]:
+    return [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+
+
+def test_the_legend_names_faults_only_where_the_drill_had_some() -> None:
+    import matplotlib.pyplot as plt
+
+    with_faults = report.timeline(drill_object(failing=True)["status"])
+    assert with_faults is not None
+    fig = report.timeline_figure(with_faults)
+    assert fig is not None
+    try:
+        assert {"fault held (injected: red line)", "fault reverted"} <= set(_legend(fig))
+        assert fig.get_suptitle() == "drill timeline"
+    finally:
+        plt.close(fig)
+    obj = drill_object()
+    obj["status"]["faults"] = []
+    quiet = report.timeline(obj["status"])
+    assert quiet is not None and quiet.faults == []
+    fig = report.timeline_figure(quiet)
+    assert fig is not None
+    try:
+        assert not [label for label in _legend(fig) if "fault" in label]
+        assert fig.get_suptitle() == "drill timeline (no faults)"
+    finally:
+        plt.close(fig)
+    page = report.render_readiness_html(obj)
+    note = page.split('id="timeline-note">', 1)[1].split("</p>", 1)[0]
+    assert "fault" not in note
+    assert "fault" in report.render_readiness_html(drill_object()).split('id="timeline-note">', 1)[1]
+
+
 def test_a_fault_never_injected_is_listed_but_not_placed() -> None:
     obj = drill_object()
     obj["status"]["faults"].append(
@@ -87,8 +120,9 @@ def test_the_page_has_the_verdict_the_timeline_and_the_boards_rows() -> None:
     chart = re.search(r'id="chart-timeline"[^>]*\s+src="data:image/png;base64,([^"]+)"', page)
     assert chart is not None and base64.b64decode(chart.group(1)).startswith(b"\x89PNG")
     kpis = {row[0]: row for row in _table(page, "kpis")}
-    assert kpis["recoverySeconds mixed-1"][1:5] == ["never, within the drill", "&lt;= 17 s", "-", "❌ Fail"]
-    assert '<td class="Fail">❌ Fail</td>' in page
+    assert kpis["recoverySeconds mixed-1"][1:5] == ["never, within the drill", "&lt;= 17 s", "-", "Fail"]
+    assert '<td class="Fail">Fail</td>' in page  # its mark drawn by CSS: no emoji font needed
+    assert not report.EMOJI.search(page.split("<body>", 1)[1])
     assert [row[0] for row in _table(page, "checks")] == ["health-probe"]
     assert _table(page, "stages")[2][5:7] == ["240.00 ms", "at 22.5 s"]
     faults = {row[0]: row for row in _table(page, "faults")}
@@ -124,11 +158,16 @@ def test_junit_carries_the_check_rows(tmp_path: Path) -> None:
     assert failed == {"kpi:healthSuccessRatio", "kpi:recoverySeconds:mixed-1"}
 
 
-def test_without_the_plot_extra_nothing_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_the_plot_extra_only_the_junit_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As after ``make demo`` without the extra: JUnit needs no plotting library, the page does."""
     monkeypatch.setitem(sys.modules, "jinja2", None)  # import jinja2 fails as when not installed
-    with pytest.raises(MissingExtraError, match=r"mcp-operator\[plot\]"):
-        report.write_readiness_report(drill_object(), tmp_path / "r.html")
-    assert not (tmp_path / "r.html").exists()
+    html, junit = tmp_path / "r.html", tmp_path / "r.xml"
+    with pytest.raises(MissingExtraError, match=r"pip install -e '.*\[plot\]'") as missing:
+        report.write_readiness_report(drill_object(failing=True), html, junit)
+    assert missing.value.written == [junit] and not html.exists()
+    assert len(list(ET.parse(junit).getroot().iter("testcase"))) > 0
 
 
 # --- the command ---
@@ -167,6 +206,21 @@ def test_report_of_a_missing_mcpreadiness_is_exit_2(
     assert main(["report", "gone", "--kind", "mcpreadiness", "-o", str(html)]) == 2
     assert "mcp-operator report: MCPReadiness current/gone not found" in capsys.readouterr().err
     assert not html.exists()
+
+
+def test_report_without_matplotlib_writes_junit_and_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _serve(monkeypatch, drill_object(failing=True))
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)  # as when matplotlib is not installed
+    html, junit = tmp_path / "drill.html", tmp_path / "drill.xml"
+    code = main(["report", "d", "--kind", "mcpr", "-o", str(html), "--junit", str(junit)])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == f"wrote {junit}\n" and not html.exists()
+    assert err.count("\n") == 1 and "Traceback" not in err  # one line, no traceback
+    assert err.startswith("mcp-operator report: the HTML report needs the plot extra")
+    assert "pip install -e '" in err and "[plot]'" in err
+    assert ET.parse(junit).getroot().find(".//failure") is not None
 
 
 def test_report_kind_must_be_one_of_the_two(capsys: pytest.CaptureFixture[str]) -> None:

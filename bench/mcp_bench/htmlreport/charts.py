@@ -38,8 +38,9 @@ def data_uri(fig: Figure) -> str:
 
 
 def overview(doc: ResultDocument) -> str | None:
-    """Latency percentiles, TTFT, throughput and GPU per level."""
-    return data_uri(overview_figure(doc, redact_url(doc.plan.url))) if doc.levels else None
+    """Latency percentiles, TTFT, throughput and GPU per level (the page's note says when no GPU
+    was sampled)."""
+    return data_uri(overview_figure(doc, redact_url(doc.plan.url), no_gpu_line=False)) if doc.levels else None
 
 
 def schedule_lag(doc: ResultDocument) -> str | None:

@@ -15,11 +15,19 @@ PAGE = """<!DOCTYPE html>
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
 h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 1.8em; border-bottom: 1px solid #ddd; }
 table { border-collapse: collapse; margin: 0.6em 0; font-size: 0.92em; }
+/* a narrow window: a wide table scrolls in its own box, the page never sideways */
+table { display: block; max-width: 100%; overflow-x: auto; } dd { overflow-wrap: anywhere; }
 th, td { border: 1px solid #ccc; padding: 0.3em 0.7em; text-align: right; }
 th { background: #f0f3f7; } td:first-child, th:first-child { text-align: left; }
 table.text td, table.text th { text-align: left; }
 .verdict { display: inline-block; padding: 0.2em 0.8em; border-radius: 0.3em; font-weight: bold; }
 .Pass, .met { background: #dff3e0; } .Fail, .missed, .Found { background: #fbe0e0; }
+/* marks drawn, not typed: an emoji or symbol font may be missing where the file is opened */
+td[class] { white-space: nowrap; }  /* a verdict or a state: one word, its mark beside it */
+td[class]::before, .verdict::before { content: ""; display: inline-block; width: 0.6em; height: 0.6em;
+  border-radius: 50%; margin-right: 0.4em; vertical-align: 0.05em; background: #888; }
+td.Pass::before, .verdict.Pass::before, .verdict.met::before { background: #2e7d32; }
+td.Fail::before, td.Found::before, .verdict.Fail::before, .verdict.missed::before { background: #c62828; }
 .note { color: #666; } img { max-width: 100%; }
 dl { display: grid; grid-template-columns: max-content auto; gap: 0.2em 1em; }
 dt { font-weight: bold; } dd { margin: 0; }
@@ -51,7 +59,8 @@ code { font-size: 0.95em; }
 
 <h2>Per level</h2>
 {{ table(view.tables["levels"]) }}
-{% if view.telemetry_note %}<p class="note" id="telemetry-note">{{ view.telemetry_note }}</p>{% endif %}
+{% if view.telemetry_note %}<p class="note" id="telemetry-note" title="{{ view.telemetry_detail }}">
+{{- view.telemetry_note }}</p>{% endif %}
 {% if charts.overview %}
 <img id="chart-levels" alt="latency, throughput and GPU per level" src="{{ charts.overview }}">
 {% endif %}

@@ -54,20 +54,27 @@ class ReportView:
     facts: list[tuple[str, str]]
     tables: dict[str, Table]
     telemetry_note: str
+    telemetry_detail: str  # why no GPU was sampled, as the sampler said it (NVML's error)
     findings: list[Finding]
     extra: list[Table] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     crc32c: str = ""
 
 
-def _telemetry_reason(doc: ResultDocument) -> str:
+NO_GPU = "No GPU was sampled: the GPU columns and charts are left out."
+
+
+def _telemetry_reason(doc: ResultDocument) -> tuple[str, str]:
+    """One line for a run that sampled no GPU (a CPU-only machine, or no ``--gpu-telemetry``),
+    and the sampler's own reason (an NVML error) kept for the curious: "" and "" where a GPU was
+    sampled."""
     for tel in (doc.telemetry, *(lv.telemetry for lv in doc.levels)):
         if isinstance(tel, dict) and tel.get("status") == "ok":
-            return ""
+            return "", ""
     for tel in (doc.telemetry, *(lv.telemetry for lv in doc.levels)):
         if isinstance(tel, dict) and tel.get("reason"):
-            return f"GPU telemetry unavailable: {tel['reason']}"
-    return "GPU telemetry unavailable: none was taken (mcp-bench run --gpu-telemetry)"
+            return NO_GPU, str(tel["reason"])
+    return NO_GPU, "no GPU telemetry was asked for (mcp-bench run --gpu-telemetry)"
 
 
 def level_table(doc: ResultDocument) -> Table:
@@ -257,6 +264,7 @@ def build_view(doc: ResultDocument, extra: Sequence[Table] = ()) -> ReportView:
         ("shards", str(doc.shards)),
     ]
     tables = {"levels": level_table(doc), "engine": engine_table(doc)}
+    note, detail = _telemetry_reason(doc)
     for table in (schedule_table(doc), breakdown_table(doc), slo_table(doc), *memory_tables(doc)):
         if table is not None:
             tables[table.id] = table
@@ -265,7 +273,8 @@ def build_view(doc: ResultDocument, extra: Sequence[Table] = ()) -> ReportView:
         verdict=verdict,
         facts=facts,
         tables=tables,
-        telemetry_note=_telemetry_reason(doc),
+        telemetry_note=note,
+        telemetry_detail=detail,
         findings=diagnose(DiagnoseInputs(document=doc)),
         extra=[*search_tables(doc), *extra],
         notes=list(doc.notes),

@@ -1,5 +1,5 @@
 """The board of one object, pure: the object as the API returns it (``kubectl get -o json``) in,
-a rich renderable out, and the exit code a CI step reads.
+a rich renderable out (its exit code: ``codes``).
 
 An MCPReadiness: its verdict (``Evaluating`` while a round runs, with the last finished round's
 verdict beside it), Ready, score, phase and stage; one row per KPI (a drill's board) and per
@@ -18,14 +18,12 @@ import io
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from rich import box
 from rich.console import Console, Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 
 from ..api import benchmark, readiness
+from .fit import Column, FittedTable
 
-EXIT_PASS, EXIT_NOT_PASS, EXIT_USAGE = 0, 1, 2
 EVALUATING = "Evaluating"
 STYLES = {
     "Pass": "bold green",
@@ -51,6 +49,10 @@ KPI_HEADERS = ["KPI", "Value", "Bound", "Warn", "Verdict", "Evidence"]
 CHECK_HEADERS = ["Check", "Value", "Bound", "Verdict", "Reason"]
 STAGE_HEADERS = ["Stage", "State", "Planned", "Achieved", "P50", "P99", "P99 jump", "Errors", "Dropped"]
 FAULT_HEADERS = ["Fault", "Kind", "Stage", "Target", "State", "Injected", "Reverted", "Held", "Recovery"]
+WHOLE = frozenset({"Verdict", "State", "SLO"})  # columns of one verdict or state word: never wrapped
+# columns of figures (key=value) or free text: where nothing else fits, their longest words fold
+FOLDABLE = frozenset({"Value", "Bound", "Evidence", "Target", "Recovery", "Summary", "Message"})
+FAULT_DROP = {"Stage": 1, "Held": 2, "Target": 3}
 CELL = 80  # a figure or a bound longer than this is cut (the YAML has it whole)
 MESSAGE = 240
 Obj = Mapping[str, Any]
@@ -97,13 +99,17 @@ def _held(start: object, end: object) -> str:
     return f"{(ended - began).total_seconds():.1f} s"
 
 
-def _table(title: str, headers: Sequence[str], rows: Iterable[Sequence[Text | str]]) -> Table:
-    table = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
-    for header in headers:
-        table.add_column(header, overflow="fold")
-    for row in rows:
-        table.add_row(*row)
-    return table
+def _table(
+    title: str,
+    headers: Sequence[str],
+    rows: Iterable[Sequence[Text | str]],
+    drop: Mapping[str, int] | None = None,
+) -> FittedTable:
+    """A table that fits the terminal without splitting a word; a verdict or a state is never
+    wrapped, and the ``drop`` columns are left out, 1 first, where the rest would not fit
+    (``board.fit``)."""
+    columns = [Column(h, whole=h in WHOLE, fold=h in FOLDABLE, drop=(drop or {}).get(h, 0)) for h in headers]
+    return FittedTable(title, columns, rows)
 
 
 def _facts(*pairs: tuple[str, object]) -> Text:
@@ -147,38 +153,28 @@ def shown_verdict(obj: Obj) -> str:
     return str(status.get("verdict") or status.get("phase") or "Pending")
 
 
-def exit_code(obj: Obj) -> int:
-    """0 when the object is Ready for its current spec (an MCPReadiness: Pass or Warn; an
-    MCPBenchmark: every SLO met), else 1: Fail, Inconclusive, Error, an evaluation or a run in
-    progress, or a verdict of an older generation."""
-    meta, status = obj.get("metadata") or {}, obj.get("status") or {}
-    ready = _condition(status, "Ready")
-    generation = meta.get("generation")
-    judged = ready.get("observedGeneration", status.get("observedGeneration"))
-    current = generation is None or judged == generation
-    return EXIT_PASS if ready.get("status") == "True" and current else EXIT_NOT_PASS
-
-
 # --- MCPReadiness ---
 
 
-def _recoveries(kpis: Sequence[Obj]) -> dict[str, str]:
-    """The recovery KPI of each fault, by fault id (one recoverySeconds row per fault)."""
+def _recoveries(kpis: Sequence[Obj], marks: bool = True) -> dict[str, str]:
+    """The recovery KPI of each fault, by fault id (one recoverySeconds row per fault): its value
+    and its mark (✅, ⚠️, ❌), or without ``marks`` its verdict in words."""
     return {
-        str(k["fault"]): f"{k.get('measured', '')} {k.get('mark', '')}".strip()
+        str(k["fault"]): f"{k.get('measured', '')} {k.get('mark' if marks else 'verdict', '')}".strip()
         for k in kpis
         if k.get("name") == "recoverySeconds" and k.get("fault")
     }
 
 
-def kpi_rows(kpis: Sequence[Obj], limit: int = CELL) -> list[list[Text | str]]:
+def kpi_rows(kpis: Sequence[Obj], limit: int = CELL, marks: bool = True) -> list[list[Text | str]]:
     """One row per KPI: name (and the fault it judges), value, bound, warn band, verdict, evidence;
-    cells cut at ``limit`` characters."""
+    cells cut at ``limit`` characters; the verdict without its emoji mark unless ``marks`` (a page
+    may be read where no emoji font is installed)."""
     rows: list[list[Text | str]] = []
     for k in kpis:
         name = str(k.get("name", "")) + (f" {k['fault']}" if k.get("fault") else "")
         verdict = _styled(k.get("verdict"))
-        if k.get("mark") and k.get("mark") != "?":
+        if marks and k.get("mark") and k.get("mark") != "?":
             verdict = Text(f"{k['mark']} ").append_text(verdict)
         rows.append(
             [
@@ -233,10 +229,12 @@ def stage_rows(stages: Sequence[Obj]) -> list[list[Text | str]]:
     return rows
 
 
-def fault_rows(faults: Sequence[Obj], kpis: Sequence[Obj], limit: int = 48) -> list[list[Text | str]]:
+def fault_rows(
+    faults: Sequence[Obj], kpis: Sequence[Obj], limit: int = 48, marks: bool = True
+) -> list[list[Text | str]]:
     """One row per journal entry: when it was injected and reverted, how long it was held, and
-    the recovery KPI that judged it."""
-    recovery = _recoveries(kpis)
+    the recovery KPI that judged it (with its mark, or without ``marks`` its verdict)."""
+    recovery = _recoveries(kpis, marks)
     return [
         [
             str(f.get("id", "")),
@@ -297,7 +295,8 @@ def readiness_board(obj: Obj) -> RenderableType:
         parts.extend(Text(_cut(f"client bound in {b}", MESSAGE), style="yellow") for b in bound)
     faults = list(status.get("faults") or [])
     if faults:
-        parts.append(_table("Faults", FAULT_HEADERS, fault_rows(faults, kpis)))
+        # at 80 columns: the stage is in the fault's id, how long it held in its two times
+        parts.append(_table("Faults", FAULT_HEADERS, fault_rows(faults, kpis), FAULT_DROP))
     if not (kpis or checks or stages or faults):
         parts.append(Text("no rows yet: nothing has been measured", style="dim"))
     return Group(*parts)
