@@ -16,14 +16,14 @@ LOGS := .make-logs
 APT_PACKAGES := prometheus chromium-headless-shell containerd runc containernetworking-plugins docker.io \
 	mmdebstrap iptables tini ipset redis-server
 DEMO_COMPONENTS := kubernetes etcd
-TEST_COMPONENTS := kwok helm luahealth xdsbed kubernetes-node coredns chaos-mesh argocd
+TEST_COMPONENTS := kwok helm luahealth xdsbed kubernetes-node coredns chaos-mesh argocd actionlint
 # both cores, one test file per worker at a time (module fixtures stay on one worker; each worker
 # that runs an e2e file starts its own control plane); the 25 slowest tests and every skip with
 # its reason
 PYTEST := $(BIN)/pytest -q -n 2 --dist loadfile --durations=25 -rs
 STRESS_RUNS ?= 3
 
-.PHONY: demo demo-vllm test test-stress mutate lint docs unit e2e toolchain demo-toolchain python-env \
+.PHONY: image demo demo-vllm demo-down test test-stress mutate lint docs unit e2e toolchain demo-toolchain python-env \
 	python-test-env system-packages realnode-images clean
 
 # $(call step,NAME,COMMAND): run COMMAND quietly, print NAME and its time, or its log on failure
@@ -39,7 +39,7 @@ endef
 
 $(BIN)/.installed-demo: pyproject.toml harness/pyproject.toml
 	$(call step,python-env,python3 -m venv $(VENV) && $(BIN)/pip install -q --upgrade pip && \
-	  $(BIN)/pip install -q -e . -e ./harness)
+	  $(BIN)/pip install -q -e '.[plot]' -e ./harness)
 	@touch $@
 
 $(BIN)/.installed: $(BIN)/.installed-demo
@@ -67,17 +67,41 @@ toolchain: demo-toolchain
 realnode-images: python-test-env system-packages
 	$(call step,realnode-images,$(BIN)/mcp-devcluster realnode images)
 
+# the operator's and the reference server's images for your own cluster (README: "In your own
+# cluster"), built offline from the Dockerfile by the harness's Docker daemon (root), saved under
+# .out/images and loaded into your Docker when one answers: then `docker push $(IMAGE)`
+IMAGE ?= mcp-operator:dev
+REFSERVER_IMAGE ?= mcp-refserver:dev
+IMAGE_DIR ?= .out/images
+image: python-env system-packages
+	@$(BIN)/mcp-devcluster image --operator $(IMAGE) --refserver $(REFSERVER_IMAGE) --output $(IMAGE_DIR)
+
 python-env: $(BIN)/.installed-demo
 python-test-env: $(BIN)/.installed
 
 build-%:
 	$(call step,build-$*,PYTHONPATH=harness python3 -m mcp_devcluster.build $*)
 
-demo: demo-toolchain
-	@$(BIN)/mcp-devcluster demo
+# KEEP=1 keeps the demo's cluster and samples to explore (kubectl get mcpr, kubectl mcp board, the
+# HTML report); `make demo-down` stops it. A cold first run says first what it installs and builds.
+demo:
+	@$(MAKE) --no-print-directory -s -q $(BIN)/.installed-demo 2>/dev/null || \
+	  echo "python-env: installing the product and the harness into $(VENV) (about 1 min, once)"
+	@PYTHONPATH=harness python3 -m mcp_devcluster.buildnotice $(DEMO_COMPONENTS)
+	@$(MAKE) --no-print-directory -s demo-toolchain
+	@$(BIN)/mcp-devcluster demo $(if $(filter 1 yes true,$(KEEP)),--keep)
 
-demo-vllm: demo-toolchain  # the same samples against a real vLLM (its CPU build, installed on first use)
-	$(BIN)/mcp-devcluster demo --target vllm
+demo-vllm:  # the same samples against a real vLLM (its CPU build, installed on first use)
+	@$(MAKE) --no-print-directory -s -q $(BIN)/.installed-demo 2>/dev/null || \
+	  echo "python-env: installing the product and the harness into $(VENV) (about 1 min, once)"
+	@PYTHONPATH=harness python3 -m mcp_devcluster.buildnotice $(DEMO_COMPONENTS)
+	@$(MAKE) --no-print-directory -s demo-toolchain
+	$(BIN)/mcp-devcluster demo --target vllm $(if $(filter 1 yes true,$(KEEP)),--keep)
+
+# stops the control plane a `make demo KEEP=1` left running (its own state directory)
+demo-down:
+	@$(BIN)/mcp-devcluster down --state-dir \
+	  "$$($(BIN)/python -c 'from mcp_devcluster.demo import demo_state_dir; print(demo_state_dir())')"
 
 # the documentation site (mkdocs.yml, docs/), built strictly: a broken link or anchor, or a page
 # left out of nav, fails it (and so `make lint` and `make test`)

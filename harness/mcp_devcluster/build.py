@@ -35,6 +35,7 @@ CHAOS_MESH_API_VERSION = "v0.0.0-20260906172039-d70b66ad97ac"
 # the module zip leaves out, and v3.2.12's tree does not compile
 ARGOCD_VERSION = "v3.2.11"
 ARGOCD_VERSION_PACKAGE = "github.com/argoproj/argo-cd/v3/common"
+ACTIONLINT_VERSION = "v1.7.12"
 
 STAMP = ".built"
 LUAHEALTH_SOURCE = Path(__file__).parent / "data" / "luahealth"
@@ -289,6 +290,14 @@ def components() -> dict[str, Component]:
             in_module_tree=True,
             command_name="argocd",
             aliases=("argocd-application-controller", "argocd-repo-server", "argocd-server"),
+        ),
+        # checks .github/workflows (make lint)
+        "actionlint": Component(
+            name="actionlint",
+            module="github.com/rhysd/actionlint",
+            version=ACTIONLINT_VERSION,
+            packages=("github.com/rhysd/actionlint/cmd/actionlint",),
+            ldflags=(f"-X github.com/rhysd/actionlint.version={ACTIONLINT_VERSION}",),
         ),
         "luahealth": Component(
             name="luahealth",

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -149,6 +151,22 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(samples=args.samples, keep=args.keep, timeout_s=args.timeout, target=args.target)
 
 
+def _cmd_image(args: argparse.Namespace) -> int:
+    """``make image``: build, save, and load into the user's Docker when one answers."""
+    from .realnode import lifecycle
+
+    saved = lifecycle.release_images(args.operator, args.refserver, args.output)
+    docker = shutil.which("docker")
+    answers = docker is not None and subprocess.run([docker, "info"], capture_output=True).returncode == 0
+    for name, archive in saved.items():
+        if answers and docker is not None:
+            subprocess.run([docker, "load", "-i", str(archive)], check=True, capture_output=True)
+            print(f"{name}: loaded into your Docker (docker push {name})")
+        else:
+            print(f"{name}: {archive} (docker load -i {archive} && docker push {name})")
+    return 0
+
+
 def _cmd_stress(args: argparse.Namespace) -> int:
     from .stress import run_stressed
 
@@ -229,6 +247,18 @@ def build_parser() -> argparse.ArgumentParser:
         "(its CPU build, installed on first use into ~/.cache/mcp-operator)",
     )
     demo.set_defaults(func=_cmd_demo)
+    image = sub.add_parser(
+        "image",
+        help="make image: the operator's and the reference server's images from the Dockerfile, "
+        "built offline by the harness's own Docker daemon (root), saved as archives and loaded "
+        "into your Docker when one answers",
+    )
+    image.add_argument(
+        "--operator", required=True, help="the operator image's name, e.g. REGISTRY/mcp-operator:TAG"
+    )
+    image.add_argument("--refserver", required=True, help="the reference server image's name")
+    image.add_argument("--output", type=Path, default=Path(".out/images"))
+    image.set_defaults(func=_cmd_image)
     stress = sub.add_parser(
         "stress",
         help="run pytest several times with one core kept busy and a second control plane up "

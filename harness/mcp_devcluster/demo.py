@@ -3,7 +3,12 @@
 Uses the configured cluster when there is one that answers; otherwise builds (first time)
 and starts the local control plane. Then it installs the CRDs, starts the reference server
 and the operator, applies every sample in ``manifests/samples/``, waits for each verdict and
-prints them as a table. Exit code 0 only when every sample is Ready.
+prints them as a table, with a plain-words explanation of every sample that is not a clean
+Pass (:mod:`mcp_devcluster.demoexplain`). Exit code 0 only when every sample is Ready.
+
+The local control plane runs from a state directory of its own (``demo_state_dir``), so a kept
+demo (``--keep``, ``make demo KEEP=1``) and the quick start's ``mcp-devcluster up`` do not meet;
+``make demo-down`` stops it. A kept demo leaves the samples and their verdicts to explore.
 
 ``--target vllm`` runs the same samples against a real vLLM instead of the reference server
 (:mod:`mcp_devcluster.vllm`: vLLM's CPU build serving a tiny random-weight model, installed on
@@ -14,10 +19,13 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import sys
 import tempfile
+import textwrap
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +33,9 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from . import stack, vllm
+from . import build, buildnotice, stack, vllm
 from .cluster import DevCluster
+from .demoexplain import SHORT_NAMES, Exploration, Line, advise, next_steps
 from .nodespec import SimulatedNode
 
 TARGETS = ("refserver", "vllm")
@@ -46,6 +55,14 @@ class SampleOutcome:
     reason: str
     figures: str
     seconds: float
+    status: dict[str, Any] = field(default_factory=dict)  # as the API returned it, for the advice
+    drill: bool = False  # an MCPReadiness with spec.drill: the board and the report show it best
+
+
+def demo_state_dir() -> Path:
+    """Where the demo's local control plane runs from: not the default directory, which the quick
+    start's ``mcp-devcluster up`` uses (``make demo-down`` reads it from here)."""
+    return build.cache_root() / "clusters" / "demo"
 
 
 def configured_kubeconfig() -> Path | None:
@@ -96,6 +113,11 @@ def wait_verdict(kubeconfig: Path, kind: str, name: str, namespace: str, timeout
         time.sleep(0.5)
 
 
+def _stdout() -> Console:
+    out = Console()
+    return out if out.is_terminal else Console(width=160)
+
+
 def print_table(outcomes: list[SampleOutcome], target: str = "refserver") -> None:
     title = "mcp-operator verdicts" + (" (target: real vLLM)" if target == "vllm" else "")
     table = Table(title=title)
@@ -106,10 +128,51 @@ def print_table(outcomes: list[SampleOutcome], target: str = "refserver") -> Non
         table.add_row(
             o.kind, o.name, f"[{style}]{o.ready}[/]", o.verdict, o.reason, o.figures, f"{o.seconds:.1f}s"
         )
-    out = Console()
-    if not out.is_terminal:
-        out = Console(width=160)
-    out.print(table)
+    _stdout().print(table)
+
+
+def print_lines(lines: list[Line], out: Console | None = None) -> None:
+    """Prose wraps at words under its indent; a command or a path is never broken (the terminal
+    may fold it)."""
+    out = out or _stdout()
+    for line in lines:
+        if line.command:
+            out.print(line.text, markup=False, highlight=False, soft_wrap=True)
+        else:  # wrapped lines keep the line's indent
+            indent = " " * (len(line.text) - len(line.text.lstrip(" ")))
+            wrapped = textwrap.fill(
+                line.text.strip(),
+                width=out.width,
+                initial_indent=indent,
+                subsequent_indent=indent,
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+            out.print(wrapped, markup=False, highlight=False, soft_wrap=True)
+
+
+def print_advice(outcomes: list[SampleOutcome], explore: Exploration | None) -> None:
+    """Under the table: why each sample that is not a clean Pass ended as it did and what to do,
+    then what to explore next (or how to keep the cluster for it)."""
+    advice = [line for o in outcomes for line in advise(o.kind, o.name, o.status)]
+    if advice:
+        print_lines([Line("why, and what to do:"), *advice])
+    print_lines(next_steps(explore))
+
+
+def exploration(outcomes: list[SampleOutcome], kubeconfig: Path, local: bool) -> Exploration:
+    """What a kept demo points the user at: its cluster's kubeconfig and kubectl (the one built
+    beside the API server) and this environment's ``kubectl-mcp`` and ``mcp-operator`` on PATH."""
+    readiness = [o for o in outcomes if o.kind == "MCPReadiness"]
+    drill = next((o.name for o in readiness if o.drill), readiness[0].name if readiness else "NAME")
+    exports = ""
+    if local:
+        kubectl_dir = build.components()["kubernetes"].binary("kubectl").parent
+        venv_bin = Path(sys.executable).parent
+        exports = f"export KUBECONFIG={shlex.quote(str(kubeconfig))} PATH={shlex.quote(str(kubectl_dir))}:"
+        exports += f'{shlex.quote(str(venv_bin))}:"$PATH"'
+    names = " ".join(f"{SHORT_NAMES.get(o.kind, o.kind.lower())}/{o.name}" for o in outcomes)
+    return Exploration(exports=exports, drill=drill, local=local, samples=names)
 
 
 def run_demo(samples: Path, keep: bool, timeout_s: float, target: str = "refserver") -> int:
@@ -123,13 +186,22 @@ def run_demo(samples: Path, keep: bool, timeout_s: float, target: str = "refserv
     kubeconfig = configured_kubeconfig()
     try:
         if kubeconfig is None:
-            console.print("no cluster configured: starting the local control plane (first run builds it)")
-            cluster = DevCluster(nodes=DEMO_SIMULATED_NODES)
-            state = cluster.up()
+            local = DevCluster(demo_state_dir(), nodes=DEMO_SIMULATED_NODES)
+            to_build = buildnotice.announcement(local.components)
+            console.print(
+                "no cluster configured: starting the local control plane"
+                + (" (first run builds it)" if to_build else "")
+            )
+            if to_build:
+                console.print(to_build, soft_wrap=True, highlight=False, markup=False)
+            state = local.up()  # refuses a state directory another demo's cluster still runs from
+            cluster = local  # only now ours to stop
             kubeconfig = Path(state.kubeconfig)
-            console.print(f"control plane ready in {state.startup_seconds['total']:.1f}s ({kubeconfig})")
+            console.print(f"control plane ready in {state.startup_seconds['total']:.1f}s; its kubeconfig:")
+            console.print(f"  {kubeconfig}", soft_wrap=True, highlight=False, markup=False)
         else:
-            console.print(f"using the configured cluster ({kubeconfig})")
+            console.print("using the configured cluster, kubeconfig:")
+            console.print(f"  {kubeconfig}", soft_wrap=True, highlight=False, markup=False)
         crd_dir = Path(__file__).resolve().parents[2] / "crds"  # the repository's, when run from it
         stack.apply_crds(kubeconfig, crd_dir if crd_dir.is_dir() else Path("crds"))
         render: Callable[[str], str]
@@ -154,11 +226,14 @@ def run_demo(samples: Path, keep: bool, timeout_s: float, target: str = "refserv
                 return stack.render_sample(text, url)
 
         operator = stack.start_operator(kubeconfig, work)
-        console.print(f"operator running (logs in {work})")
+        console.print(f"operator running (its log and the reference server's in {work})", soft_wrap=True)
         outcomes = [
             apply_and_wait(kubeconfig, path, render, timeout_s) for path in sorted(samples.glob("*.yaml"))
         ]
         print_table(outcomes, target)
+        print_advice(outcomes, exploration(outcomes, kubeconfig, cluster is not None) if keep else None)
+        if keep:  # left to explore: kubectl get mcpr, the board, the report
+            return _exit_code(outcomes)
         for path in sorted(samples.glob("*.yaml")):
             stack.kubectl(
                 kubeconfig,
@@ -170,13 +245,17 @@ def run_demo(samples: Path, keep: bool, timeout_s: float, target: str = "refserv
                 input_text=render(path.read_text()),
                 check=False,
             )
-        return 0 if outcomes and all(o.ready == "True" for o in outcomes) else 1
+        return _exit_code(outcomes)
     finally:
         stack.stop(operator.process if operator else None)
         stack.stop(refserver)
         vllm.stop_vllm(vllm_server)
         if cluster is not None and not keep:
             cluster.down()
+
+
+def _exit_code(outcomes: list[SampleOutcome]) -> int:
+    return 0 if outcomes and all(o.ready == "True" for o in outcomes) else 1
 
 
 def apply_and_wait(
@@ -203,4 +282,6 @@ def apply_and_wait(
         reason=ready.get("reason", "Timeout"),
         figures=_figures(kind, status),
         seconds=elapsed,
+        status=status,
+        drill=kind == "MCPReadiness" and bool((doc.get("spec") or {}).get("drill")),
     )

@@ -71,6 +71,36 @@ def prepare_images(run_dir: Path = images.DOCKER_RUN_DIR) -> tuple[images.NodeIm
     return built, archives
 
 
+def release_images(operator: str, refserver: str, output: Path) -> dict[str, Path]:
+    """``make image``: the operator's and the reference server's images, built as the real node's
+    are (the Dockerfile, offline), tagged with the names a user pushes and saved as archives in
+    ``output`` (``docker load -i``); returns name → archive."""
+    debs.ensure_packages()
+    output.mkdir(parents=True, exist_ok=True)
+    lock_path = build.cache_root() / "docker.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    saved: dict[str, Path] = {}
+    with lock_path.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        daemon = images.BuildDaemon(images.DOCKER_RUN_DIR)
+        daemon.start()
+        try:
+            base = images.base_image(daemon)
+            built = {
+                operator: images.operator_image(daemon, base),
+                refserver: images.refserver_image(daemon, base),
+            }
+            for name, source in built.items():
+                daemon.docker("tag", source, name)
+                archive = output / f"{name.replace('/', '_').replace(':', '_')}.tar"
+                saved[name] = daemon.save(name, archive)
+                daemon.docker("rmi", name)  # the tag only: the cache keeps the build under its digest
+        finally:
+            daemon.stop()
+            node.unmount_under(images.DOCKER_RUN_DIR)
+    return saved
+
+
 def pod_network_note(cluster: ClusterState) -> str | None:
     """What a real node's pods in the pod network cannot reach on this cluster, or None: a
     cluster started without ``--real-node`` has loopback ClusterIPs and an API server on
