@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from tests.devcluster.clusterstates import recorded_state
 
 from mcp_devcluster import build, cli
 from mcp_devcluster.cli import build_parser, main
@@ -68,16 +69,7 @@ def test_status_without_a_cluster_says_so(tmp_path: object, capsys: pytest.Captu
 
 
 def _recorded(state_dir: Path) -> None:
-    ClusterState(
-        state_dir=str(state_dir),
-        kubeconfig=str(state_dir / "kubeconfig"),
-        server="https://127.0.0.1:1",
-        etcd_port=1,
-        apiserver_port=1,
-        pids={},
-        started_at=0.0,
-        startup_seconds={"total": 1.0},
-    ).save()
+    recorded_state(state_dir).save()
 
 
 def test_env_puts_the_built_kubectl_first_on_path(
@@ -152,17 +144,8 @@ def test_up_local_only_starts_no_simulated_node_and_prints_what_env_prints(
 
 
 def test_env_gives_an_operator_run_by_hand_the_free_ports_up_chose(tmp_path: Path) -> None:
-    state = ClusterState(
-        state_dir=str(tmp_path),
-        kubeconfig=str(tmp_path / "kubeconfig"),
-        server="https://127.0.0.1:36443",
-        etcd_port=1,
-        apiserver_port=36443,
-        pids={},
-        started_at=0.0,
-        startup_seconds={},
-        operator_liveness="http://127.0.0.1:41001/healthz",
-        operator_metrics_port=41002,
+    state = recorded_state(
+        tmp_path, operator_liveness="http://127.0.0.1:41001/healthz", operator_metrics_port=41002
     )
     lines = cli.env_exports(state).splitlines()
     assert "export MCP_LIVENESS=http://127.0.0.1:41001/healthz MCP_METRICS_PORT=41002" in lines

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 from kubernetes import client
+from tests.devcluster.clusterstates import recorded_state
 
 from mcp_devcluster import build
 from mcp_devcluster.certs import PkiPaths
@@ -310,16 +311,7 @@ def test_down_stops_what_another_process_recorded(tmp_path: Path, capsys: pytest
     try:
         state_dir = tmp_path / "state"
         state_dir.mkdir()
-        ClusterState(
-            state_dir=str(state_dir),
-            kubeconfig=str(state_dir / "kubeconfig"),
-            server="https://127.0.0.1:1",
-            etcd_port=1,
-            apiserver_port=1,
-            pids={"etcd": pid},
-            started_at=time.time(),
-            startup_seconds={"total": 1.0},
-        ).save()
+        recorded_state(state_dir, pids={"etcd": pid}, started_at=time.time()).save()
         assert dev_cluster("env", state_dir) == 0
         # then the built kubectl's PATH line, where it is built (test_devcluster_cli.py)
         assert capsys.readouterr().out.splitlines()[0] == f"export KUBECONFIG={state_dir / 'kubeconfig'}"
@@ -342,15 +334,8 @@ def test_up_refuses_a_state_directory_whose_cluster_runs_and_leaves_it_running(
     pid = proc.start()
     state_dir = tmp_path / "state"
     state_dir.mkdir()
-    recorded = ClusterState(
-        state_dir=str(state_dir),
-        kubeconfig=str(state_dir / "kubeconfig"),
-        server="https://127.0.0.1:36443",
-        etcd_port=1,
-        apiserver_port=36443,
-        pids={"kube-apiserver": pid},
-        started_at=time.time(),
-        startup_seconds={"total": 1.0},
+    recorded = recorded_state(
+        state_dir, server="https://127.0.0.1:36443", pids={"kube-apiserver": pid}, started_at=time.time()
     )
     recorded.save()
     try:
