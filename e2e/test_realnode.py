@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ import yaml
 
 from mcp_devcluster import build, chaosmesh, demo, processes, stack
 from mcp_devcluster.cluster import ClusterState, DevCluster
-from mcp_devcluster.realnode import lifecycle, node, runtime
+from mcp_devcluster.realnode import images, lifecycle, node, runtime
 from mcp_devcluster.realnode.node import RealNodeState
 
 REPO = Path(__file__).resolve().parents[1]
@@ -444,6 +445,86 @@ def test_the_kustomize_base_runs_the_operator_from_its_image_and_it_gates_a_samp
         assert outcome.name in logs  # this operator judged it
     finally:
         real.kubectl("delete", "-f", "-", "--wait=true", "--timeout=120s", input_text=owned, check=False)
+
+
+def test_the_readmes_path_to_your_own_cluster(real: RealCluster, tmp_path: Path) -> None:
+    """README, "In your own cluster", on the real node: ``make image`` with the names a user
+    pushes (its archives imported into the node's containerd, where a user pushes to a
+    registry), the chart installed with ``--set image.repository/tag``, ``kubectl apply -k
+    manifests/refserver-cluster`` with its image set, and ``mcp-check gate`` passing. Only what
+    the harness's node needs is added: its taint's toleration and no pulls."""
+    names = {
+        "operator": "registry.example.com/mcp-operator:e2e",
+        "refserver": "registry.example.com/mcp-refserver:e2e",
+    }
+    made = subprocess.run(
+        ["make", "--no-print-directory", "image", f"IMAGE={names['operator']}",
+         f"REFSERVER_IMAGE={names['refserver']}", f"IMAGE_DIR={tmp_path / 'images'}"],
+        cwd=REPO, capture_output=True, text=True, timeout=1500, check=False,
+        env={**os.environ, "MAKEFLAGS": ""},
+    )  # fmt: skip
+    assert made.returncode == 0, made.stdout[-3000:] + made.stderr[-3000:]
+    archives = {name: Path(line.split(": ", 1)[1].split(" ", 1)[0]) for line in made.stdout.splitlines()
+                for name in names.values() if line.startswith(f"{name}: ")}  # fmt: skip
+    assert set(archives) == set(names.values()), made.stdout
+    paths = lifecycle._runtime_paths(Path(real.cluster.state_dir))
+    for archive in archives.values():
+        runtime.import_image(paths, archive)
+    assert {images.containerd_name(n) for n in names.values()} <= runtime.image_names(paths)
+
+    namespace, gated = "mcp-mine", "refserver-mine"
+    repository, tag = names["operator"].rsplit(":", 1)
+    helm = [str(build.binary("helm", "helm")), f"--kubeconfig={real.kubeconfig}"]
+    placement = {"nodeSelector": REAL_NODE_SELECTOR, "tolerations": REAL_NODE_TOLERATIONS}
+    (tmp_path / "node.yaml").write_text(yaml.safe_dump({**placement, "image": {"pullPolicy": "Never"}}))
+    installed = subprocess.run(
+        [*helm, "install", "mcp-operator", str(REPO / "charts" / "mcp-operator"), "-n", namespace,
+         "--create-namespace", "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
+         "-f", str(tmp_path / "node.yaml"), "--wait", "--timeout", "180s"],
+        capture_output=True, text=True, check=False, timeout=240,
+    )  # fmt: skip
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    try:
+        # the user's edit of manifests/refserver-cluster (their registry's tag), and the node's needs
+        overlay = tmp_path / "overlay"
+        overlay.mkdir()
+        pod_patch = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "refserver"},
+                     "spec": {"template": {"spec": {**placement, "containers": [
+                         {"name": "server", "imagePullPolicy": "Never"}]}}}}  # fmt: skip
+        kustomization = {
+            "apiVersion": "kustomize.config.k8s.io/v1beta1",
+            "kind": "Kustomization",
+            "namespace": gated,
+            "resources": [os.path.relpath(REPO / "manifests" / "refserver-cluster", overlay)],
+            "images": [{"name": names["refserver"].rsplit(":", 1)[0], "newTag": "e2e"}],
+            "patches": [
+                {"target": {"kind": "Deployment", "name": "refserver"}, "patch": yaml.safe_dump(pod_patch)}
+            ],
+        }
+        (overlay / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+        real.kubectl("create", "namespace", gated, check=False)
+        applied = real.kubectl("apply", "-k", str(overlay), check=False)
+        assert applied.returncode == 0, applied.stdout + applied.stderr
+        gate = subprocess.run(
+            [str(Path(sys.executable).parent / "mcp-check"), "gate", "mcpreadiness/refserver-incluster",
+             "-n", gated, "--kubeconfig", str(real.kubeconfig), "--timeout", "5m"],
+            capture_output=True, text=True, check=False, timeout=400,
+        )  # fmt: skip
+        logs = _keep_for_the_reader(real, namespace, "mcp-operator")
+        print(gate.stdout)
+        assert gate.returncode == 0, gate.stdout + gate.stderr + logs[-3000:]
+        (deployment,) = json.loads(real.kubectl("-n", gated, "get", "deployments", "-o", "json").stdout)[
+            "items"
+        ]
+        (container,) = deployment["spec"]["template"]["spec"]["containers"]
+        assert (
+            container["image"] == names["refserver"] and "command" not in container
+        )  # the image's entrypoint
+        assert "refserver-incluster" in logs  # the chart's operator judged it
+    finally:
+        real.kubectl("delete", "namespace", gated, "--wait=true", "--timeout=120s", check=False)
+        subprocess.run([*helm, "-n", namespace, "uninstall", "mcp-operator", "--wait"], capture_output=True,
+                       check=False, timeout=120)  # fmt: skip
 
 
 # -- Chaos Mesh on the real node ---------------------------------------------------------------
