@@ -513,6 +513,8 @@ def test_the_readmes_path_to_your_own_cluster(real: RealCluster, tmp_path: Path)
         logs = _keep_for_the_reader(real, namespace, "mcp-operator")
         print(gate.stdout)
         assert gate.returncode == 0, gate.stdout + gate.stderr + logs[-3000:]
+        # applied with the Deployment, it judged the server only once its rollout had settled
+        assert "RolloutSettled" in gate.stdout and "2/2 updated" in gate.stdout, gate.stdout
         (deployment,) = json.loads(real.kubectl("-n", gated, "get", "deployments", "-o", "json").stdout)[
             "items"
         ]
