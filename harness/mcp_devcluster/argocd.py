@@ -33,7 +33,7 @@ from typing import Any
 import yaml
 
 from . import build, stack
-from .processes import ManagedProcess, StartupError, free_port, http_ok, stop_pid, wait_until
+from .processes import ManagedProcess, StartupError, accepts, free_port, http_ok, stop_pid, wait_until
 
 NAMESPACE = "argocd"
 CLUSTER_NAME = "local"
@@ -240,19 +240,11 @@ def _argv(root: Path, kubeconfig: Path, ports: Ports, namespace: str) -> dict[st
 
 def _ready_checks(ports: Ports) -> dict[str, Any]:
     return {
-        "redis": lambda: _accepts(ports.redis),
-        "git-daemon": lambda: _accepts(ports.git),
+        "redis": lambda: accepts(ports.redis),
+        "git-daemon": lambda: accepts(ports.git),
         "repo-server": lambda: http_ok(f"http://127.0.0.1:{ports.repo_server_metrics}/metrics"),
         "application-controller": lambda: http_ok(f"http://127.0.0.1:{ports.controller_metrics}/metrics"),
     }
-
-
-def _accepts(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False
 
 
 def start_argocd(

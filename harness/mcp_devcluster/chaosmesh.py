@@ -29,14 +29,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from . import build, certs, stack
-from .processes import ManagedProcess, StartupError, free_port, http_ok, stop_pid, wait_until
+from .processes import ManagedProcess, StartupError, accepts, free_port, http_ok, stop_pid, wait_until
 
 MODULE = "github.com/chaos-mesh/chaos-mesh"
 VERSION = build.CHAOS_MESH_VERSION
@@ -134,14 +133,6 @@ def daemon_endpoint_slice(node_name: str, node_ip: str, grpc_port: int) -> dict[
     }
 
 
-def _accepts(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
 @dataclass
 class ChaosMesh:
     """A running Chaos Mesh: what :func:`stop_chaos_mesh` takes down."""
@@ -190,7 +181,7 @@ def start_chaos_mesh(
         )
         mesh.processes.append(daemon)
         daemon.start()
-        wait_until(daemon, lambda: _accepts(node_ip, ports.grpc), timeout_s=timeout_s, what="serving gRPC")
+        wait_until(daemon, lambda: accepts(ports.grpc, node_ip), timeout_s=timeout_s, what="serving gRPC")
         slice_body = json.dumps(daemon_endpoint_slice(node_name, node_ip, ports.grpc))
         stack.kubectl(kubeconfig, "apply", "-f", "-", input_text=slice_body)
         certs_dir = root / "certs"

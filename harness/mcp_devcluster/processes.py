@@ -98,6 +98,15 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def accepts(port: int, host: str = "127.0.0.1", timeout: float = 1.0) -> bool:
+    """Whether something accepts TCP connections on ``host:port`` (a server that is not HTTP)."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
 def http_ok(url: str, *, context: ssl.SSLContext | None = None, timeout: float = 2.0) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=timeout, context=context) as resp:

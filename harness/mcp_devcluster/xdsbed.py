@@ -9,7 +9,6 @@ snapshot one client NACKs, a client stopped (the control plane then reports it s
 from __future__ import annotations
 
 import json
-import socket
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
@@ -17,15 +16,7 @@ from pathlib import Path
 from types import TracebackType
 
 from mcp_devcluster.build import binary
-from mcp_devcluster.processes import ManagedProcess, free_port, http_ok, stop_pid, wait_until
-
-
-def _port_open(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
+from mcp_devcluster.processes import ManagedProcess, accepts, free_port, http_ok, stop_pid, wait_until
 
 
 @dataclass
@@ -73,7 +64,7 @@ class XdsBed:
         self.control_plane.start()
         wait_until(
             self.control_plane,
-            lambda: http_ok(self.admin_url + "/healthz") and _port_open(self.xds_port),
+            lambda: http_ok(self.admin_url + "/healthz") and accepts(self.xds_port, timeout=0.5),
             timeout_s=timeout_s,
             what="serving xDS",
         )
@@ -87,7 +78,7 @@ class XdsBed:
         argv += ["--csds-port", str(port)]
         proc = ManagedProcess(f"xds-client-{node}", argv, self.state_dir / f"client-{node}.log")
         proc.start()
-        wait_until(proc, lambda: _port_open(port), timeout_s=timeout_s, what="serving CSDS")
+        wait_until(proc, lambda: accepts(port, timeout=0.5), timeout_s=timeout_s, what="serving CSDS")
         client = XdsClientProcess(node, port, proc)
         self.clients[node] = client
         return client
