@@ -29,14 +29,17 @@ def level_metas(plan: RunPlan) -> list[LevelMeta]:
 
 
 def level_schedule(plan: RunPlan, meta: LevelMeta) -> Schedule:
-    """The arrival instants of an open-loop level (warm-up first), from the plan's arrival model."""
+    """The arrival instants of an open-loop level (warm-up first), from the plan's arrival model.
+    Each level draws from a seed of its own (the plan's seed and the level's index): one seed for
+    every level replayed the same draw in each, so consecutive windows of one rate (a drill's
+    stage) fell short or over together instead of averaging out."""
     assert meta.requested_rate is not None
     lv, stage = plan.levels, plan.stage
     return arrival_schedule(
         meta.requested_rate,
         lv.arrival,
         burstiness=lv.burstiness,
-        seed=lv.seed,
+        seed=None if lv.seed is None else f"{lv.seed}/{meta.index}",
         warmup_s=stage.warmup_s,
         duration_s=stage.duration_s,
         requests=stage.requests,

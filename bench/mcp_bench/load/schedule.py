@@ -56,7 +56,7 @@ def arrival_schedule(
     arrival: Arrival,
     *,
     burstiness: float = 1.0,
-    seed: int | None = 0,
+    seed: int | str | None = 0,
     warmup_s: float = 0.0,
     duration_s: float | None = None,
     requests: int | None = None,

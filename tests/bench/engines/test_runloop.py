@@ -75,6 +75,19 @@ def test_level_schedule_follows_the_plan_arrival_model_and_seed() -> None:
     assert offsets(1) != offsets(2)
 
 
+def test_each_level_draws_its_own_arrivals_and_a_plan_replays_them() -> None:
+    """Four windows of one rate (a drill's stage): one shared seed gave each the same draw, so
+    the stage fell short or over four times together (10/s for 4 x 3 s sent 96, never 120)."""
+    plan = _plan({"rate": [10.0] * 4, "arrival": "poisson"}, {"duration_s": 3.0})
+    drawn = [list(level_schedule(plan, meta).offsets_ns) for meta in level_metas(plan)]
+    assert len({tuple(d) for d in drawn}) == 4
+    again = [list(level_schedule(plan, meta).offsets_ns) for meta in level_metas(plan)]
+    assert again == drawn
+    many = _plan({"rate": [10.0] * 200, "arrival": "poisson"}, {"duration_s": 3.0})
+    total = sum(len(level_schedule(many, meta)) for meta in level_metas(many))
+    assert abs(total - 6000) < 4 * 6000**0.5  # Poisson over the whole, not one draw 200 times
+
+
 def test_accumulator_counts_open_levels_late_and_shifts_instants() -> None:
     plan = _plan({"rate": [5], "late_after_ms": 2}, {"duration_s": 1})
     acc = level_accumulator(plan, level_metas(plan)[0], offset_ns=1_000)
