@@ -18,7 +18,6 @@ XML of its checks does not.
 from __future__ import annotations
 
 import datetime as dt
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from mcp_bench.api import Table, write_pages
 
+# the page needs no emoji font: a verdict mark spelt as its word (its colour drawn by CSS)
+from .board.marks import fontless
 from .board.render import (
     CHECK_HEADERS,
     FAULT_HEADERS,
@@ -52,10 +53,6 @@ TIMELINE_NOTE = (
 FAULTS_NOTE = (
     " A fault is drawn from its planned offset in its stage for as long as the journal shows it held."
 )
-# emoji need an emoji font the reader may lack (they show as empty boxes): the page spells a
-# verdict mark as its word and drops any other emoji; its marks are drawn by CSS
-MARK_WORDS = {"✅": "Pass", "⚠️": "Warn", "⚠": "Warn", "❌": "Fail"}
-EMOJI = re.compile("[\u2600-\u27bf\ufe0f\U0001f000-\U0001faff]")
 
 
 @dataclass(frozen=True)
@@ -290,13 +287,6 @@ def timeline_figure(line: Timeline) -> Figure | None:
     fig.suptitle("drill timeline" if line.placed_faults else "drill timeline (no faults)", y=0.995)
     fig.tight_layout()
     return fig
-
-
-def fontless(text: str) -> str:
-    """``text`` with its verdict marks spelt as words and any other emoji dropped."""
-    for mark, word in MARK_WORDS.items():
-        text = text.replace(mark, word)
-    return EMOJI.sub("", text)
 
 
 def _plain(rows: Sequence[Sequence[object]]) -> list[list[str]]:

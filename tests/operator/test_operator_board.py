@@ -55,14 +55,14 @@ def test_a_passing_drill_shows_verdict_kpis_stages_and_faults() -> None:
         "Verdict Pass · Ready True (ChecksPassed) · Score 100 % · Phase Succeeded · Stage 3/3"
     )
     assert "faults reverted True" in text
-    assert _row(text, "healthSuccessRatio").endswith(">= 99.9900% - ✅ Pass -")
+    assert _row(text, "healthSuccessRatio").endswith(">= 99.9900% - ✓ Pass -")
     assert _row(text, "recoverySeconds mixed-0") == (
-        "recoverySeconds mixed-0 2.50 s <= 17 s - ✅ Pass scaleDown mixed-0 in mixed"
+        "recoverySeconds mixed-0 2.50 s <= 17 s - ✓ Pass scaleDown mixed-0 in mixed"
     )
     assert _row(text, "baseline") == "baseline Done 250 req/s 250.0 req/s 4.00 ms 12.00 ms - 0 0"
     assert _row(text, "spike") == "spike Done 4480 req/s 4480.0 req/s 10.00 ms 30.00 ms - 0 0"
     assert _row(text, "mixed-0") == (
-        "mixed-0 scaleDown mixed Deployment/srv 3 -> 1 replicas Reverted 12:00:35Z 12:00:45Z 10.0 s 2.50 s ✅"
+        "mixed-0 scaleDown mixed Deployment/srv 3 -> 1 replicas Reverted 12:00:35Z 12:00:45Z 10.0 s 2.50 s ✓"
     )
     # the KPI rows of the verdict table are the KPI table's: Checks has the other checks only
     assert _row(text, "health-probe") == (
@@ -78,11 +78,11 @@ def test_a_failing_drill_shows_what_failed_and_exits_1() -> None:
     assert _row(text, "Verdict").startswith("Verdict Fail · Ready False (HealthBelowThreshold) · Score 50 %")
     assert "faults reverted False" in text
     assert _row(text, "recoverySeconds mixed-1").startswith("recoverySeconds mixed-1 never, within the drill")
-    assert "❌ Fail" in _row(text, "recoverySeconds mixed-1")
-    assert "⚠️ Warn" in _row(text, "p99JumpPoint")
+    assert "✗ Fail" in _row(text, "recoverySeconds mixed-1")
+    assert "! Warn" in _row(text, "p99JumpPoint")
     assert _row(text, "spike") == "spike Done 4480 req/s 4480.0 req/s 10.00 ms 240.00 ms at 22.5 s 900 0"
     assert _row(text, "mixed-1") == (
-        "mixed-1 podKill mixed Pod/srv-abc RevertFailed 12:00:50Z - - never, within the drill ❌"
+        "mixed-1 podKill mixed Pod/srv-abc RevertFailed 12:00:50Z - - never, within the drill ✗"
     )
     assert exit_code(obj) == 1
 

@@ -17,6 +17,7 @@ from mcp_bench.reportfiles import MissingExtraError
 from mcp_checks.verdict import CheckOutcome, Verdict
 from mcp_operator import report
 from mcp_operator.board import read
+from mcp_operator.board.marks import EMOJI
 from mcp_operator.cli import main
 from mcp_operator.readiness.status import verdict_status
 
@@ -122,7 +123,7 @@ def test_the_page_has_the_verdict_the_timeline_and_the_boards_rows() -> None:
     kpis = {row[0]: row for row in _table(page, "kpis")}
     assert kpis["recoverySeconds mixed-1"][1:5] == ["never, within the drill", "&lt;= 17 s", "-", "Fail"]
     assert '<td class="Fail">Fail</td>' in page  # its mark drawn by CSS: no emoji font needed
-    assert not report.EMOJI.search(page.split("<body>", 1)[1])
+    assert not EMOJI.search(page.split("<body>", 1)[1])
     assert [row[0] for row in _table(page, "checks")] == ["health-probe"]
     assert _table(page, "stages")[2][5:7] == ["240.00 ms", "at 22.5 s"]
     faults = {row[0]: row for row in _table(page, "faults")}

@@ -23,6 +23,7 @@ from rich.text import Text
 
 from ..api import benchmark, readiness
 from .fit import Column, FittedTable
+from .marks import NO_MARK, mark
 
 EVALUATING = "Evaluating"
 STYLES = {
@@ -158,24 +159,24 @@ def shown_verdict(obj: Obj) -> str:
 
 def _recoveries(kpis: Sequence[Obj], marks: bool = True) -> dict[str, str]:
     """The recovery KPI of each fault, by fault id (one recoverySeconds row per fault): its value
-    and its mark (✅, ⚠️, ❌), or without ``marks`` its verdict in words."""
+    and its mark (``marks.MARKS``, by its verdict), or without ``marks`` its verdict in words."""
+    judged = {str(k["fault"]): k for k in kpis if k.get("name") == "recoverySeconds" and k.get("fault")}
     return {
-        str(k["fault"]): f"{k.get('measured', '')} {k.get('mark' if marks else 'verdict', '')}".strip()
-        for k in kpis
-        if k.get("name") == "recoverySeconds" and k.get("fault")
+        fault: f"{k.get('measured', '')} {mark(k.get('verdict')) if marks else k.get('verdict', '')}".strip()
+        for fault, k in judged.items()
     }
 
 
 def kpi_rows(kpis: Sequence[Obj], limit: int = CELL, marks: bool = True) -> list[list[Text | str]]:
     """One row per KPI: name (and the fault it judges), value, bound, warn band, verdict, evidence;
-    cells cut at ``limit`` characters; the verdict without its emoji mark unless ``marks`` (a page
-    may be read where no emoji font is installed)."""
+    cells cut at ``limit`` characters; the verdict after its mark (``marks.MARKS``, by the verdict:
+    a status may still hold emoji marks) where ``marks`` and it has one."""
     rows: list[list[Text | str]] = []
     for k in kpis:
         name = str(k.get("name", "")) + (f" {k['fault']}" if k.get("fault") else "")
-        verdict = _styled(k.get("verdict"))
-        if marks and k.get("mark") and k.get("mark") != "?":
-            verdict = Text(f"{k['mark']} ").append_text(verdict)
+        verdict, shown = _styled(k.get("verdict")), mark(k.get("verdict"))
+        if marks and shown != NO_MARK:
+            verdict = Text(f"{shown} ").append_text(verdict)
         rows.append(
             [
                 name,
