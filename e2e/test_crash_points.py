@@ -34,6 +34,7 @@ from kubernetes import watch as kwatch
 
 from mcp_bench.results.document import loads_document
 from mcp_devcluster import stack
+from mcp_operator.api.readiness import DECIDED_PHASES
 from mcp_operator.benchmark.contract import report_name
 
 GROUP, VERSION = "mcp2026.io", "v1alpha1"
@@ -539,7 +540,7 @@ def _crash_a_drill(
         view = watch.view()
         if reverted_in is None and view.replicas == 3:
             reverted_in = time.monotonic() - restarted
-        final = view.status.get("phase") in ("Succeeded", "Failed", "Aborted") and _ready(view.obj).get(
+        final = view.status.get("phase") in (*DECIDED_PHASES, "Aborted") and _ready(view.obj).get(
             "status"
         ) in ("True", "False")
         if final and view.replicas == 3 and not view.fault_in("Planned", "Injected"):

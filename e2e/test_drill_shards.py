@@ -125,7 +125,7 @@ def test_stage_load_runs_as_shard_jobs_and_faults_count_from_its_start(kube: Any
     assert load_started > began
     assert int(kube.get("deployment", "srv")["spec"]["replicas"]) == 3  # restored
     kpis = {k["name"]: k for k in status["kpis"]}
-    assert kpis["healthSuccessRatio"]["mark"] == "✅", kpis
+    assert kpis["healthSuccessRatio"]["mark"] == "✓", kpis
     # deleting the gate takes its stage benchmarks with it (owner references)
     kube.run("delete", "mcpreadiness", "sharded", "--wait=true", "--timeout=120s")
     stack.until(

@@ -67,7 +67,7 @@ def test_a_profile_drill_fills_its_kpi_board_and_reverts_its_fault(kube: Any, re
     assert fault["injectedAt"] and fault["revertedAt"] and json.loads(fault["undo"])
     assert _replicas(kube) == 3  # restored, checked through the API
     kpis = {k["name"]: k for k in status["kpis"]}
-    assert kpis["healthSuccessRatio"]["mark"] == "✅", kpis
+    assert kpis["healthSuccessRatio"]["mark"] == "✓", kpis
     recovery = kpis["recoverySeconds"]
     assert (recovery["verdict"], recovery["mark"]) == ("Inconclusive", "?"), recovery
     assert "no observable failure" in recovery["measured"], recovery

@@ -104,7 +104,7 @@ def test_a_target_that_does_not_survive_a_pod_kill_fails_on_recovery(kube: Any) 
     obj = _drill(kube, "kill-all", url, kill_all, {"recoverySeconds": 0.5})
     recovery = _kpi(obj, "recoverySeconds")
     print(f"recovery after killing every pod: {recovery['measured']}")
-    assert recovery["verdict"] == "Fail" and recovery["mark"] == "❌"
+    assert recovery["verdict"] == "Fail" and recovery["mark"] == "✗"
     assert _seconds(recovery) > 0.5 and "podKill" in recovery["evidence"]
     assert obj["status"]["verdict"] == "Fail" and stack.condition_of(obj)["status"] == "False"
     (fault,) = obj["status"]["faults"]
@@ -121,7 +121,7 @@ def test_a_zone_outage_that_recovers_slowly_is_a_warning_with_the_seconds(kube: 
     obj = _drill(kube, "zone-a", url, outage, {"recoverySeconds": 30, "recoverySecondsWarn": 0.5})
     recovery = _kpi(obj, "recoverySeconds")
     print(f"recovery after losing zone-a: {recovery['measured']}")
-    assert recovery["verdict"] == "Warn" and recovery["mark"] == "⚠️", recovery
+    assert recovery["verdict"] == "Warn" and recovery["mark"] == "!", recovery
     assert 0.5 < _seconds(recovery) < 30
     (fault,) = obj["status"]["faults"]
     assert fault["phase"] == "Reverted"

@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
+from mcp_operator.api.readiness import DECIDED_PHASES
+
 # the default run, and what the README states for 1,000 (--long); a round of 300 requests takes
 # well under a second, and at most one probe worker per two cores runs at once
 SIZES = [100, pytest.param(1000, marks=pytest.mark.long)]
@@ -59,7 +61,7 @@ def _decided(obj: dict[str, Any]) -> bool:
     retrying = bool((status.get("retry") or {}).get("nextAt"))
     return (
         status.get("observedGeneration") == obj["metadata"]["generation"]
-        and status.get("phase") in ("Succeeded", "Failed")
+        and status.get("phase") in DECIDED_PHASES
         and not retrying
     )
 

@@ -29,6 +29,7 @@ from kubernetes import client, config
 from kubernetes import watch as kwatch
 
 from mcp_devcluster import stack
+from mcp_operator.api.readiness import DECIDED_PHASES
 
 SHARDS = 2
 LEASE = ("default", "mcp-operator")  # namespace, name: the operator's defaults outside a pod
@@ -148,7 +149,7 @@ def _decided(obj: dict[str, Any]) -> bool:
         status.get("observedGeneration") == obj["metadata"]["generation"]
         and ready.get("observedGeneration") == obj["metadata"]["generation"]
         and ready.get("status") in ("True", "False")
-        and status.get("phase") in ("Succeeded", "Failed")
+        and status.get("phase") in DECIDED_PHASES
     )
 
 

@@ -53,7 +53,7 @@ GROUP, VERSION, PLURAL = "mcp2026.io", "v1alpha1", "mcpreadinesses"
 RESOURCE_NAMES = frozenset(
     {"mcpreadiness", "mcpreadinesses", "mcpr", f"mcpreadiness.{GROUP}", f"mcpreadinesses.{GROUP}"}
 )
-FINAL_PHASES = ("Succeeded", "Failed", "Invalid", "Aborted")
+FINAL_PHASES = ("Succeeded", "Failed", "Inconclusive", "Invalid", "Aborted")
 WATCH_CHUNK_S = 60  # one watch request at most this long, then read again
 RETRY_S = 1.0
 IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")

@@ -33,9 +33,11 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from mcp_operator.board.marks import mark
+
 from . import build, buildnotice, stack, vllm
 from .cluster import DevCluster
-from .demoexplain import SHORT_NAMES, Exploration, Line, advise, next_steps
+from .demoexplain import SHORT_NAMES, Exploration, Line, advise, command_lines, next_steps
 from .nodespec import SimulatedNode
 
 TARGETS = ("refserver", "vllm")
@@ -76,7 +78,8 @@ def configured_kubeconfig() -> Path | None:
 
 def _figures(kind: str, status: dict[str, Any]) -> str:
     if kind == "MCPReadiness":
-        kpis = [f"{k['mark']} {k['name']} {k['measured']}" for k in status.get("kpis") or []]
+        # the board's marks, by the verdict: no emoji font needed, one column wide
+        kpis = [f"{mark(k.get('verdict'))} {k['name']} {k['measured']}" for k in status.get("kpis") or []]
         rows = [r for r in status.get("checks") or [] if not r["name"].startswith("kpi:")]
         return "; ".join(
             kpis
@@ -132,12 +135,13 @@ def print_table(outcomes: list[SampleOutcome], target: str = "refserver") -> Non
 
 
 def print_lines(lines: list[Line], out: Console | None = None) -> None:
-    """Prose wraps at words under its indent; a command or a path is never broken (the terminal
-    may fold it)."""
+    """Prose wraps at words under its indent; a command breaks only between its words, with a
+    backslash (``command_lines``): a path is never broken, a long one stands on a line of its own."""
     out = out or _stdout()
     for line in lines:
         if line.command:
-            out.print(line.text, markup=False, highlight=False, soft_wrap=True)
+            for part in command_lines(line.text, out.width):
+                out.print(part, markup=False, highlight=False, soft_wrap=True)
         else:  # wrapped lines keep the line's indent
             indent = " " * (len(line.text) - len(line.text.lstrip(" ")))
             wrapped = textwrap.fill(
@@ -162,15 +166,19 @@ def print_advice(outcomes: list[SampleOutcome], explore: Exploration | None) -> 
 
 def exploration(outcomes: list[SampleOutcome], kubeconfig: Path, local: bool) -> Exploration:
     """What a kept demo points the user at: its cluster's kubeconfig and kubectl (the one built
-    beside the API server) and this environment's ``kubectl-mcp`` and ``mcp-operator`` on PATH."""
+    beside the API server, first on PATH) and this environment's ``kubectl-mcp`` and
+    ``mcp-operator`` on PATH; one export per path, so each fits a line of its own."""
     readiness = [o for o in outcomes if o.kind == "MCPReadiness"]
     drill = next((o.name for o in readiness if o.drill), readiness[0].name if readiness else "NAME")
-    exports = ""
+    exports: tuple[str, ...] = ()
     if local:
         kubectl_dir = build.components()["kubernetes"].binary("kubectl").parent
         venv_bin = Path(sys.executable).parent
-        exports = f"export KUBECONFIG={shlex.quote(str(kubeconfig))} PATH={shlex.quote(str(kubectl_dir))}:"
-        exports += f'{shlex.quote(str(venv_bin))}:"$PATH"'
+        exports = (
+            f"export KUBECONFIG={shlex.quote(str(kubeconfig))}",
+            f'export PATH={shlex.quote(str(venv_bin))}:"$PATH"',
+            f'export PATH={shlex.quote(str(kubectl_dir))}:"$PATH"',
+        )
     names = " ".join(f"{SHORT_NAMES.get(o.kind, o.kind.lower())}/{o.name}" for o in outcomes)
     return Exploration(exports=exports, drill=drill, local=local, samples=names)
 
@@ -193,15 +201,14 @@ def run_demo(samples: Path, keep: bool, timeout_s: float, target: str = "refserv
                 + (" (first run builds it)" if to_build else "")
             )
             if to_build:
-                console.print(to_build, soft_wrap=True, highlight=False, markup=False)
+                print_lines([Line(to_build)], console)
             state = local.up()  # refuses a state directory another demo's cluster still runs from
             cluster = local  # only now ours to stop
             kubeconfig = Path(state.kubeconfig)
             console.print(f"control plane ready in {state.startup_seconds['total']:.1f}s; its kubeconfig:")
-            console.print(f"  {kubeconfig}", soft_wrap=True, highlight=False, markup=False)
         else:
             console.print("using the configured cluster, kubeconfig:")
-            console.print(f"  {kubeconfig}", soft_wrap=True, highlight=False, markup=False)
+        print_lines([Line(f"  {kubeconfig}", command=True)], console)  # the path on a line of its own
         crd_dir = Path(__file__).resolve().parents[2] / "crds"  # the repository's, when run from it
         stack.apply_crds(kubeconfig, crd_dir if crd_dir.is_dir() else Path("crds"))
         render: Callable[[str], str]
@@ -226,7 +233,7 @@ def run_demo(samples: Path, keep: bool, timeout_s: float, target: str = "refserv
                 return stack.render_sample(text, url)
 
         operator = stack.start_operator(kubeconfig, work)
-        console.print(f"operator running (its log and the reference server's in {work})", soft_wrap=True)
+        print_lines([Line(f"operator running (its log and the reference server's in {work})")], console)
         outcomes = [
             apply_and_wait(kubeconfig, path, render, timeout_s) for path in sorted(samples.glob("*.yaml"))
         ]

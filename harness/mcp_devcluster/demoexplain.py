@@ -8,6 +8,7 @@ Pure: status dictionaries (as the API returns them) in, lines of text out.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,10 +32,34 @@ class Advice:
 
 @dataclass(frozen=True)
 class Line:
-    """One printed line; a ``command`` (or a path) must never be broken across lines."""
+    """One printed line; a ``command`` (or a path) must never be broken inside a word
+    (``command_lines``)."""
 
     text: str
     command: bool = False
+
+
+# one shell word: unquoted characters and quoted strings, which may hold spaces
+SHELL_WORD = re.compile(r"""(?:[^\s'"]+|'[^']*'|"[^"]*")+""")
+CONTINUED = " \\"
+
+
+def command_lines(text: str, width: int) -> list[str]:
+    """A command as lines of at most ``width`` columns that paste as the one command: broken only
+    between shell words, each line but the last ending in a backslash, the next indented two
+    more. A word wider than a line (a long path) stands alone on a line of its own; a terminal
+    narrower still folds it, but no line break ever lands inside it."""
+    if len(text) <= width:
+        return [text]
+    indent = text[: len(text) - len(text.lstrip(" "))]
+    lines: list[str] = []
+    line = ""
+    for word in SHELL_WORD.findall(text):
+        if line and len(line) + 1 + len(word) + len(CONTINUED) > width:
+            lines.append(line + CONTINUED)
+            line = ""
+        line = f"{line} {word}" if line else (indent if not lines else indent + "  ") + word
+    return [*lines, line]
 
 
 BUSY_MACHINE = "close other programs (or wait until the machine is idle) and run `make demo` again"
@@ -47,6 +72,19 @@ EXPLANATIONS: dict[str, Advice] = {
         "the drill cannot judge it",
         "close other programs or lower spec.drill.scale, then run again; status.stages[].clientBound "
         "says which stage and why",
+    ),
+    "LoadNotDelivered": Advice(
+        "a stage sent fewer requests than its planned rate and time allow (beyond the randomness of "
+        "its arrivals), so the server never had the load the drill was to judge it under: the client "
+        "was too busy, or the server so slow that arrivals were dropped at the client's in-flight cap",
+        "close other programs or lower spec.drill.scale, then run again; the kpi row loadGenerator "
+        "says which stage sent how many of its planned requests, status.stages[] the rate reached",
+    ),
+    "TooFewRequests": Advice(
+        "a stage ran too few requests for a P99 (fewer than 100: its P99 would be one slow request), "
+        "so whether its P99 jumped could not be judged",
+        "give the stages more time (spec.drill.durationScale) or rate (spec.drill.scale), then run "
+        "again; the kpi row p99JumpPoint names the stages and their counts",
     ),
     "ProberOverloaded": Advice(
         "the operator's own prober ran late (the machine was too busy to run its loop on time), so "
@@ -342,13 +380,13 @@ def advise(kind: str, name: str, status: Mapping[str, Any]) -> list[Line]:
 
 @dataclass(frozen=True)
 class Exploration:
-    """What a kept demo leaves to look at: ``exports`` the shell line that points kubectl at the
-    cluster (empty for a configured cluster, which is already the current one); ``drill`` the
-    sample the board and the report are best on; ``local`` whether the demo started the control
-    plane (then ``make demo-down`` stops it); ``samples`` the kept samples as kubectl names them
-    (``mcpr/NAME mcpb/NAME``), to delete from a configured cluster."""
+    """What a kept demo leaves to look at: ``exports`` the shell lines that point kubectl at the
+    cluster, one variable (one path) each (none for a configured cluster, which is already the
+    current one); ``drill`` the sample the board and the report are best on; ``local`` whether the
+    demo started the control plane (then ``make demo-down`` stops it); ``samples`` the kept
+    samples as kubectl names them (``mcpr/NAME mcpb/NAME``), to delete from a configured cluster."""
 
-    exports: str
+    exports: tuple[str, ...]
     drill: str
     local: bool
     samples: str = ""
@@ -362,8 +400,7 @@ def next_steps(explore: Exploration | None) -> list[Line]:
     lines = [
         Line("the cluster is kept (the operator and the reference server are stopped; the verdicts stay):")
     ]
-    if explore.exports:
-        lines.append(Line(f"  {explore.exports}", command=True))
+    lines += [Line(f"  {export}", command=True) for export in explore.exports]
     lines += [
         Line("  kubectl get mcpr,mcpb", command=True),
         Line(f"  kubectl mcp board {explore.drill}", command=True),

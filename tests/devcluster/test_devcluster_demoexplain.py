@@ -9,6 +9,7 @@ import importlib
 import inspect
 import io
 import re
+import shlex
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,9 +21,9 @@ from tests.operator.drillstatus import SPEC, benchmark_object, readiness_object
 
 from mcp_checks.health import HealthProbeSpec, ProbeSamples, evaluate
 from mcp_checks.verdict import CheckOutcome, Verdict
-from mcp_devcluster import buildnotice
+from mcp_devcluster import build, buildnotice
 from mcp_devcluster.cluster import default_state_dir
-from mcp_devcluster.demo import demo_state_dir, print_lines
+from mcp_devcluster.demo import SampleOutcome, demo_state_dir, exploration, print_lines
 from mcp_devcluster.demoexplain import (
     BY_VERDICT,
     EXPLANATIONS,
@@ -31,6 +32,7 @@ from mcp_devcluster.demoexplain import (
     Exploration,
     Line,
     advise,
+    command_lines,
     next_steps,
 )
 from mcp_operator.readiness.drill.kpi import board
@@ -58,16 +60,17 @@ def probe(samples: ProbeSamples, **spec: Any) -> CheckOutcome:
     return evaluate(HealthProbeSpec(url=URL + "/v2/health/ready", **spec), samples)
 
 
-def stage(rate: float, client_bound: tuple[str, ...] = ()) -> StageFigures:
+def stage(rate: float, client_bound: tuple[str, ...] = (), p99: float = 3.0) -> StageFigures:
+    """Ten seconds at ``rate``; with ``client_bound``, the client was busy over its one window."""
     completed = int(rate * 10)
     return StageFigures(
         requested=f"{rate:g} req/s",
         achieved_rps=rate,
         p50_ms=1.0,
-        p99_ms=3.0,
+        p99_ms=p99,
         completed=completed,
         errors=0,
-        windows=(WindowFigures(0.0, 3.0, completed, 0),),
+        windows=(WindowFigures(0.0, p99, completed, 0, client_busy=bool(client_bound)),),
         sent=completed,
         client_bound=client_bound,
     )
@@ -75,8 +78,12 @@ def stage(rate: float, client_bound: tuple[str, ...] = ()) -> StageFigures:
 
 def saturated_drill(*figures: tuple[str, StageFigures]) -> dict[str, Any]:
     """The demo's drill on a busy machine: by default every KPI met but the mixed stage's client
-    lagged."""
-    figures = figures or (("baseline", stage(400)), ("mixed", stage(2000, (LAG,))), ("spike", stage(2000)))
+    lagged, and its P99 jumped with it (so the jump may be the client's)."""
+    figures = figures or (
+        ("baseline", stage(400)),
+        ("mixed", stage(2000, (LAG,), p99=20.0)),
+        ("spike", stage(2000)),
+    )
     ok = sum(f.completed for _, f in figures)
     rows = board(ok=ok, total=ok, stages=figures, recoveries=[], hot_updates=[], thresholds=SPEC.kpis)
     stages = [
@@ -109,7 +116,9 @@ def test_a_saturated_load_generator_is_blamed_on_the_machine_with_the_stage_that
 
 
 def test_every_check_at_the_worst_verdict_is_explained_not_only_the_one_ready_names() -> None:
-    short = saturated_drill(("baseline", stage(10)), ("mixed", stage(64, (LAG,))), ("spike", stage(64)))
+    short = saturated_drill(
+        ("baseline", stage(10)), ("mixed", stage(64, (LAG,), p99=20.0)), ("spike", stage(64))
+    )
     said = text(advise("MCPReadiness", "refserver-drill", short))
     assert "Inconclusive (InsufficientSamples, LoadGeneratorSaturated)" in said
     assert "InsufficientSamples: too few requests" in said and "LoadGeneratorSaturated: the machine" in said
@@ -234,6 +243,7 @@ NEEDS_NO_ENTRY = {
     "HealthProbePassed",
     "HealthMet",
     "ClientKeptUp",
+    "ClientBusyFindingsStand",
     "NoJump",
     "WithinThreshold",
     "SloMet",
@@ -339,11 +349,15 @@ def test_every_explanation_says_what_it_means_and_what_to_do() -> None:
 
 
 def test_a_kept_local_cluster_gets_the_next_three_commands_and_the_way_out() -> None:
-    exports = 'export KUBECONFIG=/c/demo/kubeconfig PATH=/c/bin:/v/bin:"$PATH"'
+    exports = (
+        "export KUBECONFIG=/c/demo/kubeconfig",
+        'export PATH=/v/bin:"$PATH"',
+        'export PATH=/c/bin:"$PATH"',
+    )
     lines = next_steps(Exploration(exports=exports, drill="refserver-drill", local=True))
     commands = [line.text.strip() for line in lines if line.command]
     assert commands == [
-        exports,
+        *exports,
         "kubectl get mcpr,mcpb",
         "kubectl mcp board refserver-drill",
         "mcp-operator report refserver-drill --kind mcpr -o refserver-drill.html",
@@ -351,8 +365,21 @@ def test_a_kept_local_cluster_gets_the_next_three_commands_and_the_way_out() -> 
     assert "make demo-down" in text(lines) and KEEP_HINT not in text(lines)
 
 
+def test_a_kept_local_demo_exports_one_path_a_line_with_its_kubectl_first_on_path() -> None:
+    drill = SampleOutcome(
+        "MCPReadiness", "refserver-drill", "True", "Pass", "ChecksPassed", "", 1.0, drill=True
+    )
+    explore = exploration([drill], Path("/c/demo/kubeconfig"), local=True)
+    assigned = [shlex.split(export)[1].split("=", 1) for export in explore.exports]
+    assert [name for name, _ in assigned] == ["KUBECONFIG", "PATH", "PATH"]
+    assert assigned[0][1] == "/c/demo/kubeconfig" and explore.drill == "refserver-drill"
+    kubectl = build.components()["kubernetes"].binary("kubectl")
+    assert assigned[-1][1] == f"{kubectl.parent}:$PATH"  # exported last: first on PATH
+    assert all(len(path.split(":")) == 2 for _, path in assigned[1:])  # one directory each
+
+
 def test_a_kept_configured_cluster_is_not_stopped_but_its_samples_can_be_deleted() -> None:
-    explore = Exploration(exports="", drill="d", local=False, samples="mcpr/d mcpb/b")
+    explore = Exploration(exports=(), drill="d", local=False, samples="mcpr/d mcpb/b")
     said = text(next_steps(explore))
     assert "make demo-down" not in said and "kubectl delete mcpr/d mcpb/b" in said
     assert "export KUBECONFIG" not in said
@@ -363,16 +390,23 @@ def test_without_keep_the_demo_says_once_how_to_keep_the_cluster() -> None:
     assert "make demo KEEP=1" in KEEP_HINT
 
 
-def test_a_command_is_never_broken_across_lines_and_prose_wraps_at_words() -> None:
+def test_a_command_breaks_only_between_its_words_and_prose_wraps_at_words() -> None:
+    """At 80 columns a kubeconfig path of a long home directory stands on a line of its own (the
+    issue: it wrapped onto a second line mid-path); the lines paste as the one command."""
     sink = io.StringIO()
-    path = "/home/someone/.cache/mcp-operator/clusters/demo/kubeconfig"
-    prose = "the machine generating the load was too busy, not the server"
-    print_lines(
-        [Line(f"  export KUBECONFIG={path}", command=True), Line(prose)], Console(file=sink, width=40)
-    )
+    path = "/home/long-username/.cache/mcp-operator/clusters/demo/kubeconfig"  # 84 columns after export
+    report = "mcp-operator report refserver-drill --kind mcpr -o 'the refserver drill, kept.html'"
+    prose = f"the machine generating the load was too busy, not the server; its log is in {path}"
+    commands = [Line(f"  export KUBECONFIG={path}", command=True), Line(f"  {report}", command=True)]
+    lines = [*commands, Line(prose)]
+    print_lines(lines, Console(file=sink, width=80))
     out = sink.getvalue().splitlines()
-    assert out[0] == f"  export KUBECONFIG={path}"
-    assert all(len(line) <= 40 for line in out[1:]) and " ".join(out[1:]).split() == prose.split()
+    assert out[:2] == ["  export \\", f"    KUBECONFIG={path}"]
+    assert out[2].endswith(" \\") and out[3].startswith("    ")
+    assert shlex.split(" ".join(out[2:4]).replace(" \\ ", " ")) == shlex.split(report)
+    assert all(len(line) <= 80 for line in out) and path in out[-1].split()
+    assert " ".join(out[4:]).split() == prose.split()
+    assert command_lines("  kubectl get mcpr,mcpb", 80) == ["  kubectl get mcpr,mcpb"]  # it fits: as it is
 
 
 def test_the_demo_runs_from_a_state_directory_of_its_own() -> None:

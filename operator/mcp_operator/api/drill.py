@@ -194,7 +194,7 @@ class Stage(ApiModel):
 
 
 class KpiThresholds(ApiModel):
-    """The KPI board's limits; a value past ``warn`` but within the limit is ⚠️ (Warn)."""
+    """The KPI board's limits; a value past ``warn`` but within the limit is ! (Warn)."""
 
     health_success_ratio: float = Field(
         default=0.9999, ge=0, le=1, description="Lowest success share of probes."
@@ -409,8 +409,8 @@ class StageSummary(ApiModel):
 
 class KpiRow(ApiModel):
     name: str = Field(description="KPI, e.g. healthSuccessRatio, hotUpdateSeconds, recoverySeconds.")
-    verdict: Verdict = Field(description="Pass (✅), Warn (⚠️), Fail (❌), Inconclusive (no data) or Error.")
-    mark: str = Field(description="✅, ⚠️, ❌ or ?.")
+    verdict: Verdict = Field(description="Pass (✓), Warn (!), Fail (✗), Inconclusive (no data) or Error.")
+    mark: str = Field(description="✓, !, ✗ or ?.")
     measured: str = Field(description="The value measured, or why there is none.")
     threshold: str = Field(description="The limit.")
     warn: str = Field(default="", description="The warn band, if any.")

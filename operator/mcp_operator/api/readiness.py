@@ -21,6 +21,9 @@ KIND = "MCPReadiness"
 PLURAL = "mcpreadinesses"
 MAX_CHECK_HISTORY = 128  # checks, KPI rows (one recovery row per fault) and refused faults
 MAX_HISTORY = 10
+# the phases of an evaluation that completed: Ready, not Ready on a verdict, and not Ready because
+# nothing could be decided (an Inconclusive verdict is no failure of the release)
+DECIDED_PHASES = ("Succeeded", "Failed", "Inconclusive")
 MAX_FINDINGS = 20
 
 
@@ -416,7 +419,8 @@ class XdsMemoryStatus(ApiModel):
 class MCPReadinessStatus(ApiModel):
     observed_generation: int | None = Field(default=None, description="Generation the verdict reflects.")
     phase: str | None = Field(
-        default=None, description="Pending, Running, Succeeded, Failed, Invalid, Suspended or Aborted."
+        default=None,
+        description="Pending, Running, Succeeded, Failed, Inconclusive, Invalid, Suspended or Aborted.",
     )
     verdict: Verdict | None = Field(
         default=None,

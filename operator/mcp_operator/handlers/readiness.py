@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from .. import metrics, runtime
 from ..api.common import GROUP, VERSION
-from ..api.readiness import KIND, PLURAL, MCPReadinessSpec, PodReadinessGate
+from ..api.readiness import DECIDED_PHASES, KIND, PLURAL, MCPReadinessSpec, PodReadinessGate
 from ..conditions import condition, utc_now
 from ..readiness import change, drills, due, podgate, readers
 from ..readiness.claim import skip_reason
@@ -27,7 +27,7 @@ from .common import about_object, announcer, reject, wait_for_names
 log = logging.getLogger(__name__)
 WATCH_INTERVAL_S = 2.0
 RETRY_TICK_S = 2.5  # how often a scheduled retry is looked for (its backoff starts at 5 s)
-DECIDED = ("Succeeded", "Failed")
+DECIDED = DECIDED_PHASES
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL)

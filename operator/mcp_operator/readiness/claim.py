@@ -22,10 +22,10 @@ from kubernetes.client.exceptions import ApiException
 
 from .. import kube
 from ..api.common import GROUP, VERSION
-from ..api.readiness import PLURAL
+from ..api.readiness import DECIDED_PHASES, PLURAL
 
 INSTANCE = uuid.uuid4().hex[:12]  # this operator process
-FINAL_PHASES = ("Succeeded", "Failed", "Invalid", "Suspended")
+FINAL_PHASES = (*DECIDED_PHASES, "Invalid", "Suspended")
 
 
 @dataclass(frozen=True)

@@ -137,7 +137,7 @@ def ended_status(
     conds = journal.revert_condition(conds, list(status.get("faults") or []), generation, now)
     fields = {
         "observedGeneration": generation,
-        "phase": "Aborted" if aborted else "Failed",
+        "phase": "Aborted" if aborted else "Inconclusive",
         "verdict": "Inconclusive",
         "completedAt": now,
         "conditions": conds,

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..api.readiness import MCPReadinessSpec
+from ..api.readiness import DECIDED_PHASES, MCPReadinessSpec
 from .claim import orphaned_watch_round
 from .evaluate import recheck_due
 from .readers import readers
@@ -19,7 +19,7 @@ from .release import observe as observe_release
 from .retry import retry_due
 from .round import observe
 
-DECIDED = ("Succeeded", "Failed")
+DECIDED = DECIDED_PHASES
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from mcp_checks.api import (
 )
 from mcp_checks.api import run_checks as run_suite
 
-from ..api.readiness import MCPReadinessSpec
+from ..api.readiness import DECIDED_PHASES, MCPReadinessSpec
 from ..guarded import check_hooks
 from ..targets import ServiceExists, SpecProblem, credentials_problem, resolve_url
 from .dialing import dialed_addresses
@@ -137,7 +137,7 @@ def recheck_due(spec: MCPReadinessSpec, status: Mapping[str, Any], now: dt.datet
     if spec.recheck_interval_seconds is None or spec.suspend:
         return False
     completed = status.get("completedAt")
-    if status.get("phase") not in ("Succeeded", "Failed") or not completed:
+    if status.get("phase") not in DECIDED_PHASES or not completed:
         return False
     last = dt.datetime.strptime(completed, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
     return (now - last).total_seconds() >= spec.recheck_interval_seconds

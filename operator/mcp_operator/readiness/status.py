@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mcp_checks.api import SEVERITY, CheckOutcome, RunVerdict, decide
+from mcp_checks.api import SEVERITY, CheckOutcome, RunVerdict, Verdict, decide
 
 from ..api.readiness import MAX_CHECK_HISTORY, MAX_FINDINGS, MAX_HISTORY, MCPReadinessStatus
 from ..bounded import MAX_URL, TIERS, Bounds, clip, clip_map, clip_strings, fit, json_size
@@ -108,6 +108,14 @@ def verdict_status(
     return MCPReadinessStatus.model_validate(status).to_patch(), verdict
 
 
+def verdict_phase(verdict: RunVerdict) -> str:
+    """Succeeded when Ready; Inconclusive when nothing could be decided (no failure of the
+    release: the machine, too few samples, a busy client); Failed otherwise."""
+    if verdict.ready:
+        return "Succeeded"
+    return "Inconclusive" if verdict.outcome is Verdict.INCONCLUSIVE else "Failed"
+
+
 def _verdict_fields(
     previous: Mapping[str, Any],
     generation: int,
@@ -148,7 +156,7 @@ def _verdict_fields(
     history = [*list(previous.get("history") or []), record][-MAX_HISTORY:]
     status: dict[str, Any] = {
         "observedGeneration": generation,
-        "phase": "Succeeded" if verdict.ready else "Failed",
+        "phase": verdict_phase(verdict),
         "verdict": verdict.outcome.value,
         "score": verdict.score,
         "targetUrl": clip(redact_url(base_url), MAX_URL),

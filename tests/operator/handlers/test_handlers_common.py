@@ -16,6 +16,7 @@ from tests.operator.fakekube import EventLog, FakeKube, custom_kind
 from mcp_operator import policy
 from mcp_operator.api.benchmark import KIND as BENCHMARK
 from mcp_operator.api.common import API_VERSION, GROUP
+from mcp_operator.api.readiness import DECIDED_PHASES
 from mcp_operator.api.readiness import KIND as READINESS
 from mcp_operator.api.readiness import PLURAL as READINESS_PLURAL
 from mcp_operator.benchmark import start
@@ -91,7 +92,7 @@ async def test_a_readiness_gate_waits_for_a_name_and_runs_once_it_resolves(
     _dns_answers(monkeypatch, "127.0.0.1")  # resolves now: the same generation is evaluated
     await _call(readiness_handlers.evaluate_readiness, stored)
     status = (kube_fake.get(cr, NS, "late") or {})["status"]
-    assert status["phase"] in ("Succeeded", "Failed") and status["observedGeneration"] == 1
+    assert status["phase"] in DECIDED_PHASES and status["observedGeneration"] == 1
     ready = condition(status["conditions"], "Ready") or {}
     assert ready["reason"] != "TargetUnresolved"
 

@@ -90,7 +90,7 @@ async def test_a_drill_the_operator_lost_mid_run_ends_interrupted(events: Events
     out: dict[str, Any] = {}
     status = {"phase": "Running", "evaluation": {"generation": 1, "id": "gone"}, "stages": STAGES[:2]}
     assert await change.accept(_spec(), status, _gate(events), out) is None
-    assert (out["phase"], out["verdict"]) == ("Failed", "Inconclusive")
+    assert (out["phase"], out["verdict"]) == ("Inconclusive", "Inconclusive")
     assert _reason(out) == ("False", "DrillInterrupted")
     assert "change the spec to run it again" in events[0][2]
     assert drills.interrupted(status, 1) and not drills.interrupted(status, 2)

@@ -1,5 +1,5 @@
 """The KPI board: what the drill measured against the reference limits, one row per KPI with
-✅ / ⚠️ / ❌ and the evidence. Pure: measurements in, rows out. A KPI with no data is
+✓ / ! / ✗ and the evidence. Pure: measurements in, rows out. A KPI with no data is
 Inconclusive (no mark), never a pass."""
 
 from __future__ import annotations
@@ -11,16 +11,8 @@ from dataclasses import dataclass, replace
 from mcp_checks.api import CheckOutcome, Finding, Verdict
 
 from ...api.drill import KpiThresholds
-from .load import StageFigures
-
-MARKS = {
-    Verdict.PASS: "✅",
-    Verdict.WARN: "⚠️",
-    Verdict.FAIL: "❌",
-    Verdict.INCONCLUSIVE: "?",
-    Verdict.ERROR: "?",
-}
-
+from ...board.marks import mark
+from .load import StageFigures, WindowFigures
 
 NO_OUTAGE = "NoOutageObserved"  # a fault no client saw fail: no recovery to measure
 NOT_MEASURED = "not measured: the fault caused no observable failure, so there was no recovery to time"
@@ -42,7 +34,7 @@ class KpiResult:
             "name": self.name,
             **({"fault": self.fault} if self.fault else {}),
             "verdict": self.verdict.value,
-            "mark": MARKS[self.verdict],
+            "mark": mark(self.verdict),
             "measured": self.measured,
             "threshold": self.threshold,
             "warn": self.warn,
@@ -158,11 +150,16 @@ def hot_update_kpis(updates: Sequence[tuple[str, str, float | None]], t: KpiThre
 
 
 FAILING_SHARE = 0.01  # above this share of failed requests, a window's P99 request is a failure
+# a P99 of fewer requests is one of the slowest few of them: one late request, not a percentile
+P99_MIN_REQUESTS = 100
+ARRIVAL_NOISE_SD = 3.0  # Poisson arrivals: a stage this many standard deviations short was short
 
 
 @dataclass(frozen=True)
 class Jump:
-    """A stage's first window whose P99 rose past the factor, or whose P99 request failed."""
+    """A stage's first window whose P99 rose past the factor, or whose P99 request failed.
+    ``client_busy``: that window's client passed its bound and even the latency from the actual
+    send rose past the factor, so the jump may be the client's as much as the service's."""
 
     stage: str
     offset_s: float
@@ -170,6 +167,7 @@ class Jump:
     baseline_ms: float
     errors: int
     requests: int
+    client_busy: bool = False
 
     def describe(self) -> str:
         where = f"{self.stage} at {self.offset_s:.1f} s"
@@ -183,14 +181,52 @@ class Jump:
         return f"{where}: P99 {self.p99_ms:.2f} ms vs {self.baseline_ms:.2f} ms ({ratio:.1f}x){errors}"
 
 
+def _judged_windows(figures: StageFigures) -> list[WindowFigures]:
+    """The stage's windows as P99s are judged: each window that holds enough requests to have a
+    P99 of its own; where none does, the whole stage as one window."""
+    resolved = [w for w in figures.windows if w.requests >= P99_MIN_REQUESTS]
+    if resolved or not figures.windows:
+        return resolved
+    requests = figures.completed + figures.errors
+    if requests < P99_MIN_REQUESTS:
+        return []
+    busy = any(w.client_busy for w in figures.windows)
+    stage = WindowFigures(0.0, figures.p99_ms, figures.completed, figures.errors, client_busy=busy)
+    return [replace(stage, service_p99_ms=figures.service_p99_ms)]
+
+
+def _rise(window: WindowFigures, limit: float) -> bool | None:
+    """None when the window's P99 stayed within ``limit``; else whether the rise may be the
+    client's. A busy client's lateness adds to the latency from the schedule, so a busy window
+    is judged on the latency from the actual send too (which a busy client can only make slower,
+    never faster): within the limit there, the rise was the client's alone, and no rise."""
+    if window.p99_ms is None or window.p99_ms <= limit:
+        return None
+    if not window.client_busy:
+        return False
+    if window.service_p99_ms is not None and window.service_p99_ms <= limit:
+        return None
+    return True
+
+
 def _jump_in(name: str, figures: StageFigures, baseline: float, factor: float) -> Jump | None:
+    judged = {w.offset_s: w for w in _judged_windows(figures)}
     for window in figures.windows:
-        requests = window.completed + window.errors
-        failing = requests > 0 and window.errors / requests > FAILING_SHARE
-        if failing or (window.p99_ms is not None and window.p99_ms > factor * baseline):
-            p99 = None if failing else window.p99_ms
-            return Jump(name, window.offset_s, p99, baseline, window.errors, requests)
+        requests = window.requests
+        if requests > 0 and window.errors / requests > FAILING_SHARE:
+            return Jump(name, window.offset_s, None, baseline, window.errors, requests)
+        seen = judged.get(window.offset_s)
+        busy = None if seen is None else _rise(seen, factor * baseline)
+        if seen is not None and busy is not None:
+            return Jump(name, window.offset_s, seen.p99_ms, baseline, seen.errors, seen.requests, busy)
     return None
+
+
+def _baseline_of(figures: StageFigures) -> float | None:
+    """A calm stage's P99 as the next stages' baseline: only one with enough requests for a P99."""
+    if figures.completed + figures.errors < P99_MIN_REQUESTS:
+        return None
+    return figures.p99_ms
 
 
 def jump_points(stages: Sequence[tuple[str, StageFigures]], factor: float) -> list[Jump]:
@@ -203,48 +239,107 @@ def jump_points(stages: Sequence[tuple[str, StageFigures]], factor: float) -> li
         jump = None if baseline is None or baseline <= 0 else _jump_in(name, figures, baseline, factor)
         if jump is not None:
             jumps.append(jump)
-        elif figures.p99_ms is not None:
-            baseline = figures.p99_ms
+        elif (calm := _baseline_of(figures)) is not None:
+            baseline = calm
     return jumps
 
 
+def unjudged_stages(stages: Sequence[tuple[str, StageFigures]]) -> list[str]:
+    """Stages whose P99 nothing judged: too few requests for a P99 (a first stage of too few
+    leaves the next without a baseline, and so on)."""
+    first = next((i for i, (_, f) in enumerate(stages) if _baseline_of(f) is not None), len(stages))
+    return [n for i, (n, f) in enumerate(stages) if not _judged_windows(f) or 0 < i <= first]
+
+
 def jump_kpi(stages: Sequence[tuple[str, StageFigures]], t: KpiThresholds) -> KpiResult | None:
-    """Where P99 jumps is a finding to look at (⚠️), not a failure by itself; every stage's jump
-    is listed, the first one first."""
+    """Where P99 jumps is a finding to look at (! Warn), not a failure by itself; every stage's jump
+    is listed, the first one first. No jump is a finding only where every stage had requests
+    enough for a P99: otherwise the row is Inconclusive and names the stages too small."""
     loaded = [(n, f) for n, f in stages if f.completed or f.errors]
     if len(loaded) < 2:
         return None
     threshold = f"P99 <= {t.p99_jump_factor:g}x the last calm stage's, failures <= {FAILING_SHARE:.0%}"
     jumps = jump_points(loaded, t.p99_jump_factor)
-    if not jumps:
-        return KpiResult("p99JumpPoint", Verdict.PASS, "NoJump", "no jump", threshold)
-    return KpiResult(
-        "p99JumpPoint",
-        Verdict.WARN,
-        "P99Jumped",
-        "; ".join(j.describe() for j in jumps),
-        threshold,
-        evidence="stages " + ", ".join(j.stage for j in jumps),
-    )
+    if jumps:
+        return KpiResult(
+            "p99JumpPoint",
+            Verdict.WARN,
+            "P99Jumped",
+            "; ".join(j.describe() for j in jumps),
+            threshold,
+            evidence="stages " + ", ".join(j.stage for j in jumps),
+        )
+    small = unjudged_stages(loaded)
+    if small:
+        counts = {n: f.completed + f.errors for n, f in loaded}
+        return KpiResult(
+            "p99JumpPoint",
+            Verdict.INCONCLUSIVE,
+            "TooFewRequests",
+            "; ".join(f"{n}: {counts[n]} requests" for n in small)
+            + f": a P99 needs {P99_MIN_REQUESTS} (raise the stage's rate or time: spec.drill.durationScale)",
+            threshold,
+            evidence="stages " + ", ".join(small),
+        )
+    return KpiResult("p99JumpPoint", Verdict.PASS, "NoJump", "no jump", threshold)
 
 
-def load_generator_kpi(stages: Sequence[tuple[str, StageFigures]]) -> KpiResult | None:
-    """Whether the load generator kept up: a stage whose client was the limit measured the client
-    as much as the service, so the drill cannot be judged on it (Inconclusive, never blamed on
-    the service). Dropped arrivals never reached the service: counted here, not as failures."""
+def shortfall(figures: StageFigures) -> str | None:
+    """Open loop: the stage sent fewer requests than its Poisson arrivals allow (more than
+    ``ARRIVAL_NOISE_SD`` standard deviations short of rate x time), so the service never had the
+    planned load; None when it had it, or the stage is closed loop."""
+    planned = figures.planned_requests
+    if planned is None:
+        return None
+    sent = figures.completed + figures.errors
+    if sent >= planned - ARRIVAL_NOISE_SD * math.sqrt(planned):
+        return None
+    return f"sent {sent} of {planned:.0f} planned ({sent / planned:.0%})"
+
+
+def load_generator_kpi(stages: Sequence[tuple[str, StageFigures]], factor: float) -> KpiResult | None:
+    """Whether the load generator delivered the planned load and whether any finding may be its
+    own doing. A busy client (its process near a full core, or late on its schedule) can only make
+    the service look slower, never faster: where the stage still got its load and no jump rests on
+    the busy client (busy windows are judged on the latency from the actual send), every finding
+    stands and the row passes, saying the client was busy. A stage that did not get its load, or a
+    jump that may be the client's, makes the row Inconclusive (never blamed on the service).
+    Dropped arrivals never reached the service: counted here, not as failures."""
     if not stages:
         return None
-    threshold = "no client process bound (CPU share, schedule lag)"
+    threshold = "the planned load sent (within arrival noise); no finding resting on a busy client"
     dropped = sum(f.dropped for _, f in stages)
     drops = f"; {dropped} arrivals dropped by the client's in-flight cap" if dropped else ""
+    short = [(n, gap) for n, f in stages if (gap := shortfall(f)) is not None]
+    if short:
+        return KpiResult(
+            "loadGenerator",
+            Verdict.INCONCLUSIVE,
+            "LoadNotDelivered",
+            "; ".join(f"{n}: {gap}" for n, gap in short) + drops,
+            threshold,
+            evidence="stages " + ", ".join(n for n, _ in short),
+        )
+    loaded = [(n, f) for n, f in stages if f.completed or f.errors]
+    suspect = {j.stage for j in jump_points(loaded, factor) if j.client_busy}
     bound = [(n, f.client_bound) for n, f in stages if f.client_bound]
-    if bound:
-        measured = "; ".join(f"{n}: {', '.join(reasons[:2])}" for n, reasons in bound)
+    shown = [(n, reasons) for n, reasons in bound if n in suspect or not suspect]
+    measured = "; ".join(f"{n}: {', '.join(reasons[:2])}" for n, reasons in shown)
+    if suspect:
         return KpiResult(
             "loadGenerator",
             Verdict.INCONCLUSIVE,
             "LoadGeneratorSaturated",
-            measured + drops,
+            measured + "; the P99 jump there may be the client's" + drops,
+            threshold,
+            evidence="stages " + ", ".join(n for n, _ in bound if n in suspect),
+        )
+    if bound:
+        return KpiResult(
+            "loadGenerator",
+            Verdict.PASS,
+            "ClientBusyFindingsStand",
+            measured + "; judged on the latency from the actual send, no finding rests on it" + drops,
             threshold,
             evidence="stages " + ", ".join(n for n, _ in bound),
         )
@@ -272,7 +367,7 @@ def board(
     ]
     for row in (
         jump_kpi(stages, thresholds),
-        load_generator_kpi(stages),
+        load_generator_kpi(stages, thresholds.p99_jump_factor),
     ):
         if row is not None:
             rows.append(row)

@@ -34,6 +34,14 @@ class WindowFigures:
     completed: int
     errors: int  # requests sent that failed
     dropped: int = 0  # arrivals the client never sent (its in-flight cap was reached)
+    # open loop: P99 from the actual send, without the client's own lateness (None: closed loop,
+    # where p99_ms already is that)
+    service_p99_ms: float | None = None
+    client_busy: bool = False  # the window's client passed its bound (CPU share or schedule lag)
+
+    @property
+    def requests(self) -> int:
+        return self.completed + self.errors
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,12 @@ class StageFigures:
     client_bound: tuple[str, ...] = ()
     source: str = ""  # what generated the load: empty for the operator's own process
     classes: tuple[ClassFigures, ...] = ()
+    service_p99_ms: float | None = None  # open loop: the stage's P99 from the actual send
+    planned_requests: float | None = None  # open loop: the arrivals the plan expects (rate x time)
+
+    @property
+    def client_busy(self) -> bool:
+        return bool(self.client_bound)
 
 
 def window_count(load: StageLoad) -> tuple[int, float]:
@@ -107,7 +121,7 @@ def load_plan(load: StageLoad, base_url: str) -> dict[str, Any]:
 
 
 def figures(doc: ResultDocument, load: StageLoad, source: str = "") -> StageFigures:
-    total = LatencyHistogram()
+    total, sent_total = LatencyHistogram(), LatencyHistogram()
     windows = []
     offset = 0.0
     window_s = load.duration_seconds / max(1, len(doc.levels))
@@ -119,7 +133,21 @@ def figures(doc: ResultDocument, load: StageLoad, source: str = "") -> StageFigu
         if hist is not None:
             total.merge(hist)
         p99 = hist.percentile_ms(99) if hist and hist.count else None
-        windows.append(WindowFigures(offset, p99, level.completed, level.failed, level.dropped))
+        from_send = level.histogram("e2e") if level.mode == "open" else None
+        if from_send is not None:
+            sent_total.merge(from_send)
+        service_p99 = from_send.percentile_ms(99) if from_send and from_send.count else None
+        windows.append(
+            WindowFigures(
+                offset,
+                p99,
+                level.completed,
+                level.failed,
+                level.dropped,
+                service_p99_ms=service_p99,
+                client_busy=bool(level.client_bound),
+            )
+        )
         completed += level.completed
         errors += level.failed
         dropped += level.dropped
@@ -142,6 +170,8 @@ def figures(doc: ResultDocument, load: StageLoad, source: str = "") -> StageFigu
         client_bound=tuple(bound),
         source=source,
         classes=classes,
+        service_p99_ms=sent_total.percentile_ms(99) if sent_total.count else None,
+        planned_requests=None if load.rate is None else load.rate * load.duration_seconds,
     )
 
 

@@ -4,6 +4,8 @@ mutation testing: the verdicts were tested, most of what a row says was not)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from mcp_checks.api import Verdict
@@ -189,33 +191,180 @@ def test_the_jump_row_whole() -> None:
     assert jump_kpi(calm[:1], t) is None  # one loaded stage: nothing to compare
 
 
+LOAD_THRESHOLD = "the planned load sent (within arrival noise); no finding resting on a busy client"
+
+
+def _busy(p99: float, service_p99: float | None, requests: int = 100, **kw: object) -> StageFigures:
+    """One window whose client passed its bound: P99 from the schedule, and from the actual send."""
+    return StageFigures(
+        requested="10 req/s",
+        achieved_rps=10.0,
+        p50_ms=p99 / 2,
+        p99_ms=p99,
+        completed=requests,
+        errors=0,
+        windows=(WindowFigures(0.0, p99, requests, 0, service_p99_ms=service_p99, client_busy=True),),
+        client_bound=("at 0 s: worker 0: schedule lag P99 16.5 ms > 10 ms",),
+        service_p99_ms=service_p99,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
 def test_the_load_generator_row_whole() -> None:
-    threshold = "no client process bound (CPU share, schedule lag)"
-    kept = load_generator_kpi([("a", _stage(10.0, [(10.0, 100, 0)])), ("b", _stage(10.0, [(10.0, 100, 0)]))])
+    calm = _stage(10.0, [(10.0, 100, 0)])
+    kept = load_generator_kpi([("a", calm), ("b", calm)], 3.0)
     assert kept is not None and _row(kept) == (
         "loadGenerator",
         Verdict.PASS,
         "ClientKeptUp",
         "2 stages kept up",
-        threshold,
+        LOAD_THRESHOLD,
         "",
     )
-    bound = load_generator_kpi(
+    busy = load_generator_kpi(
         [
             ("a", _stage(10.0, [(10.0, 100, 0)], client_bound=("cpu 98%", "lag 2 s", "third"), dropped=4)),
             ("b", _stage(10.0, [(10.0, 100, 0)], client_bound=("cpu 95%",))),
-        ]
+        ],
+        3.0,
     )
-    assert bound is not None and (*_row(bound), bound.evidence) == (
+    assert busy is not None and (*_row(busy), busy.evidence) == (
         "loadGenerator",
-        Verdict.INCONCLUSIVE,
-        "LoadGeneratorSaturated",
-        "a: cpu 98%, lag 2 s; b: cpu 95%; 4 arrivals dropped by the client's in-flight cap",
-        threshold,
+        Verdict.PASS,
+        "ClientBusyFindingsStand",
+        "a: cpu 98%, lag 2 s; b: cpu 95%; judged on the latency from the actual send, no finding rests "
+        "on it; 4 arrivals dropped by the client's in-flight cap",
+        LOAD_THRESHOLD,
         "",
         "stages a, b",
     )
-    assert load_generator_kpi([]) is None
+    assert load_generator_kpi([], 3.0) is None
+
+
+def test_a_late_client_is_judged_on_the_latency_from_the_actual_send() -> None:
+    """The client's own lateness lifted P99 from the schedule past the factor; from the actual
+    send the service stayed within it: no jump, and the row says the client was busy."""
+    calm = ("baseline", _stage(2.0, [(2.0, 100, 0)]))
+    late = ("spike", _busy(16.5, service_p99=5.9))
+    assert jump_points([calm, late], 3.0) == []
+    row = load_generator_kpi([calm, late], 3.0)
+    assert row is not None and (row.verdict, row.reason, row.evidence) == (
+        Verdict.PASS,
+        "ClientBusyFindingsStand",
+        "stages spike",
+    )
+    at_the_edge = ("spike", _busy(16.5, service_p99=6.0))  # 3 x 2.0: within
+    assert jump_points([calm, at_the_edge], 3.0) == []
+
+
+def test_a_jump_a_busy_client_may_have_made_is_inconclusive() -> None:
+    calm = ("baseline", _stage(2.0, [(2.0, 100, 0)]))
+    late = ("spike", _busy(16.5, service_p99=6.1))
+    (jump,) = jump_points([calm, late], 3.0)
+    assert (jump.stage, jump.p99_ms, jump.client_busy) == ("spike", 16.5, True)
+    quiet = ("mixed", _stage(2.0, [(2.0, 100, 0)], client_bound=("cpu 95%",)))
+    row = load_generator_kpi([calm, quiet, late], 3.0)
+    assert row is not None and (*_row(row), row.evidence) == (
+        "loadGenerator",
+        Verdict.INCONCLUSIVE,
+        "LoadGeneratorSaturated",
+        "spike: at 0 s: worker 0: schedule lag P99 16.5 ms > 10 ms; the P99 jump there may be the client's",
+        LOAD_THRESHOLD,
+        "",
+        "stages spike",
+    )
+    twice = load_generator_kpi([calm, late, ("again", _busy(16.5, service_p99=6.1))], 3.0)
+    assert twice is not None and twice.evidence == "stages spike, again"
+    no_send_figure = ("spike", _busy(16.5, service_p99=None))  # closed loop: nothing to separate
+    assert [j.client_busy for j in jump_points([calm, no_send_figure], 3.0)] == [True]
+    idle = ("spike", _stage(16.5, [(16.5, 100, 0)]))  # no busy client: the service's jump alone
+    assert [j.client_busy for j in jump_points([calm, idle], 3.0)] == [False]
+    assert load_generator_kpi([calm, idle], 3.0).reason == "ClientKeptUp"  # type: ignore[union-attr]
+
+
+def test_a_stage_short_of_its_planned_load_beyond_arrival_noise_is_inconclusive() -> None:
+    """400 planned arrivals: Poisson noise allows 400 - 3 x 20 = 340; 339 sent is short."""
+    at_noise = _stage(2.0, [(2.0, 340, 0)], planned_requests=400.0)
+    short = _stage(2.0, [(2.0, 330, 9)], planned_requests=400.0, dropped=61)
+    calm = _stage(2.0, [(2.0, 100, 0)])
+    assert load_generator_kpi([("b", calm), ("m", at_noise)], 3.0).reason == "ClientKeptUp"  # type: ignore[union-attr]
+    row = load_generator_kpi([("b", calm), ("m", short)], 3.0)
+    assert row is not None and (*_row(row), row.evidence) == (
+        "loadGenerator",
+        Verdict.INCONCLUSIVE,
+        "LoadNotDelivered",
+        "m: sent 339 of 400 planned (85%); 61 arrivals dropped by the client's in-flight cap",
+        LOAD_THRESHOLD,
+        "",
+        "stages m",
+    )
+    both = load_generator_kpi([("b", calm), ("m", short), ("s", short)], 3.0)
+    assert both is not None and (both.measured, both.evidence) == (
+        "m: sent 339 of 400 planned (85%); s: sent 339 of 400 planned (85%); 122 arrivals dropped by the "
+        "client's in-flight cap",
+        "stages m, s",
+    )
+    closed = _stage(2.0, [(2.0, 10, 0)])  # no plan of arrivals: nothing to fall short of
+    assert load_generator_kpi([("c", closed)], 3.0).reason == "ClientKeptUp"  # type: ignore[union-attr]
+
+
+def test_a_p99_needs_a_hundred_requests_behind_it() -> None:
+    """A window of fewer requests is not judged on its P99 (it is one of its slowest few); the
+    stage's whole P99 is, where the stage has enough; a stage of too few is no baseline."""
+    calm = ("baseline", _stage(2.0, [(2.0, 100, 0)]))
+    small_windows = ("mixed", _stage(2.5, [(9.0, 60, 0), (2.0, 60, 0)]))  # a slow request in 60
+    assert jump_points([calm, small_windows], 3.0) == []
+    slow_stage = ("mixed", _stage(7.0, [(9.0, 60, 0), (2.0, 60, 0)]))
+    (jump,) = jump_points([calm, slow_stage], 3.0)
+    assert (jump.offset_s, jump.p99_ms, jump.requests) == (0.0, 7.0, 120)
+    one_window_enough = ("mixed", _stage(2.5, [(9.0, 99, 0), (9.0, 100, 0)]))
+    (jump,) = jump_points([calm, one_window_enough], 3.0)
+    assert (jump.offset_s, jump.requests) == (5.0, 100)
+    tiny = ("baseline", _stage(0.5, [(0.5, 99, 0)]))
+    assert jump_points([tiny, ("mixed", _stage(9.0, [(9.0, 100, 0)]))], 3.0) == []  # no baseline
+    assert jump_points([tiny, calm, ("spike", _stage(6.1, [(6.1, 100, 0)]))], 3.0) != []
+    exactly = ("mixed", _stage(7.0, [(9.0, 50, 0), (2.0, 50, 0)]))  # 100 in all: the stage judged
+    assert [j.requests for j in jump_points([calm, exactly], 3.0)] == [100]
+    # 99 answered and 1 failed in small windows: 100 requests, so the stage's P99 is judged
+    # first (at its start), before the window whose one failure is 2 % of its 50
+    failed_late = ("mixed", _stage(7.0, [(9.0, 50, 0), (2.0, 49, 1)]))
+    assert [(j.offset_s, j.p99_ms) for j in jump_points([calm, failed_late], 3.0)] == [(0.0, 7.0)]
+    with_a_failure = ("baseline", _stage(2.0, [(2.0, 99, 1)]))  # 100 requests, one failed: a baseline
+    assert [j.stage for j in jump_points([with_a_failure, ("m", _stage(9.0, [(9.0, 100, 0)]))], 3.0)] == ["m"]
+
+
+def test_a_stage_of_small_windows_with_a_busy_client_is_judged_whole_on_both_latencies() -> None:
+    calm = ("baseline", _stage(2.0, [(2.0, 100, 0)]))
+
+    def busy(service_p99: float | None) -> StageFigures:
+        windows = tuple(WindowFigures(i * 5.0, 16.5, 60, 0, client_busy=i == 1) for i in range(2))
+        return replace(_busy(16.5, service_p99, requests=120), windows=windows)
+
+    assert jump_points([calm, ("spike", busy(5.9))], 3.0) == []
+    (jump,) = jump_points([calm, ("spike", busy(6.1))], 3.0)
+    assert (jump.offset_s, jump.p99_ms, jump.requests, jump.client_busy) == (0.0, 16.5, 120, True)
+
+
+def test_too_few_requests_for_a_p99_is_inconclusive_not_no_jump() -> None:
+    t = KpiThresholds()
+    tiny = ("baseline", _stage(0.5, [(0.5, 12, 0)]))
+    calm = ("mixed", _stage(2.0, [(2.0, 99, 1)]))  # 1 failed of 100: within what a P99 allows
+    spike = ("spike", _stage(2.0, [(2.0, 100, 0)]))
+    row = jump_kpi([tiny, calm, spike], t)
+    assert row is not None and (*_row(row), row.evidence) == (
+        "p99JumpPoint",
+        Verdict.INCONCLUSIVE,
+        "TooFewRequests",
+        "baseline: 12 requests; mixed: 100 requests: a P99 needs 100 (raise the stage's rate or time: "
+        "spec.drill.durationScale)",
+        "P99 <= 3x the last calm stage's, failures <= 1%",
+        "",
+        "stages baseline, mixed",
+    )
+    judged = jump_kpi([calm, spike], t)
+    assert judged is not None and judged.reason == "NoJump"
+    jumped = jump_kpi([tiny, calm, ("spike", _stage(9.0, [(9.0, 100, 0)]))], t)
+    assert jumped is not None and jumped.reason == "P99Jumped"  # a jump found stands
 
 
 def test_a_row_on_the_wire_and_as_a_check() -> None:
@@ -226,7 +375,7 @@ def test_a_row_on_the_wire_and_as_a_check() -> None:
         "name": "recoverySeconds",
         "fault": "f1",
         "verdict": "Warn",
-        "mark": "⚠️",
+        "mark": "!",
         "measured": "12.50 s",
         "threshold": "<= 17 s",
         "warn": "> 10 s",
