@@ -12,9 +12,9 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 LOGS := .make-logs
 # the drift tests; the HTML report's screenshot test; the real node (containers: e2e/test_realnode.py);
-# Argo CD's cache (e2e/test_argocd_sync.py)
+# Argo CD's cache (e2e/test_argocd_sync.py); the registry the README's path to your own cluster pushes to
 APT_PACKAGES := prometheus chromium-headless-shell containerd runc containernetworking-plugins docker.io \
-	mmdebstrap iptables tini ipset redis-server
+	mmdebstrap iptables tini ipset redis-server docker-registry fonts-dejavu-core
 DEMO_COMPONENTS := kubernetes etcd
 TEST_COMPONENTS := kwok helm luahealth xdsbed kubernetes-node coredns chaos-mesh argocd actionlint
 # both cores, one test file per worker at a time (module fixtures stay on one worker; each worker

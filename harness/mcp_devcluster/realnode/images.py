@@ -67,6 +67,7 @@ class BuildDaemon:
 
     run_dir: Path
     process: ManagedProcess | None = None
+    data_root: Path | None = None  # None: the cache's (one such daemon at a time, under its lock)
 
     @property
     def host(self) -> str:
@@ -74,7 +75,7 @@ class BuildDaemon:
 
     def start(self, timeout_s: float = 60) -> None:
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        data = build.cache_root() / "docker"
+        data = self.data_root or build.cache_root() / "docker"
         argv = [
             "dockerd",
             f"--data-root={data}",

@@ -6,8 +6,11 @@ The settings this machine needs (each found by running it here):
 * ``restrict_oom_score_adj``: the sandbox lacks CAP_SYS_RESOURCE in every bounding set, and runc
   then fails to lower a container's OOM score ("can't get final child's PID from pipe: EOF");
 * ``SystemdCgroup = false``: there is no systemd; the kubelet uses the cgroupfs driver too;
-* ``sandbox_image``: the pause image imported here (nothing can be pulled);
-* CNI from Debian's ``/usr/lib/cni``, configured per node (``node.cni_config``).
+* ``sandbox_image``: the pause image imported here (the node's own images are never pulled);
+* CNI from Debian's ``/usr/lib/cni``, configured per node (``node.cni_config``);
+* ``registry.config_path``: a ``hosts.toml`` per registry host under the node's own directory, read
+  on each pull, so a test can point the node at a plain-HTTP registry on loopback
+  (:func:`trust_http_registry`) as a user's cluster pulls from theirs.
 """
 
 from __future__ import annotations
@@ -59,6 +62,11 @@ class RuntimePaths:
         return self.root / "net.d"
 
     @property
+    def registry_hosts(self) -> Path:
+        """containerd's ``config_path``: ``<host>/hosts.toml`` for each registry it is told of."""
+        return self.root / "certs.d"
+
+    @property
     def endpoint(self) -> str:
         return f"unix://{self.socket}"
 
@@ -98,8 +106,23 @@ oom_score = 0
   max_conf_num = 1
 
 [{cri}.registry]
-  config_path = ""
+  config_path = "{paths.registry_hosts}"
 """
+
+
+def http_registry_hosts(host: str) -> str:
+    """``hosts.toml`` for a registry that serves plain HTTP at ``host`` (``127.0.0.1:<port>``):
+    without it containerd speaks HTTPS to the host, which the registry does not answer."""
+    return f'server = "http://{host}"\n'
+
+
+def trust_http_registry(paths: RuntimePaths, host: str) -> Path:
+    """Pulls of ``host/...`` images go to it over HTTP from now on (containerd reads the file on
+    each pull: no restart); returns the file, which removing undoes it."""
+    directory = paths.registry_hosts / host
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "hosts.toml").write_text(http_registry_hosts(host))
+    return directory / "hosts.toml"
 
 
 def ctr(paths: RuntimePaths, *args: str, stdin: bytes | None = None) -> str:
@@ -119,7 +142,14 @@ def start_containerd(
     paths: RuntimePaths, sandbox_image: str, log: Path, timeout_s: float = 60
 ) -> ManagedProcess:
     """containerd on ``paths``; ready once ``ctr version`` answers through its socket."""
-    for directory in (paths.root, paths.run, paths.data, paths.state, paths.cni_conf_dir):
+    for directory in (
+        paths.root,
+        paths.run,
+        paths.data,
+        paths.state,
+        paths.cni_conf_dir,
+        paths.registry_hosts,
+    ):
         directory.mkdir(parents=True, exist_ok=True)
     paths.config.write_text(containerd_config(paths, sandbox_image))
     proc = ManagedProcess("containerd", ["containerd", "--config", str(paths.config)], log)
