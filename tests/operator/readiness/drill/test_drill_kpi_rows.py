@@ -196,18 +196,10 @@ LOAD_THRESHOLD = "the planned load sent (within arrival noise); no finding resti
 
 def _busy(p99: float, service_p99: float | None, requests: int = 100, **kw: object) -> StageFigures:
     """One window whose client passed its bound: P99 from the schedule, and from the actual send."""
-    return StageFigures(
-        requested="10 req/s",
-        achieved_rps=10.0,
-        p50_ms=p99 / 2,
-        p99_ms=p99,
-        completed=requests,
-        errors=0,
-        windows=(WindowFigures(0.0, p99, requests, 0, service_p99_ms=service_p99, client_busy=True),),
-        client_bound=("at 0 s: worker 0: schedule lag P99 16.5 ms > 10 ms",),
-        service_p99_ms=service_p99,
-        **kw,  # type: ignore[arg-type]
-    )
+    window = WindowFigures(0.0, p99, requests, 0, service_p99_ms=service_p99, client_busy=True)
+    lag = ("at 0 s: worker 0: schedule lag P99 16.5 ms > 10 ms",)
+    stage = _stage(p99, [(p99, requests, 0)], client_bound=lag, service_p99_ms=service_p99, **kw)
+    return replace(stage, windows=(window,))
 
 
 def test_the_load_generator_row_whole() -> None:
