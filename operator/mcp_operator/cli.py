@@ -70,8 +70,10 @@ def _cmd_shard(_args: argparse.Namespace) -> int:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from mcp_bench.api import MissingExtraError, write_report
+    from mcp_checks.api import ExitCode
 
     from .benchmark.report import ReportError, default_namespace, read_report, status_tables
+    from .board.codes import read_error_code
     from .board.read import READINESS, ReadError, read_object
     from .report import write_readiness_report
 
@@ -89,10 +91,10 @@ def _cmd_report(args: argparse.Namespace) -> int:
         for path in exc.written:  # the JUnit XML needs no plotting library
             print(f"wrote {path}")
         print(f"mcp-operator report: {exc}", file=sys.stderr)
-        return 2
+        return int(ExitCode.USAGE)
     except (ReportError, ReadError) as exc:
         print(f"mcp-operator report: {exc}", file=sys.stderr)
-        return 2
+        return int(exc.code if isinstance(exc, ReportError) else read_error_code(exc))
     for path in written:
         print(f"wrote {path}")
     print(f"report: {verified}")

@@ -4,20 +4,17 @@ exit codes, and the plugin read through a kubeconfig against a small HTTP API (n
 from __future__ import annotations
 
 import io
-import json
 import os
 import subprocess
 import sys
-import threading
 import tomllib
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from rich.console import Console
+from tests.operator.cannedapi import CannedApi, canned_api
 from tests.operator.drillstatus import (
     benchmark_object,
     drill_object,
@@ -254,45 +251,14 @@ def test_the_plugin_executable_is_this_command() -> None:
 # --- reading through a kubeconfig, as kubectl does ---
 
 
-class _Api(BaseHTTPRequestHandler):
-    objects: dict[str, dict[str, Any]] = {}
-
-    def do_GET(self) -> None:
-        obj = self.objects.get(self.path)
-        body = obj or {"kind": "Status", "status": "Failure", "reason": "NotFound", "code": 404}
-        data = json.dumps(body).encode()
-        self.send_response(200 if obj else 404)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *_: Any) -> None:
-        pass
-
-
 @pytest.fixture
-def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[type[_Api]]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Api)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{server.server_port}"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "ctx", "context": {"cluster": "c", "user": "u", "namespace": "demo"}}],
-        "current-context": "ctx",
-    }
-    (tmp_path / "kubeconfig").write_text(yaml.safe_dump(config))
-    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
-    _Api.objects = {}
-    yield _Api
-    server.shutdown()
-    server.server_close()
+def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[type[CannedApi]]:
+    with canned_api(tmp_path / "kubeconfig") as served:
+        monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+        yield served
 
 
-def test_the_object_is_read_from_the_kubeconfigs_cluster(api: type[_Api]) -> None:
+def test_the_object_is_read_from_the_kubeconfigs_cluster(api: type[CannedApi]) -> None:
     api.objects["/apis/mcp2026.io/v1alpha1/namespaces/demo/mcpreadinesses/mcp2026"] = drill_object()
     assert read_object(READINESS, "mcp2026", "demo")["status"]["verdict"] == "Pass"
     with pytest.raises(ReadError) as missing:
@@ -300,7 +266,7 @@ def test_the_object_is_read_from_the_kubeconfigs_cluster(api: type[_Api]) -> Non
     assert missing.value.missing and "MCPBenchmark demo/mcp2026 not found" in str(missing.value)
 
 
-def test_the_plugin_process_prints_the_board_and_exits_with_its_code(api: type[_Api]) -> None:
+def test_the_plugin_process_prints_the_board_and_exits_with_its_code(api: type[CannedApi]) -> None:
     api.objects["/apis/mcp2026.io/v1alpha1/namespaces/demo/mcpreadinesses/bad"] = drill_object(failing=True)
     done = subprocess.run(
         [sys.executable, "-m", "mcp_operator.board.command", "board", "bad"],

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import os
+from collections.abc import Callable
 from typing import Any
 
 import urllib3
@@ -21,6 +22,7 @@ from mcp_bench.api import (
     Table,
     loads_document,
 )
+from mcp_checks.api import ExitCode
 
 from .. import kube
 from ..api.benchmark import PLURAL
@@ -31,7 +33,13 @@ SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/names
 
 
 class ReportError(RuntimeError):
-    """No report to render: none yet, not readable, or not a valid document."""
+    """No report to render: none yet, not readable, or not a valid document. ``code``: the exit
+    code of the table every command shares (``mcp_checks.exitcodes``): 2 when the cause is what
+    was asked (no kubeconfig, no such benchmark), else 3: nothing could be verified."""
+
+    def __init__(self, message: str, code: ExitCode = ExitCode.NOT_VERIFIED) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def _kubeconfig() -> str | None:
@@ -47,7 +55,7 @@ def _client() -> client.ApiClient:
         try:
             config.load_incluster_config()
         except config.ConfigException as exc:
-            raise ReportError(f"no kubeconfig and not in a pod: {exc}") from exc
+            raise ReportError(f"no kubeconfig and not in a pod: {exc}", ExitCode.USAGE) from exc
         return client.ApiClient()
 
 
@@ -84,6 +92,20 @@ def _run_key(api: client.ApiClient, namespace: str, job: str) -> tuple[bytes | N
     return base64.b64decode(encoded), ""
 
 
+def _read(what: str, hint: str, call: Callable[[], Any], missing: ExitCode) -> Any:
+    """One read for the report, its failure as a ReportError with the table's code: ``missing``
+    for a 404 (a benchmark not there is what was asked, 2; its report not written yet, 3); an
+    unreachable or refusing API server leaves nothing verified (3)."""
+    try:
+        return call()
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise ReportError(f"reading {what}: cannot reach the API server: {exc}") from exc
+    except ApiException as exc:
+        if exc.status == 404:
+            raise ReportError(f"no {what} ({hint})", missing) from exc
+        raise ReportError(f"reading {what}: {exc.status} {kube.api_message(exc)}") from exc
+
+
 def read_report(
     benchmark: str, namespace: str, api: client.ApiClient | None = None
 ) -> tuple[ResultDocument, dict[str, Any], str]:
@@ -93,22 +115,22 @@ def read_report(
     default: one from the kubeconfig or the pod's account (the command)."""
     api = api or _client()
     name = report_name(benchmark)
-    try:
-        cm = client.CoreV1Api(api).read_namespaced_config_map(
-            name, namespace, _request_timeout=kube.REQUEST_TIMEOUT_S
-        )
-        obj = client.CustomObjectsApi(api).get_namespaced_custom_object(
+    obj = _read(
+        f"MCPBenchmark {namespace}/{benchmark}",
+        f"kubectl get mcpb -n {namespace}",
+        lambda: client.CustomObjectsApi(api).get_namespaced_custom_object(
             GROUP, VERSION, namespace, PLURAL, benchmark, _request_timeout=kube.REQUEST_TIMEOUT_S
-        )
-    except (urllib3.exceptions.HTTPError, OSError) as exc:
-        raise ReportError(f"reading {namespace}/{name}: cannot reach the API server: {exc}") from exc
-    except ApiException as exc:
-        if exc.status == 404:
-            raise ReportError(
-                f"no report ConfigMap {namespace}/{name}: the benchmark has not finished "
-                f"(kubectl get mcpb {benchmark} -n {namespace}) or does not exist"
-            ) from exc
-        raise ReportError(f"reading {namespace}/{name}: {exc.status} {kube.api_message(exc)}") from exc
+        ),
+        ExitCode.USAGE,
+    )
+    cm = _read(
+        f"report ConfigMap {namespace}/{name}",
+        f"the benchmark has not finished: kubectl get mcpb {benchmark} -n {namespace}",
+        lambda: client.CoreV1Api(api).read_namespaced_config_map(
+            name, namespace, _request_timeout=kube.REQUEST_TIMEOUT_S
+        ),
+        ExitCode.NOT_VERIFIED,
+    )
     text = (cm.data or {}).get(RESULT_KEY)
     if not text:
         raise ReportError(f"{namespace}/{name} holds no {RESULT_KEY}")

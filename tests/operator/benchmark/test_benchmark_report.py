@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tests.operator.cannedapi import canned_api
 
 from mcp_operator.benchmark.report import default_namespace, status_tables
 from mcp_operator.cli import main
@@ -40,12 +41,32 @@ def test_the_current_contexts_namespace_else_default(tmp_path: Path, monkeypatch
 def test_an_unreachable_api_server_is_an_error_not_a_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Nothing listens on port 1: the command says so (exit 2) and writes no HTML."""
+    """Nothing listens on port 1: the command says so and writes no HTML; nothing was verified
+    (3, as the table every command shares says)."""
     monkeypatch.setenv("KUBECONFIG", str(_kubeconfig(tmp_path / "a", "bench")))
     html = tmp_path / "r.html"
-    assert main(["report", "nothing", "-o", str(html)]) == 2
-    assert "bench/nothing-report" in capsys.readouterr().err
+    assert main(["report", "nothing", "-o", str(html)]) == 3
+    assert "MCPBenchmark bench/nothing: cannot reach the API server" in capsys.readouterr().err
     assert not html.exists()
+
+
+def test_a_missing_benchmark_is_a_usage_error_and_a_missing_report_not_verified(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with canned_api(tmp_path / "kubeconfig", "bench") as served:
+        monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+        html = tmp_path / "r.html"
+        assert main(["report", "gone", "-o", str(html)]) == 2
+        assert "no MCPBenchmark bench/gone (kubectl get mcpb -n bench)" in capsys.readouterr().err
+        served.objects["/apis/mcp2026.io/v1alpha1/namespaces/bench/mcpbenchmarks/running"] = {
+            "apiVersion": "mcp2026.io/v1alpha1",
+            "kind": "MCPBenchmark",
+            "metadata": {"name": "running", "namespace": "bench"},
+        }
+        assert main(["report", "running", "-o", str(html)]) == 3
+        err = capsys.readouterr().err
+        assert "no report ConfigMap bench/running-report (the benchmark has not finished" in err
+        assert not html.exists()
 
 
 def test_the_status_becomes_sections_of_the_report() -> None:
