@@ -7,9 +7,10 @@ connection reached (:func:`check_peer`), once per connection. The operator's tar
 (``mcp_operator.policy``) builds on this rule and hands it to its pods in ``MCP_DIAL_GUARD``;
 ``mcp_bench`` imports nothing of the operator's, so the rule lives here and serves both.
 
-Denied always: link-local (169.254.0.0/16, fe80::/10, the metadata service's addresses) also
-when carried in an IPv6 address (mapped, NAT64, 6to4, IPv4-compatible); with an allow-list,
-anything outside it.
+Denied always: link-local (169.254.0.0/16, fe80::/10, the metadata services' addresses: AWS's
+IPv6 one, Alibaba Cloud's 100.100.100.200, Azure's WireServer 168.63.129.16) also when carried
+in an IPv6 address (mapped, IPv4-translated, NAT64 at the well-known or the local-use prefix,
+6to4, IPv4-compatible); with an allow-list, anything outside it.
 """
 
 from __future__ import annotations
@@ -29,9 +30,16 @@ IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 DENIED_NETWORKS: tuple[IpNetwork, ...] = (
     ipaddress.ip_network("169.254.0.0/16"),
     ipaddress.ip_network("fe80::/10"),
-    ipaddress.ip_network("fd00:ec2::254/128"),
+    ipaddress.ip_network("fd00:ec2::254/128"),  # AWS's metadata service over IPv6
+    ipaddress.ip_network("100.100.100.200/32"),  # Alibaba Cloud's metadata service
+    ipaddress.ip_network("168.63.129.16/32"),  # Azure's WireServer (and its metadata relay)
 )
-NAT64 = ipaddress.ip_network("64:ff9b::/96")  # the well-known prefix: an IPv4 address in its last 32 bits
+# the prefixes that carry an IPv4 address in their last 32 bits
+CARRIERS: tuple[ipaddress.IPv6Network, ...] = (
+    ipaddress.IPv6Network("64:ff9b::/96"),  # NAT64, the well-known prefix
+    ipaddress.IPv6Network("64:ff9b:1::/48"),  # NAT64, the local-use prefix (RFC 8215), as /96
+    ipaddress.IPv6Network("::ffff:0:0:0/96"),  # IPv4-translated (::ffff:0:a.b.c.d, RFC 2765)
+)
 IPV4_COMPATIBLE = ipaddress.ip_network("::/96")  # deprecated ::a.b.c.d
 ENV = "MCP_DIAL_GUARD"  # set (JSON) in the operator's pods: their clients refuse what it denies
 REFUSED = "refused by the target policy"  # in every refusal's message
@@ -41,7 +49,8 @@ SocketFactory = Callable[[AddrInfo], socket.socket]
 
 def embedded_ipv4(address: IpAddress) -> ipaddress.IPv4Address | None:
     """The IPv4 address an IPv6 one reaches, where it carries one: mapped (``::ffff:a.b.c.d``),
-    NAT64 (``64:ff9b::a.b.c.d``), 6to4 (``2002:aabb:ccdd::``) or IPv4-compatible (``::a.b.c.d``).
+    IPv4-translated (``::ffff:0:a.b.c.d``), NAT64 (``64:ff9b::a.b.c.d``, and the local-use
+    ``64:ff9b:1::a.b.c.d``), 6to4 (``2002:aabb:ccdd::``) or IPv4-compatible (``::a.b.c.d``).
     ``[::ffff:169.254.169.254]`` is the metadata service by another name."""
     if not isinstance(address, ipaddress.IPv6Address):
         return None
@@ -49,7 +58,7 @@ def embedded_ipv4(address: IpAddress) -> ipaddress.IPv4Address | None:
         return address.ipv4_mapped
     if address.sixtofour is not None:
         return address.sixtofour
-    if address in NAT64 or (address in IPV4_COMPATIBLE and int(address) > 1):
+    if any(address in net for net in CARRIERS) or (address in IPV4_COMPATIBLE and int(address) > 1):
         return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
     return None
 

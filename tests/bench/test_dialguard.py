@@ -55,6 +55,14 @@ async def server() -> AsyncIterator[tuple[str, list[str]]]:
         ("::ffff:169.254.169.254", False),
         ("::ffff:a9fe:a9fe", False),
         ("64:ff9b::a9fe:a9fe", False),
+        ("::ffff:0:a9fe:a9fe", False),  # IPv4-translated
+        ("64:ff9b:1::a9fe:a9fe", False),  # NAT64 at the local-use prefix
+        ("100.100.100.200", False),  # Alibaba Cloud's metadata service
+        ("::ffff:100.100.100.200", False),
+        ("168.63.129.16", False),  # Azure's WireServer
+        ("64:ff9b::a83f:8110", False),  # the WireServer through NAT64
+        ("100.100.100.201", True),
+        ("168.63.129.17", True),
         ("fe80::1%eth0", False),
         ("127.0.0.1", True),
         ("::1", True),
@@ -168,6 +176,11 @@ async def test_the_triton_clients_connect_only_where_the_policy_allows(policy: N
     [
         ("::ffff:169.254.169.254", "169.254.169.254"),
         ("64:ff9b::a9fe:a9fe", "169.254.169.254"),
+        ("64:ff9b:1::a9fe:a9fe", "169.254.169.254"),
+        ("64:ff9b:1:ffff:ffff:ffff:a9fe:a9fe", "169.254.169.254"),  # the local-use /48's last
+        ("64:ff9b:2::a9fe:a9fe", None),  # past the local-use /48
+        ("::ffff:0:a9fe:a9fe", "169.254.169.254"),
+        ("::1:ffff:0:a9fe:a9fe", None),  # not the translated prefix
         ("2002:a9fe:a9fe::1", "169.254.169.254"),
         ("::a9fe:a9fe", "169.254.169.254"),
         ("::2", "0.0.0.2"),  # IPv4-compatible from ::2 on

@@ -25,6 +25,8 @@ from urllib.parse import urlsplit
 
 from mcp_checks.api import CheckOutcome, HealthProbeSpec, run_health_probe_blocking
 
+from ..orphans import die_with_parent
+
 
 def target_key(url: str) -> str:
     """Rounds against the same host and port share one per-target bound."""
@@ -36,8 +38,10 @@ WORKERS_START_S = 120.0  # at most this long for every worker to start; then rou
 WORKERS_POLL_S = 0.02
 
 
-def _worker_started(count: Synchronized[Any]) -> None:
-    """Run by each worker process as it starts, after its imports: one more worker ready."""
+def _worker_started(count: Synchronized[Any], parent_pid: int) -> None:
+    """Run by each worker process as it starts, after its imports: it ends with the operator
+    (even a SIGKILLed one), and counts one more worker ready."""
+    die_with_parent(parent_pid)
     with count.get_lock():
         count.value += 1
 
@@ -64,7 +68,7 @@ class Prober:
                 max_workers=self.max_concurrent,
                 mp_context=context,
                 initializer=_worker_started,
-                initargs=(self._started,),
+                initargs=(self._started, os.getpid()),
             )
         return self._pool
 
