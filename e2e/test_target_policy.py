@@ -60,9 +60,10 @@ def test_a_runner_image_or_account_outside_the_allow_lists_is_refused(kube: Any)
     assert kube.run("get", "jobs", "-o", "name").stdout.strip() == ""
 
 
-def test_a_name_that_does_not_resolve_is_waited_for_not_refused(kube: Any) -> None:
+def test_a_name_that_does_not_resolve_is_waited_for_not_refused(kube: Any, operator: Any) -> None:
     """Cluster DNS may be late: a target or check source that does not resolve is not dialled,
-    and it is no refusal that stands either; both resources say which field, once, and wait."""
+    and it is no refusal that stands either; both resources say which field, once, and wait,
+    without an ERROR line (or an event of kopf's) at every look again."""
     late = "no-such-service.late-dns.invalid"
     kube.apply(
         stack.custom_resource(
@@ -97,5 +98,10 @@ def test_a_name_that_does_not_resolve_is_waited_for_not_refused(kube: Any) -> No
     time.sleep(20)  # past one retry (15 s): still waiting, and still one event each
     for kind, name in (("mcpbenchmark", "late-target"), ("mcpreadiness", "late-source")):
         assert stack.condition_of(kube.get(kind, name))["reason"] == "TargetUnresolved"
-        assert [e["reason"] for e in kube.events(name)].count("TargetUnresolved") == 1
+        events = kube.events(name)
+        assert [e["reason"] for e in events].count("TargetUnresolved") == 1
+        assert not [e for e in events if "failed temporarily" in e.get("message", "")], events
+    logged = operator.process.log_path.read_text(errors="replace").splitlines()
+    waits = [line for line in logged if "failed temporarily" in line and late in line]
+    assert not waits, waits[:3]
     assert kube.run("get", "jobs", "-o", "name").stdout.strip() == ""

@@ -17,6 +17,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 from kubernetes import client
 from pydantic import BaseModel, ValidationError
@@ -95,7 +96,8 @@ class PlannedCheck:
 def _join(base: str | None, path: str) -> str:
     if base is None:
         raise SpecError("healthProbe needs a target URL (spec.target.url, or --url)")
-    return base.rstrip("/") + path
+    parts = urlsplit(base)  # the path into the URL's path: after a #fragment it is never requested
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + path))
 
 
 def health_probe(entry: Mapping[str, Any] | HealthProbe) -> PlannedCheck:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
 
 from .api.common import TargetRef
 from .policy import TargetPolicy
@@ -47,7 +48,10 @@ def service_host(ref: TargetRef, namespace: str) -> str:
 
 
 def join_url(base: str, path: str) -> str:
-    return base.rstrip("/") + path
+    """``path`` appended to ``base``'s own path, its query and fragment kept where a URL keeps
+    them: appended as text, a path after a ``#fragment`` (or a ``?query``) is never requested."""
+    parts = urlsplit(base)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + path))
 
 
 async def resolve_url(

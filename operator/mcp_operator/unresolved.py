@@ -16,6 +16,7 @@ from .rejection import problems_message
 from .targets import SpecProblem
 
 RETRY_S = 15.0
+LOOKING_AGAIN = "; looking again"  # ends the handler's retry, which kopf logs (startup quiets it)
 
 
 def split(problems: list[SpecProblem]) -> tuple[list[SpecProblem], list[SpecProblem]]:

@@ -129,3 +129,10 @@ async def test_waiting_for_capacity_is_queue_time_not_the_checks_timeout() -> No
     )
     assert row.duration_s is not None and row.duration_s < check.timeout_s
     assert urls == ["http://svc:8000/health"]
+
+
+def test_the_probe_path_goes_into_the_targets_path_not_after_its_fragment() -> None:
+    from mcp_checks.suite import _join
+
+    assert _join("http://h:8000/v2#frag", "/health") == "http://h:8000/v2/health#frag"
+    assert _join("http://h:8000/?q=1", "/health") == "http://h:8000/health?q=1"

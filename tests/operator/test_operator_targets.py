@@ -8,7 +8,7 @@ import pytest
 
 from mcp_operator.api.common import TargetRef
 from mcp_operator.policy import TargetPolicy
-from mcp_operator.targets import SpecProblem, resolve_url
+from mcp_operator.targets import SpecProblem, join_url, resolve_url
 
 OUTSIDE, INSIDE = TargetPolicy(in_cluster=False), TargetPolicy(in_cluster=True)
 TRITON = TargetRef.model_validate({"name": "triton", "port": 8000})
@@ -53,3 +53,17 @@ async def test_a_target_url_by_where_the_operator_runs(policy: TargetPolicy, url
     got = await resolve_url(url, None, "ml", _exists, policy)
     assert isinstance(got, SpecProblem) and got.reason == reason
     assert got.message.startswith("spec.target.url: ")
+
+
+@pytest.mark.parametrize(
+    ("base", "joined"),
+    [
+        ("http://h:8000", "http://h:8000/health"),
+        ("http://h:8000/", "http://h:8000/health"),
+        ("http://h:8000/v2", "http://h:8000/v2/health"),
+        ("http://h:8000/v2?x=1", "http://h:8000/v2/health?x=1"),  # not after the query
+        ("http://h:8000/v2#frag", "http://h:8000/v2/health#frag"),  # never after a fragment
+    ],
+)
+def test_a_path_is_appended_to_the_urls_own_path(base: str, joined: str) -> None:
+    assert join_url(base, "/health") == joined

@@ -15,7 +15,7 @@ from mcp_bench.api import ObserverArgError, PlanError, RunPlan, build_observers,
 from ..api.benchmark import MCPBenchmarkSpec, RunnerSpec
 from ..policy import TargetPolicy
 from ..settings import OperatorSettings
-from ..targets import ServiceExists, SpecProblem, credentials_problem, resolve_url
+from ..targets import ServiceExists, SpecProblem, credentials_problem, join_url, resolve_url
 from .observe import observe_plan, observe_problem
 from .search import search_plan, search_problem
 from .workload import workload_payload
@@ -77,7 +77,7 @@ def plan_from_spec(spec: MCPBenchmarkSpec, url: str, benchmark: str) -> RunPlan:
         }.items()
         if value is not None
     }
-    target = url.rstrip("/") + spec.target.path if spec.target.backend == "http" else url
+    target = join_url(url, spec.target.path) if spec.target.backend == "http" else url
     return RunPlan.from_dict(
         {
             "url": target,

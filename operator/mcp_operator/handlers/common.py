@@ -17,7 +17,7 @@ from ..conditions import utc_now
 from ..readiness.drill.run import Announce
 from ..rejection import problems_message
 from ..targets import SpecProblem
-from ..unresolved import RETRY_S, waiting_conditions
+from ..unresolved import LOOKING_AGAIN, RETRY_S, waiting_conditions
 
 F = TypeVar("F", bound=Callable[..., Any])
 _HANDLED: contextvars.ContextVar[logs.ObjectRef | None] = contextvars.ContextVar(
@@ -88,4 +88,4 @@ async def wait_for_names(
     message = problems_message(problems)
     if changed:
         events.warning(body, problems[0].reason, message)
-    raise kopf.TemporaryError(f"{message}; looking again", delay=RETRY_S)
+    raise kopf.TemporaryError(f"{message}{LOOKING_AGAIN}", delay=RETRY_S)

@@ -17,6 +17,7 @@ from .. import metrics
 from ..leadership import leader_identity
 from ..policy import TargetPolicy
 from ..settings import OperatorSettings
+from ..unresolved import LOOKING_AGAIN
 
 __all__ = [
     "PREFIX",
@@ -34,6 +35,8 @@ _RETRY = re.compile(
 )
 _STATUS = re.compile(r"status=(\d+)\)\s*$")
 STARTING = "storage is (re)initializing"  # the API server's 429 while its watch cache fills
+# kopf's line for a handler that waits for a name to resolve (handlers.common.wait_for_names)
+_WAITING = re.compile(r"Handler '[^']*' failed temporarily: .*" + re.escape(LOOKING_AGAIN), re.S)
 
 
 class ApiRetryFilter(logging.Filter):
@@ -41,11 +44,16 @@ class ApiRetryFilter(logging.Filter):
     (``will retry``): at start-up an API server still filling its watch cache answers
     ``429 storage is (re)initializing`` and two ERROR lines looked like a failure. A retry is
     not an error: that 429 becomes an INFO line saying the API server is not ready yet, any
-    other retried failure a WARNING; the last attempt (``escalating``) stays an ERROR."""
+    other retried failure a WARNING; the last attempt (``escalating``) stays an ERROR. A handler
+    waiting for a name to resolve is no error either: its Ready condition and one event say so,
+    and kopf's line every 15 s for as long as the object lives (94 in 27 min) is DEBUG."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno != logging.ERROR:
             return True
+        if _WAITING.fullmatch(record.getMessage()):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
         found = _RETRY.fullmatch(record.getMessage())
         if found is None:
             return True

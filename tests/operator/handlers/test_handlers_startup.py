@@ -16,6 +16,7 @@ from kopf._cogs.structs import credentials
 from tests.httpserve import serving
 
 from mcp_operator.handlers import startup
+from mcp_operator.unresolved import LOOKING_AGAIN
 
 WATCHING = "kopf._cogs.clients.watching"  # the logger kopf's watch streams pass to its requests
 STARTING = {
@@ -124,6 +125,30 @@ def test_the_filter_leaves_other_lines_alone() -> None:
     ]:
         record = logging.LogRecord("kopf.objects", level, __file__, 1, message, None, None)
         assert keep.filter(record) and record.levelno == level and record.getMessage() == message
+
+
+def test_a_handler_waiting_for_a_name_is_debug_not_an_error_every_15_s() -> None:
+    """kopf logs the wait's retry at ERROR (and would post it as an event) every RETRY_S; the
+    object's Ready condition and one event already say it: DEBUG, shown only when asked for."""
+    quiet = startup.ApiRetryFilter()
+    message = (
+        "Handler 'evaluate_readiness' failed temporarily: spec.target.url: nowhere.invalid does not "
+        f"resolve yet{LOOKING_AGAIN}"
+    )
+    logger = logging.getLogger("kopf.objects")
+    before = logger.level
+    try:
+        logger.setLevel(logging.INFO)
+        record = logging.LogRecord("kopf.objects", logging.ERROR, __file__, 1, message, None, None)
+        assert not quiet.filter(record) and record.levelname == "DEBUG"
+        logger.setLevel(logging.DEBUG)
+        record = logging.LogRecord("kopf.objects", logging.ERROR, __file__, 1, message, None, None)
+        assert quiet.filter(record) and record.levelno == logging.DEBUG
+    finally:
+        logger.setLevel(before)
+    other = "Handler 'evaluate_readiness' failed temporarily: the API server answered 500"
+    record = logging.LogRecord("kopf.objects", logging.ERROR, __file__, 1, other, None, None)
+    assert quiet.filter(record) and record.levelno == logging.ERROR  # any other retry stays an error
 
 
 def test_the_startup_handler_installs_it(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,6 +14,7 @@ from mcp_checks.api import wait_served
 from ... import kube
 from ...api.drill import FaultSpec
 from ...guarded import check_hooks
+from ...targets import join_url
 from ..faults.base import apis as fault_apis
 from ..faults.hotupdate import content_hash
 from ..faults.selection import label_selector
@@ -46,6 +47,6 @@ async def reloaded_in_place(
     servers = await ready_pod_names(namespace, fault.workload, api)
     if not servers:
         return None
-    url = base_url.rstrip("/") + fault.report_path
+    url = join_url(base_url, fault.report_path)
     took, _ = await wait_served(url, content_hash(config_map), servers, TIMEOUT_S, dial=check_hooks())
     return took

@@ -23,6 +23,7 @@ from mcp_bench.api import LatencyHistogram, ResultDocument, loads_document
 from ...api.drill import StageLoad
 from ...benchmark.workload import plan_class
 from ...guarded import rule
+from ...targets import join_url
 
 OnStart = Callable[[float], None]  # when a stage's load started, on the monotonic clock
 
@@ -96,7 +97,7 @@ def load_plan(load: StageLoad, base_url: str) -> dict[str, Any]:
         else {"concurrency": [load.concurrency] * windows}
     )
     plan: dict[str, Any] = {
-        "url": base_url.rstrip("/") + load.path,
+        "url": join_url(base_url, load.path),
         "backend": "http",
         "levels": levels,
         "stage": {"duration_s": window_s},

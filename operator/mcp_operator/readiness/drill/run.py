@@ -30,6 +30,7 @@ from mcp_checks.api import (
 from ... import metrics
 from ...api.drill import MAX_WINDOWS, DrillSpec, FaultSpec, Stage, StageLoad
 from ...guarded import check_hooks
+from ...targets import join_url
 from ..faults import FaultRefused, PlannedFault, inject_fault, plan_fault, revert_fault
 from . import journal as jr
 from .inplace import reloaded_in_place
@@ -171,7 +172,7 @@ class Drill:
             )
 
     async def run(self) -> DrillOutcome:
-        url = self.ctx.base_url.rstrip("/") + self.ctx.health_path
+        url = join_url(self.ctx.base_url, self.ctx.health_path)
         refused = await preflight(url)
         if refused is not None:  # nothing injected, no stage run: the drill could prove nothing
             self.state.stages = ended_stages(self.state.stages)
