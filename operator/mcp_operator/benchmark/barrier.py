@@ -228,6 +228,21 @@ def start_problem(start_ns: int, now_ns: int) -> str | None:
     return None
 
 
+def sound_starts(starts: Mapping[int, int], now_ns: int) -> tuple[dict[int, int], dict[int, str]]:
+    """The starts the operator stands by, and why it drops the others: a validly signed start
+    further ahead than the barrier ever sets one (a Secret reader's, an hour out) is the same
+    stall to the operator as to the shards, so its level is opened again with a start of the
+    operator's own."""
+    kept, dropped = {}, {}
+    for level, start_ns in starts.items():
+        problem = start_problem(start_ns, now_ns)
+        if problem is None:
+            kept[level] = start_ns
+        else:
+            dropped[level] = problem
+    return kept, dropped
+
+
 def _iso_ms(unix_ns: int) -> str:
     return (
         datetime.fromtimestamp(unix_ns / 1e9, tz=UTC)

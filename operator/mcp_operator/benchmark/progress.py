@@ -9,14 +9,31 @@ from typing import Any
 
 from ..api.benchmark import MCPBenchmarkSpec
 from . import reconcile
-from .barrier import LEAD_NS, barrier_on, level_to_release, live_shards, progress_status, read_progress
+from .barrier import (
+    LEAD_NS,
+    barrier_on,
+    level_to_release,
+    live_shards,
+    progress_status,
+    read_progress,
+    sound_starts,
+)
 from .collect import pod_indices
+from .start import Announce
 
 
 async def run_progress(
-    namespace: str, job: str, state: reconcile.JobState, pods: list[Any], spec: MCPBenchmarkSpec
+    namespace: str,
+    job: str,
+    state: reconcile.JobState,
+    pods: list[Any],
+    spec: MCPBenchmarkSpec,
+    owner: tuple[str, str],
+    announce: Announce,
 ) -> dict[str, Any] | None:
-    """The status's progress block (camelCase), or None before any shard has reported."""
+    """The status's progress block (camelCase), or None before any shard has reported.
+    ``owner``: the MCPBenchmark's name and uid, for a start object someone deleted (made again,
+    signed, within a tick: the shards wait for it instead of waiting the barrier out alone)."""
     key = await reconcile.read_run_key(namespace, job)
     run = await reconcile.read_run_state(namespace, job, spec.shards, key)
     if not run.progress:
@@ -28,11 +45,18 @@ async def run_progress(
         if (report := read_progress(text, key, index, indices)) is not None
     }
     live = live_shards(spec.shards, pods, state.uid)
-    starts = dict(run.starts)
-    if barrier_on(spec):
+    now = time.time_ns()
+    starts, dropped = sound_starts(run.starts, now)
+    for stale, problem in sorted(dropped.items()):
+        announce(True, "BarrierStartReplaced", f"level {stale + 1}: the start object held {problem}")
+    if barrier_on(spec) and key is not None:  # a start no one signed is no start
         level = level_to_release(reports, live, starts)
-        if level is not None and key is not None:  # a start no one signed is no start
-            starts[level] = time.time_ns() + LEAD_NS
-            await reconcile.write_starts(namespace, job, starts, key)
+        if level is not None:
+            starts[level] = now + LEAD_NS
+        missing = not run.start_object
+        if missing:
+            announce(True, "StartObjectRecreated", f"{job}-start was deleted: made again, signed")
+        if level is not None or missing or dropped:
+            await reconcile.write_starts(namespace, job, starts, key, owner if missing else None)
     block = progress_status(reports, live, starts)
     return None if block is None else block.to_wire()

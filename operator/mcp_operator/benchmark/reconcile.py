@@ -38,6 +38,7 @@ from .contract import (
     report_name,
     report_object,
     run_key_name,
+    run_state_object,
     start_object_name,
 )
 from .podlogs import read_pod_logs
@@ -236,6 +237,7 @@ class RunState:
 
     progress: dict[int, str]
     starts: dict[int, int]
+    start_object: bool = True  # whether the run's start object is there (someone may delete it)
 
 
 async def read_run_state(namespace: str, job: str, shards: int, key: bytes | None) -> RunState:
@@ -251,10 +253,21 @@ async def read_run_state(namespace: str, job: str, shards: int, key: bytes | Non
             progress[index] = text
     start = by_name.get(start_object_name(job))
     starts = parse_starts((start.data or {}).get(START_KEY), key) if start is not None else {}
-    return RunState(progress, starts)
+    return RunState(progress, starts, start is not None)
 
 
-async def write_starts(namespace: str, job: str, starts: dict[int, int], key: bytes) -> None:
-    """The barrier's start times, signed, into the run's start object (which shards only read)."""
-    body = {"data": {START_KEY: starts_text(starts, key)}}
-    await kube.call(kube.core().patch_namespaced_config_map, start_object_name(job), namespace, body)
+async def write_starts(
+    namespace: str, job: str, starts: dict[int, int], key: bytes, owner: tuple[str, str] | None = None
+) -> None:
+    """The barrier's start times, signed, into the run's start object (which shards only read).
+    With ``owner`` (the MCPBenchmark's name and uid), a start object someone deleted is made
+    again, as the operator first made it, with these times in it."""
+    data = {START_KEY: starts_text(starts, key)}
+    if owner is not None:
+        name, uid = owner
+        body = run_state_object(name=start_object_name(job), job=job, benchmark=name, uid=uid)
+        if await create_child(namespace, {**body, "data": data}):
+            return
+    await kube.call(
+        kube.core().patch_namespaced_config_map, start_object_name(job), namespace, {"data": data}
+    )

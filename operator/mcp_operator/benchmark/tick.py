@@ -52,7 +52,7 @@ async def collect(run: Collecting, status: Mapping[str, Any], out: Status, annou
         return
     pods = await reconcile.run_pods(run.namespace, job)
     state = reconcile.settled_by_pods(state, pods)
-    live = await run_progress(run.namespace, job, state, pods, run.parsed())
+    live = await run_progress(run.namespace, job, state, pods, run.parsed(), (run.name, run.uid), announce)
     if live is not None and live != status.get("progress"):
         out["progress"] = live  # once finished: the shards' last reports
     if not state.finished:

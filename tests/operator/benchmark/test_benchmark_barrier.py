@@ -24,6 +24,7 @@ from mcp_operator.api import MCPBenchmarkSpec
 from mcp_operator.benchmark import reconcile
 from mcp_operator.benchmark.barrier import (
     BARRIER_FIRST_LEVEL,
+    MAX_AHEAD_NS,
     RUNNING,
     ShardProgress,
     level_to_release,
@@ -32,6 +33,7 @@ from mcp_operator.benchmark.barrier import (
     progress_status,
     read_progress,
     sign,
+    sound_starts,
     starts_text,
     with_run_state_env,
 )
@@ -384,11 +386,19 @@ async def test_a_signed_start_too_far_ahead_is_refused_and_reported() -> None:
     writer.close()
 
 
+@pytest.mark.parametrize("start_object", ["as made", "deleted", "signed an hour ahead"])
 async def test_a_shard_waits_for_the_start_the_operator_writes(
-    kube_fake: FakeKube, refserver: RunningServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    kube_fake: FakeKube,
+    refserver: RunningServer,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    start_object: str,
 ) -> None:
     """Shard 1 of 2 through its real entrypoint; shard 0's pod has ended, so it holds nobody;
-    the operator's tick (``run_progress``) opens the level once shard 1 waits."""
+    the operator's tick (``run_progress``) opens the level once shard 1 waits. A start object
+    someone deleted is made again, and a validly signed start an hour ahead (a Secret reader's)
+    replaced, each with an event: the shard runs within a few ticks, never alone after the
+    barrier's timeout."""
     ns, name, uid = "perf", "barrier-bench", "6e1d8f6f-3c2b-4d4f-8a21-9b7c5e3f2d18"
     spec = MCPBenchmarkSpec.model_validate(
         {
@@ -415,6 +425,14 @@ async def test_a_shard_waits_for_the_start_the_operator_writes(
     assert await reconcile.create_run(
         ns, run_objects(spec=spec, benchmark=name, uid=uid, job=job, key=key), manifest
     )
+    start = ("ConfigMap", ns, start_object_name(job))
+    if start_object == "deleted":
+        del kube_fake.objects[start]
+    elif start_object == "signed an hour ahead":
+        kube_fake.objects[start]["data"] = {
+            START_KEY: starts_text({0: time.time_ns() + 3600 * 10**9}, key.encode())
+        }
+    events: list[tuple[bool, str, str]] = []
     pods = kube_fake.start_indexed_job(ns, job)
     kube_fake.set_status("Pod", ns, pods[0]["metadata"]["name"], {"phase": "Succeeded"})
     kube_fake.set_status("Pod", ns, pods[1]["metadata"]["name"], {"phase": "Running"})
@@ -425,14 +443,26 @@ async def test_a_shard_waits_for_the_start_the_operator_writes(
     assert stored is not None
     state = reconcile.JobState(False, 0, 0, stored["metadata"]["uid"], 2)
 
+    def tick() -> Any:
+        return run_progress(ns, job, state, kube_pods, spec, (name, uid), lambda *e: events.append(e))
+
     shard = asyncio.create_task(asyncio.to_thread(run_shard))
     seen: list[dict[str, Any]] = []
+    started = time.monotonic()
     while not shard.done():
-        block = await run_progress(ns, job, state, await reconcile.run_pods(ns, job), spec)
+        kube_pods = await reconcile.run_pods(ns, job)
+        block = await tick()
         if block is not None:
             seen.append(block)
         await asyncio.sleep(0.2)
     assert await shard == 0
+    assert time.monotonic() - started < 60  # not the barrier's timeout (600 s)
+    expected = {
+        "as made": [],
+        "deleted": ["StartObjectRecreated"],
+        "signed an hour ahead": ["BarrierStartReplaced"],
+    }
+    assert [reason for _, reason, _ in events] == expected[start_object], events
     start_map = kube_fake.get("ConfigMap", ns, start_object_name(job))
     assert start_map is not None
     starts = parse_starts(start_map["data"][START_KEY], key.encode())  # signed by the operator
@@ -443,7 +473,8 @@ async def test_a_shard_waits_for_the_start_the_operator_writes(
     assert level.start_at_unix_ns == starts[0]  # the level records the time it waited for
     assert level.first_start_unix_ns is not None and 0 <= level.first_start_unix_ns - starts[0] < 100_000_000
     assert any(b["barrier"].startswith("level 1/1: 1 of 1") or "starts at" in b["barrier"] for b in seen)
-    final = await run_progress(ns, job, state, await reconcile.run_pods(ns, job), spec)
+    kube_pods = await reconcile.run_pods(ns, job)
+    final = await tick()
     assert final is not None and final["level"] == "1/1" and final["completed"] == level.completed
     assert final["etaSeconds"] == 0 and final["inFlight"] == 0
 
@@ -512,3 +543,11 @@ def test_a_run_without_results_is_failed_not_complete() -> None:
     assert failed is not None and (failed["status"], failed["reason"]) == ("True", "ShardResultMissing")
     assert complete is not None and complete["status"] == "False"
     assert condition(status["conditions"], "ShardsOverlapped") is None  # nothing to judge
+
+
+def test_the_operator_stands_by_the_starts_a_shard_would_take() -> None:
+    now = 1_000 * 10**9
+    starts = {0: now - 5 * 10**9, 1: now + MAX_AHEAD_NS, 2: now + MAX_AHEAD_NS + 1}
+    kept, dropped = sound_starts(starts, now)
+    assert kept == {0: now - 5 * 10**9, 1: now + MAX_AHEAD_NS}  # a past level already ran
+    assert list(dropped) == [2] and "30 s ahead" in dropped[2]
