@@ -101,10 +101,24 @@ async def replace_config_map(namespace: str, manifest: dict[str, Any]) -> None:
 
 
 async def create_run(namespace: str, children: list[dict[str, Any]], job: dict[str, Any]) -> bool:
-    """The run's children, then its Job; True when this call created the Job."""
+    """The run's children, then its Job; True when this call created the Job. A key Secret that
+    was there already counts only when this benchmark owns it (an operator retry); one someone
+    else made would hand them the key the run's results are signed with: refused."""
     for child in children:
-        await create_child(namespace, child)
+        if not await create_child(namespace, child) and child["kind"] == "Secret":
+            await _own_secret(namespace, child)
     return await create_child(namespace, job)
+
+
+async def _own_secret(namespace: str, manifest: dict[str, Any]) -> None:
+    name = manifest["metadata"]["name"]
+    owners = {o["uid"] for o in manifest["metadata"].get("ownerReferences") or []}
+    found = await kube.call(kube.core().read_namespaced_secret, name, namespace)
+    theirs = {o.uid for o in found.metadata.owner_references or []}
+    if not owners & theirs:
+        raise ChildRejectedError(
+            "Secret", name, 409, "it exists and this MCPBenchmark does not own it: its key is not the run's"
+        )
 
 
 async def set_suspended(namespace: str, job: str, suspend: bool) -> None:

@@ -343,6 +343,29 @@ async def test_refused_child_fails_the_run_once(kube_fake: FakeKube, posted_even
     assert retried["phase"] == "Running" and kube_fake.names("Job", NS) == [job]
 
 
+async def test_a_key_secret_someone_else_made_is_refused_not_adopted(
+    kube_fake: FakeKube, posted_events: EventLog
+) -> None:
+    """A Secret of the run key's name made beforehand (by whoever may create Secrets there) would
+    hand its maker the key the results are signed with: the run is refused, no Job; a retry of
+    the operator's own create (the Secret owned by this benchmark) goes on."""
+    spec = _spec()
+    job = _job_name(spec)
+    planted = {"metadata": {"name": run_key_name(job), "namespace": NS}, "data": {KEY_SECRET_KEY: "a2V5"}}
+    kube_fake.put("Secret", planted)
+    status = await _start(spec)
+    assert _cond(status, "Ready") == ("False", "ChildRejected")
+    assert "this MCPBenchmark does not own it" in _message(status, "Ready")
+    assert kube_fake.names("Job", NS) == []
+    assert [e.reason for e in posted_events.events] == ["ChildRejected"]
+    # the next generation (the same run: none started): its key Secret there already, owned by
+    # this benchmark, as after the operator's own create whose answer was lost: adopted
+    owner = {"apiVersion": "mcp2026.io/v1alpha1", "kind": "MCPBenchmark", "name": NAME, "uid": UID}
+    kube_fake.put("Secret", {**planted, "metadata": {**planted["metadata"], "ownerReferences": [owner]}})
+    retried = await _start(spec, status=merge_patch({}, status), generation=2)
+    assert retried["phase"] == "Running" and retried["jobName"] == job, _message(retried, "Ready")
+
+
 async def test_changed_spec_replaces_the_older_job_of_the_same_benchmark_only(
     kube_fake: FakeKube, posted_events: EventLog
 ) -> None:
