@@ -90,10 +90,7 @@ def test_status_stays_bounded_over_many_evaluations(
         while True:
             obj = _get(api, kube.namespace, "mcpreadinesses", "many")
             status = obj.get("status") or {}
-            if status.get("observedGeneration") == generation and status.get("phase") in (
-                "Succeeded",
-                "Failed",
-            ):
+            if status.get("observedGeneration") == generation and status.get("phase") in DECIDED_PHASES:
                 break
             assert time.monotonic() < deadline, f"generation {generation} never decided: {status}"
             time.sleep(0.02)

@@ -41,6 +41,7 @@ from mcp_checks.xds import XdsSource, XdsSyncSpec, measure_convergence
 from mcp_devcluster import stack
 from mcp_devcluster.processes import free_port
 from mcp_devcluster.xdsbed import XdsBed
+from mcp_operator.api.readiness import DECIDED_PHASES
 
 NODES = ["node-a", "node-b", "node-c"]
 NACK_TEXT = "ChoiceCount must be >= 2"  # grpc-go's own validation error for the rejected Cluster
@@ -80,8 +81,7 @@ def evaluated(kube: Any, name: str, generation: int, timeout_s: float = 120) -> 
         obj: dict[str, Any] = kube.get("mcpreadiness", name)
         status = obj.get("status") or {}
         if status.get("observedGeneration") == generation and status.get("phase") in (
-            "Succeeded",
-            "Failed",
+            *DECIDED_PHASES,
             "Invalid",
         ):
             assert status["phase"] != "Invalid", status

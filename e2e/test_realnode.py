@@ -449,185 +449,6 @@ def test_the_kustomize_base_runs_the_operator_from_its_image_and_it_gates_a_samp
         real.kubectl("delete", "-f", "-", "--wait=true", "--timeout=120s", input_text=owned, check=False)
 
 
-# -- README, "In your own cluster": its own commands, through a registry ------------------------
-
-README_REGISTRY = "registry.example.com"
-
-
-@dataclass(frozen=True)
-class Edit:
-    """One change the test makes to the README's commands, and why; each must match."""
-
-    old: str
-    new: str
-    why: str
-
-
-def _edits(registry_host: str, root: Path, node_values: Path, refserver_overlay: Path) -> list[Edit]:
-    """Everything that differs from the page, named: the rest of each command runs as written."""
-    return [
-        Edit(README_REGISTRY, registry_host, "the registry: Debian's docker-registry on loopback, HTTP"),
-        Edit(
-            "make image ",
-            f"make image IMAGE_DIR={root / 'images'} ",
-            "the archives (about 1.3 GB) in the test's directory, not the checkout's .out/images",
-        ),
-        Edit(
-            "--set image.tag=0.1.0",
-            f"--set image.tag=0.1.0 -f {node_values}",
-            "the real node's taint toleration and node selector, which a user's nodes do not need",
-        ),
-        Edit(
-            "-k manifests/refserver-cluster",
-            f"-k {refserver_overlay}",
-            "the user's edit of its kustomization.yaml (their registry), as an overlay that also "
-            "places the pods on the real node",
-        ),
-    ]
-
-
-def _as_run_here(commands: list[str], edits: list[Edit]) -> list[str]:
-    text = "\n".join(commands)
-    for edit in edits:
-        assert edit.old in text, f"README's block no longer holds {edit.old!r} ({edit.why}):\n{text}"
-        text = text.replace(edit.old, edit.new)
-    return text.split("\n")
-
-
-def _refserver_overlay(root: Path, registry_host: str) -> Path:
-    """manifests/refserver-cluster with the user's one edit (their registry for the image), and
-    the real node's placement as a patch; the namespace stays the kubeconfig's, as the user's."""
-    root.mkdir(parents=True)
-    placement = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "refserver"},
-                 "spec": {"template": {"spec": {"nodeSelector": REAL_NODE_SELECTOR,
-                                                "tolerations": REAL_NODE_TOLERATIONS}}}}  # fmt: skip
-    kustomization = {
-        "apiVersion": "kustomize.config.k8s.io/v1beta1",
-        "kind": "Kustomization",
-        "resources": [os.path.relpath(REPO / "manifests" / "refserver-cluster", root)],
-        "images": [
-            {
-                "name": f"{README_REGISTRY}/mcp-refserver",
-                "newName": f"{registry_host}/mcp-refserver",
-            }
-        ],
-        "patches": [
-            {"target": {"kind": "Deployment", "name": "refserver"}, "patch": yaml.safe_dump(placement)}
-        ],
-    }
-    (root / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
-    return root
-
-
-def _container_statuses(real: RealCluster, namespace: str, name: str) -> list[dict[str, Any]]:
-    pods = json.loads(
-        real.kubectl(
-            "-n", namespace, "get", "pods", "-l", f"app.kubernetes.io/name={name}", "-o", "json"
-        ).stdout
-    )["items"]
-    return [
-        s
-        for p in pods
-        if not p["metadata"].get("deletionTimestamp")
-        for s in p["status"]["containerStatuses"]
-    ]
-
-
-# make image builds again what changed since the node's images were built (minutes), then docker
-# save, load and push move about 1.3 GB each: more than the default 600 s on a busy machine
-@pytest.mark.timeout(1800)
-def test_the_readmes_path_to_your_own_cluster(real: RealCluster, tmp_path: Path) -> None:
-    """README, "In your own cluster", its commands read from the page and run by bash on the real
-    node's cluster: ``make image`` loads both images into your Docker (a Docker daemon of the
-    harness's with its data here, ``DOCKER_HOST``), ``docker push`` sends them to a registry
-    (Debian's docker-registry on loopback), ``helm install --set image.repository/tag`` installs
-    the operator, which the node's containerd pulls from that registry, and so the reference
-    server of ``kubectl apply -k manifests/refserver-cluster``; ``mcp-check gate`` passes. What
-    differs from the page is named in ``_edits``."""
-    commands = readme.commands(readme.shell_block("In your own cluster"))
-    paths = lifecycle._runtime_paths(Path(real.cluster.state_dir))
-    docker = images.BuildDaemon(runtime.short_run_dir(tmp_path, "docker"), data_root=tmp_path / "docker")
-    node_values = tmp_path / "node.yaml"
-    node_values.write_text(
-        yaml.safe_dump({"nodeSelector": REAL_NODE_SELECTOR, "tolerations": REAL_NODE_TOLERATIONS})
-    )
-    hub = registry.start(tmp_path / "registry")
-    hosts: Path | None = None
-    overlay = _refserver_overlay(tmp_path / "refserver-cluster", hub.host)
-    env = {
-        **os.environ,
-        "PATH": os.pathsep.join(
-            [str(build.binary("helm", "helm").parent), str(stack.kubectl_path().parent), os.environ["PATH"]]
-        ),
-        "KUBECONFIG": str(real.kubeconfig),
-        "DOCKER_HOST": docker.host,
-        "MAKEFLAGS": "",
-    }
-    ran: dict[str, str] = {}  # command as run → its output
-    try:
-        docker.start()
-        hosts = runtime.trust_http_registry(paths, hub.host)
-        for command in _as_run_here(commands, _edits(hub.host, tmp_path, node_values, overlay)):
-            began = time.monotonic()
-            result = subprocess.run(
-                ["bash", "-c", command],
-                cwd=REPO,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=1500,
-                check=False,
-            )
-            print(f"{time.monotonic() - began:6.1f} s  {command}")
-            ran[command] = result.stdout
-            assert result.returncode == 0, f"{command}\n{result.stdout[-3000:]}{result.stderr[-3000:]}"
-        logs = _keep_for_the_reader(real, "mcp-system", "mcp-operator")
-        # make image loaded both into your Docker, and docker push sent what the registry serves
-        (made,) = [out for command, out in ran.items() if command.startswith("make image")]
-        pushed = {}
-        for name in ("mcp-operator", "mcp-refserver"):
-            assert f"{hub.host}/{name}:0.1.0: loaded into your Docker" in made, made
-            digest = hub.manifest_digest(name, "0.1.0")
-            assert digest and digest.startswith("sha256:"), digest
-            pushed[name] = digest
-            push = ran[f"docker push {hub.host}/{name}:0.1.0"]
-            assert f"0.1.0: digest: {digest}" in push, push
-        # the node pulled both from the registry: the pods run the pushed manifests
-        (operator,) = _container_statuses(real, "mcp-system", "mcp-operator")
-        assert operator["image"] == f"{hub.host}/mcp-operator:0.1.0", operator
-        assert operator["imageID"] == f"{hub.host}/mcp-operator@{pushed['mcp-operator']}", operator
-        servers = _container_statuses(real, "default", "refserver")
-        assert len(servers) == 2 and all(s["ready"] for s in servers), servers
-        assert {s["imageID"] for s in servers} == {f"{hub.host}/mcp-refserver@{pushed['mcp-refserver']}"}
-        deployment = json.loads(
-            real.kubectl("-n", "mcp-system", "get", "deployment", "mcp-operator", "-o", "json").stdout
-        )
-        assert deployment["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] != "Never"
-        # the verdict the user reads
-        (gate,) = [out for command, out in ran.items() if command.startswith(".venv/bin/mcp-check gate")]
-        print(gate)
-        assert "Pass" in gate or "Warn" in gate, gate
-        # applied with the Deployment, it judged the server only once its rollout had settled
-        assert "RolloutSettled" in gate and "2/2 updated" in gate, gate
-        assert "refserver-incluster" in logs  # the chart's operator judged it
-    finally:
-        real.kubectl("delete", "-k", str(overlay), "--wait=true", "--timeout=120s", check=False)
-        helm = [str(build.binary("helm", "helm")), f"--kubeconfig={real.kubeconfig}", "-n", "mcp-system"]
-        subprocess.run(
-            [*helm, "uninstall", "mcp-operator", "--wait"], capture_output=True, timeout=120, check=False
-        )
-        real.kubectl("delete", "namespace", "mcp-system", "--wait=true", "--timeout=120s", check=False)
-        if hosts is not None:
-            hosts.unlink()
-        docker.stop()
-        registry.stop(hub)
-        for mounted in (docker.run_dir, tmp_path / "docker"):
-            node.unmount_under(mounted)
-        for bulky in ("docker", "images", "registry/storage"):  # gigabytes: the logs stay
-            shutil.rmtree(tmp_path / bulky, ignore_errors=True)
-        shutil.rmtree(docker.run_dir, ignore_errors=True)
-
-
 # -- Chaos Mesh on the real node ---------------------------------------------------------------
 
 OPT_IN = "mcp2026.io/fault-injection=enabled"
@@ -860,3 +681,186 @@ def test_a_drill_kills_the_refserver_pod_through_chaos_mesh_and_the_deployment_r
     recovery = {k["fault"]: k for k in run["readiness"]["status"]["kpis"] if k["name"] == "recoverySeconds"}
     print(f"PodChaos pod-kill: recovery {recovery[fault['id']]['measured']}")
     assert real.kubectl("-n", REFSERVER_NAMESPACE, "get", "podchaos", "-o", "name").stdout == ""
+
+
+# The README's path runs last in this module: the node then holds the reference server's image
+# under a registry's name too (pulled, the same image id), and the kubelet afterwards found the
+# harness's imported tag missing (ErrImageNeverPull) when a chaos test restarted the container.
+
+# -- README, "In your own cluster": its own commands, through a registry ------------------------
+
+README_REGISTRY = "registry.example.com"
+
+
+@dataclass(frozen=True)
+class Edit:
+    """One change the test makes to the README's commands, and why; each must match."""
+
+    old: str
+    new: str
+    why: str
+
+
+def _edits(registry_host: str, root: Path, node_values: Path, refserver_overlay: Path) -> list[Edit]:
+    """Everything that differs from the page, named: the rest of each command runs as written."""
+    return [
+        Edit(README_REGISTRY, registry_host, "the registry: Debian's docker-registry on loopback, HTTP"),
+        Edit(
+            "make image ",
+            f"make image IMAGE_DIR={root / 'images'} ",
+            "the archives (about 1.3 GB) in the test's directory, not the checkout's .out/images",
+        ),
+        Edit(
+            "--set image.tag=0.1.0",
+            f"--set image.tag=0.1.0 -f {node_values}",
+            "the real node's taint toleration and node selector, which a user's nodes do not need",
+        ),
+        Edit(
+            "-k manifests/refserver-cluster",
+            f"-k {refserver_overlay}",
+            "the user's edit of its kustomization.yaml (their registry), as an overlay that also "
+            "places the pods on the real node",
+        ),
+    ]
+
+
+def _as_run_here(commands: list[str], edits: list[Edit]) -> list[str]:
+    text = "\n".join(commands)
+    for edit in edits:
+        assert edit.old in text, f"README's block no longer holds {edit.old!r} ({edit.why}):\n{text}"
+        text = text.replace(edit.old, edit.new)
+    return text.split("\n")
+
+
+def _refserver_overlay(root: Path, registry_host: str) -> Path:
+    """manifests/refserver-cluster with the user's one edit (their registry for the image), and
+    the real node's placement as a patch; the namespace stays the kubeconfig's, as the user's."""
+    root.mkdir(parents=True)
+    placement = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "refserver"},
+                 "spec": {"template": {"spec": {"nodeSelector": REAL_NODE_SELECTOR,
+                                                "tolerations": REAL_NODE_TOLERATIONS}}}}  # fmt: skip
+    kustomization = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [os.path.relpath(REPO / "manifests" / "refserver-cluster", root)],
+        "images": [
+            {
+                "name": f"{README_REGISTRY}/mcp-refserver",
+                "newName": f"{registry_host}/mcp-refserver",
+            }
+        ],
+        "patches": [
+            {"target": {"kind": "Deployment", "name": "refserver"}, "patch": yaml.safe_dump(placement)}
+        ],
+    }
+    (root / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    return root
+
+
+def _container_statuses(real: RealCluster, namespace: str, name: str) -> list[dict[str, Any]]:
+    pods = json.loads(
+        real.kubectl(
+            "-n", namespace, "get", "pods", "-l", f"app.kubernetes.io/name={name}", "-o", "json"
+        ).stdout
+    )["items"]
+    return [
+        s
+        for p in pods
+        if not p["metadata"].get("deletionTimestamp")
+        for s in p["status"]["containerStatuses"]
+    ]
+
+
+# make image builds again what changed since the node's images were built (minutes), then docker
+# save, load and push move about 1.3 GB each: more than the default 600 s on a busy machine
+@pytest.mark.timeout(1800)
+def test_the_readmes_path_to_your_own_cluster(real: RealCluster, tmp_path: Path) -> None:
+    """README, "In your own cluster", its commands read from the page and run by bash on the real
+    node's cluster: ``make image`` loads both images into your Docker (a Docker daemon of the
+    harness's with its data here, ``DOCKER_HOST``), ``docker push`` sends them to a registry
+    (Debian's docker-registry on loopback), ``helm install --set image.repository/tag`` installs
+    the operator, which the node's containerd pulls from that registry, and so the reference
+    server of ``kubectl apply -k manifests/refserver-cluster``; ``mcp-check gate`` passes. What
+    differs from the page is named in ``_edits``."""
+    commands = readme.commands(readme.shell_block("In your own cluster"))
+    paths = lifecycle._runtime_paths(Path(real.cluster.state_dir))
+    docker = images.BuildDaemon(runtime.short_run_dir(tmp_path, "docker"), data_root=tmp_path / "docker")
+    node_values = tmp_path / "node.yaml"
+    node_values.write_text(
+        yaml.safe_dump({"nodeSelector": REAL_NODE_SELECTOR, "tolerations": REAL_NODE_TOLERATIONS})
+    )
+    hub = registry.start(tmp_path / "registry")
+    hosts: Path | None = None
+    overlay = _refserver_overlay(tmp_path / "refserver-cluster", hub.host)
+    env = {
+        **os.environ,
+        "PATH": os.pathsep.join(
+            [str(build.binary("helm", "helm").parent), str(stack.kubectl_path().parent), os.environ["PATH"]]
+        ),
+        "KUBECONFIG": str(real.kubeconfig),
+        "DOCKER_HOST": docker.host,
+        "MAKEFLAGS": "",
+    }
+    ran: dict[str, str] = {}  # command as run → its output
+    try:
+        docker.start()
+        hosts = runtime.trust_http_registry(paths, hub.host)
+        for command in _as_run_here(commands, _edits(hub.host, tmp_path, node_values, overlay)):
+            began = time.monotonic()
+            result = subprocess.run(
+                ["bash", "-c", command],
+                cwd=REPO,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=1500,
+                check=False,
+            )
+            print(f"{time.monotonic() - began:6.1f} s  {command}")
+            ran[command] = result.stdout
+            assert result.returncode == 0, f"{command}\n{result.stdout[-3000:]}{result.stderr[-3000:]}"
+        logs = _keep_for_the_reader(real, "mcp-system", "mcp-operator")
+        # make image loaded both into your Docker, and docker push sent what the registry serves
+        (made,) = [out for command, out in ran.items() if command.startswith("make image")]
+        pushed = {}
+        for name in ("mcp-operator", "mcp-refserver"):
+            assert f"{hub.host}/{name}:0.1.0: loaded into your Docker" in made, made
+            digest = hub.manifest_digest(name, "0.1.0")
+            assert digest and digest.startswith("sha256:"), digest
+            pushed[name] = digest
+            push = ran[f"docker push {hub.host}/{name}:0.1.0"]
+            assert f"0.1.0: digest: {digest}" in push, push
+        # the node pulled both from the registry: the pods run the pushed manifests
+        (operator,) = _container_statuses(real, "mcp-system", "mcp-operator")
+        assert operator["image"] == f"{hub.host}/mcp-operator:0.1.0", operator
+        assert operator["imageID"] == f"{hub.host}/mcp-operator@{pushed['mcp-operator']}", operator
+        servers = _container_statuses(real, "default", "refserver")
+        assert len(servers) == 2 and all(s["ready"] for s in servers), servers
+        assert {s["imageID"] for s in servers} == {f"{hub.host}/mcp-refserver@{pushed['mcp-refserver']}"}
+        deployment = json.loads(
+            real.kubectl("-n", "mcp-system", "get", "deployment", "mcp-operator", "-o", "json").stdout
+        )
+        assert deployment["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] != "Never"
+        # the verdict the user reads
+        (gate,) = [out for command, out in ran.items() if command.startswith(".venv/bin/mcp-check gate")]
+        print(gate)
+        assert "Pass" in gate or "Warn" in gate, gate
+        # applied with the Deployment, it judged the server only once its rollout had settled
+        assert "RolloutSettled" in gate and "2/2 updated" in gate, gate
+        assert "refserver-incluster" in logs  # the chart's operator judged it
+    finally:
+        real.kubectl("delete", "-k", str(overlay), "--wait=true", "--timeout=120s", check=False)
+        helm = [str(build.binary("helm", "helm")), f"--kubeconfig={real.kubeconfig}", "-n", "mcp-system"]
+        subprocess.run(
+            [*helm, "uninstall", "mcp-operator", "--wait"], capture_output=True, timeout=120, check=False
+        )
+        real.kubectl("delete", "namespace", "mcp-system", "--wait=true", "--timeout=120s", check=False)
+        if hosts is not None:
+            hosts.unlink()
+        docker.stop()
+        registry.stop(hub)
+        for mounted in (docker.run_dir, tmp_path / "docker"):
+            node.unmount_under(mounted)
+        for bulky in ("docker", "images", "registry/storage"):  # gigabytes: the logs stay
+            shutil.rmtree(tmp_path / bulky, ignore_errors=True)
+        shutil.rmtree(docker.run_dir, ignore_errors=True)
