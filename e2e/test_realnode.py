@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -57,7 +58,11 @@ class RealCluster:
         return Path(self.cluster.kubeconfig)
 
     def kubectl(self, *args: str, input_text: str | None = None, check: bool = True) -> Any:
-        return stack.kubectl(self.kubeconfig, *args, input_text=input_text, check=check, timeout=120)
+        """kubectl on the real cluster; a ``--timeout=Ns`` among the args (a rollout status, a
+        wait) is kubectl's own to report, so the process gets that long and a minute more."""
+        asked = [int(m[1]) for a in args if (m := re.fullmatch(r"--timeout=(\d+)s", a))]
+        limit = max([120, *(seconds + 60 for seconds in asked)])
+        return stack.kubectl(self.kubeconfig, *args, input_text=input_text, check=check, timeout=limit)
 
 
 @pytest.fixture(scope="module")
