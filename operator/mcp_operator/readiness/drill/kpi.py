@@ -187,12 +187,19 @@ def _judged_windows(figures: StageFigures) -> list[WindowFigures]:
     resolved = [w for w in figures.windows if w.requests >= P99_MIN_REQUESTS]
     if resolved or not figures.windows:
         return resolved
-    requests = figures.completed + figures.errors
-    if requests < P99_MIN_REQUESTS:
+    if figures.requests < P99_MIN_REQUESTS:
         return []
     busy = any(w.client_busy for w in figures.windows)
-    stage = WindowFigures(0.0, figures.p99_ms, figures.completed, figures.errors, client_busy=busy)
-    return [replace(stage, service_p99_ms=figures.service_p99_ms)]
+    return [
+        WindowFigures(
+            0.0,
+            figures.p99_ms,
+            figures.completed,
+            figures.errors,
+            service_p99_ms=figures.service_p99_ms,
+            client_busy=busy,
+        )
+    ]
 
 
 def _rise(window: WindowFigures, limit: float) -> bool | None:
@@ -224,7 +231,7 @@ def _jump_in(name: str, figures: StageFigures, baseline: float, factor: float) -
 
 def _baseline_of(figures: StageFigures) -> float | None:
     """A calm stage's P99 as the next stages' baseline: only one with enough requests for a P99."""
-    if figures.completed + figures.errors < P99_MIN_REQUESTS:
+    if figures.requests < P99_MIN_REQUESTS:
         return None
     return figures.p99_ms
 
@@ -251,11 +258,16 @@ def unjudged_stages(stages: Sequence[tuple[str, StageFigures]]) -> list[str]:
     return [n for i, (n, f) in enumerate(stages) if not _judged_windows(f) or 0 < i <= first]
 
 
+def loaded_stages(stages: Sequence[tuple[str, StageFigures]]) -> list[tuple[str, StageFigures]]:
+    """The stages that sent anything: the ones a P99 or a jump can be read from."""
+    return [(n, f) for n, f in stages if f.completed or f.errors]
+
+
 def jump_kpi(stages: Sequence[tuple[str, StageFigures]], t: KpiThresholds) -> KpiResult | None:
     """Where P99 jumps is a finding to look at (! Warn), not a failure by itself; every stage's jump
     is listed, the first one first. No jump is a finding only where every stage had requests
     enough for a P99: otherwise the row is Inconclusive and names the stages too small."""
-    loaded = [(n, f) for n, f in stages if f.completed or f.errors]
+    loaded = loaded_stages(stages)
     if len(loaded) < 2:
         return None
     threshold = f"P99 <= {t.p99_jump_factor:g}x the last calm stage's, failures <= {FAILING_SHARE:.0%}"
@@ -271,7 +283,7 @@ def jump_kpi(stages: Sequence[tuple[str, StageFigures]], t: KpiThresholds) -> Kp
         )
     small = unjudged_stages(loaded)
     if small:
-        counts = {n: f.completed + f.errors for n, f in loaded}
+        counts = {n: f.requests for n, f in loaded}
         return KpiResult(
             "p99JumpPoint",
             Verdict.INCONCLUSIVE,
@@ -291,7 +303,7 @@ def shortfall(figures: StageFigures) -> str | None:
     planned = figures.planned_requests
     if planned is None:
         return None
-    sent = figures.completed + figures.errors
+    sent = figures.requests
     if sent >= planned - ARRIVAL_NOISE_SD * math.sqrt(planned):
         return None
     return f"sent {sent} of {planned:.0f} planned ({sent / planned:.0%})"
@@ -320,7 +332,7 @@ def load_generator_kpi(stages: Sequence[tuple[str, StageFigures]], factor: float
             threshold,
             evidence="stages " + ", ".join(n for n, _ in short),
         )
-    loaded = [(n, f) for n, f in stages if f.completed or f.errors]
+    loaded = loaded_stages(stages)
     suspect = {j.stage for j in jump_points(loaded, factor) if j.client_busy}
     bound = [(n, f.client_bound) for n, f in stages if f.client_bound]
     shown = [(n, reasons) for n, reasons in bound if n in suspect or not suspect]

@@ -78,8 +78,8 @@ class StageFigures:
     planned_requests: float | None = None  # open loop: the arrivals the plan expects (rate x time)
 
     @property
-    def client_busy(self) -> bool:
-        return bool(self.client_bound)
+    def requests(self) -> int:
+        return self.completed + self.errors
 
 
 def window_count(load: StageLoad) -> tuple[int, float]:
