@@ -19,6 +19,7 @@ from .barrier import (
     sound_starts,
 )
 from .collect import pod_indices
+from .contract import start_object_name
 from .start import Announce
 
 
@@ -55,7 +56,8 @@ async def run_progress(
             starts[level] = now + LEAD_NS
         missing = not run.start_object
         if missing:
-            announce(True, "StartObjectRecreated", f"{job}-start was deleted: made again, signed")
+            message = f"{start_object_name(job)} was deleted: made again, signed"
+            announce(True, "StartObjectRecreated", message)
         if level is not None or missing or dropped:
             await reconcile.write_starts(namespace, job, starts, key, owner if missing else None)
     block = progress_status(reports, live, starts)
