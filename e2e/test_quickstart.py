@@ -28,6 +28,7 @@ import pytest
 from mcp_devcluster import build, readme, stack
 from mcp_devcluster.cluster import ClusterState
 from mcp_devcluster.podnet import loopback_twin
+from mcp_devcluster.processes import running
 
 REPO = Path(__file__).resolve().parents[1]
 MANIFESTS = REPO / "manifests" / "refserver"
@@ -140,12 +141,11 @@ def _columns(table: str) -> dict[str, str]:
 def _running_since_before(pid: int, at: float) -> bool:
     """``pid`` runs (not a zombie) and started before ``at`` (epoch s): the same process, not a
     later one given its reused number."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
+    if not running(pid):
         return False
-    fields = stat.rsplit(")", 1)[1].split()
-    if fields[0] in ("Z", "X"):
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
         return False
     boot = next(
         float(line.split()[1])

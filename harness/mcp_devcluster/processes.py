@@ -98,6 +98,16 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def running(pid: int) -> bool:
+    """Whether ``pid`` still runs: there, and no zombie (ended, not yet reaped by its parent),
+    which ``kill(pid, 0)`` alone would count as alive."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
 def accepts(port: int, host: str = "127.0.0.1", timeout: float = 1.0) -> bool:
     """Whether something accepts TCP connections on ``host:port`` (a server that is not HTTP)."""
     try:

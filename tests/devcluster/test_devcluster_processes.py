@@ -5,6 +5,8 @@ from __future__ import annotations
 import http.server
 import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -12,7 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from mcp_devcluster.processes import ManagedProcess, StartupError, free_port, http_ok, stop_pid, wait_until
+from mcp_devcluster.processes import (
+    ManagedProcess,
+    StartupError,
+    free_port,
+    http_ok,
+    running,
+    stop_pid,
+    wait_until,
+)
 
 
 def _live_group_members(pgid: int) -> set[int]:
@@ -145,3 +155,18 @@ def test_http_ok() -> None:
         server.server_close()
         thread.join(timeout=10)
     assert http_ok(f"http://127.0.0.1:{free_port()}/healthz", timeout=1.0) is False
+
+
+def test_a_zombie_is_not_running_though_kill_0_finds_it() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert running(child.pid)
+        child.kill()
+        deadline = time.monotonic() + 10
+        while running(child.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not running(child.pid)
+        os.kill(child.pid, 0)  # still there, unreaped: what kill(pid, 0) alone would call alive
+    finally:
+        child.wait(timeout=10)
+    assert not running(child.pid)

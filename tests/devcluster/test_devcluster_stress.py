@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from mcp_devcluster.cluster import DevCluster
+from mcp_devcluster.processes import running
 from mcp_devcluster.stress import cpu_hog, run_stressed
 
 
@@ -107,8 +108,7 @@ def test_a_sigterm_stops_the_hog_and_the_running_tests(tmp_path: Path) -> None:
         assert stress.wait(timeout=30) != 0
         time.sleep(0.5)
         for pid in children:
-            alive = Path(f"/proc/{pid}").exists() and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-            assert not alive, f"process {pid} outlived the stress run"
+            assert not running(pid), f"process {pid} outlived the stress run"
     finally:  # a failure here must not leave a hog burning a core
         for pid in children:
             with contextlib.suppress(ProcessLookupError):

@@ -12,6 +12,8 @@ import time
 
 import pytest
 
+from mcp_devcluster.processes import running
+
 PROBER_PARENT = """
 import asyncio, json, multiprocessing, sys, time
 from mcp_operator.readiness.prober import Prober
@@ -26,27 +28,19 @@ asyncio.run(main())
 """
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-            return stat.read().split(") ", 1)[1][0] != "Z"  # a zombie has ended
-    except FileNotFoundError:
-        return False
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
 def test_the_probe_workers_end_when_the_operator_is_killed() -> None:
     parent = subprocess.Popen([sys.executable, "-c", PROBER_PARENT], stdout=subprocess.PIPE, text=True)
     try:
         assert parent.stdout is not None
         workers = json.loads(parent.stdout.readline())
-        assert len(workers) >= 2 and all(_alive(pid) for pid in workers), workers
+        assert len(workers) >= 2 and all(running(pid) for pid in workers), workers
         os.kill(parent.pid, signal.SIGKILL)
         parent.wait(timeout=10)
         deadline = time.monotonic() + 30
-        while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+        while any(running(pid) for pid in workers) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not [pid for pid in workers if _alive(pid)], "workers outlived their killed parent"
+        assert not [pid for pid in workers if running(pid)], "workers outlived their killed parent"
     finally:
         parent.kill()
         parent.wait(timeout=10)
