@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from mcp_operator.readiness.drill.kpi import P99_MIN_REQUESTS
+
 SHORT_NAMES = {"MCPReadiness": "mcpr", "MCPBenchmark": "mcpb"}
 MESSAGE_CHARS = 300  # the operator's message is quoted up to this; `kubectl describe` has it all
 KEEP_HINT = (
@@ -81,8 +83,8 @@ EXPLANATIONS: dict[str, Advice] = {
         "says which stage sent how many of its planned requests, status.stages[] the rate reached",
     ),
     "TooFewRequests": Advice(
-        "a stage ran too few requests for a P99 (fewer than 100: its P99 would be one slow request), "
-        "so whether its P99 jumped could not be judged",
+        f"a stage ran too few requests for a P99 (fewer than {P99_MIN_REQUESTS}: its P99 would be one "
+        "slow request), so whether its P99 jumped could not be judged",
         "give the stages more time (spec.drill.durationScale) or rate (spec.drill.scale), then run "
         "again; the kpi row p99JumpPoint names the stages and their counts",
     ),
