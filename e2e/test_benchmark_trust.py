@@ -20,6 +20,7 @@ from mcp_devcluster import stack
 
 LOCAL = {"nodeSelector": {"mcp2026.io/local-runner": "true"}}
 CANARY = "canary-7f3e9c1d-T0KEN"
+SHOWN = "shown-2b8a4e"  # a value a spec may carry (a query's, a literal header's), seen by no one else
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 
 
@@ -248,6 +249,11 @@ def test_a_run_s_pods_can_touch_only_that_run_s_result_objects(kube: Any, refser
 def test_a_credential_given_by_reference_appears_nowhere_the_operator_writes(
     kube: Any, refserver: str, operator: Any
 ) -> None:
+    """A credential goes in a Secret; a URL or a literal header that carries one, by any of the
+    names it goes by, is refused at apply, naming the field. What the spec may carry in a query
+    or a literal header (``?model=...``, ``X-Tenant``) is the user's to see in their spec and
+    the run's to read from its own Secret; it is in no status, event, Job, pod, ConfigMap or log
+    line: known by position, not by name (issue 35, item 1)."""
     secret = {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -260,16 +266,30 @@ def test_a_credential_given_by_reference_appears_nowhere_the_operator_writes(
         refserver.replace("http://", f"http://user:{CANARY}@"),
         f"{refserver}/health?token={CANARY}",
         f"{refserver}/health?a=1&api_key={CANARY}",
+        f"{refserver}/health#access_token={CANARY}",
+        f"{refserver}/health?token[]={CANARY}",
+        f"{refserver}/health?jwt={CANARY}",
+        f"{refserver}/health?accessToken={CANARY}",
+        f"{refserver}/health?apiToken={CANARY}",
+        f"{refserver}/health;token={CANARY}",
     ):
         spec = _bench(refserver)
         spec["target"] = {"url": url, "path": "/health"}
         refused = kube.apply(stack.custom_resource("MCPBenchmark", "in-url", spec), check=False)
-        assert refused.returncode != 0 and "CredentialsInUrl" in refused.stderr, refused.stderr
-        assert "spec.target.url" in refused.stderr
+        assert refused.returncode != 0 and "CredentialsInUrl" in refused.stderr, (url, refused.stderr)
+        assert "spec.target.url" in refused.stderr  # (the API server echoes the value to its sender alone)
+    # and a header named like a credential takes no literal value
     spec = _bench(refserver)
+    spec["target"]["headers"] = [{"name": "Authorization", "value": f"Bearer {CANARY}"}]
+    refused = kube.apply(stack.custom_resource("MCPBenchmark", "in-header", spec), check=False)
+    assert refused.returncode != 0 and "CredentialsInHeader" in refused.stderr, refused.stderr
+    assert "spec.target.headers[0]" in refused.stderr
+
+    spec = _bench(refserver)
+    spec["target"]["url"] = f"{refserver}/?model={SHOWN}"
     spec["target"]["headers"] = [
         {"name": "Authorization", "valueFrom": {"secretKeyRef": {"name": "endpoint-auth", "key": "bearer"}}},
-        {"name": "X-Tenant", "value": "team-a"},
+        {"name": "X-Tenant", "value": f"team-{SHOWN}"},
     ]
     kube.apply(stack.custom_resource("MCPBenchmark", "with-auth", spec))
     assert kube.wait("mcpbenchmark/with-auth", "condition=Ready", timeout_s=120).returncode == 0
@@ -279,9 +299,14 @@ def test_a_credential_given_by_reference_appears_nowhere_the_operator_writes(
     env = {e["name"]: e for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["MCP_HEADER_0"]["valueFrom"] == {"secretKeyRef": {"name": "endpoint-auth", "key": "bearer"}}
     assert "value" not in env["MCP_HEADER_0"]
+    assert env["MCP_BENCH_PLAN"]["valueFrom"]["secretKeyRef"]["name"] == f"{status['jobName']}-key"
 
+    statuses = [
+        item["status"]
+        for item in yaml.safe_load(kube.run("get", "mcpbenchmarks", "-o", "json").stdout)["items"]
+    ]
     written = {
-        "benchmark": kube.run("get", "mcpbenchmarks", "-o", "json").stdout,
+        "status": json.dumps(statuses),
         "events": kube.run("get", "events", "-o", "json").stdout,
         "jobs": kube.run("get", "jobs", "-o", "json").stdout,
         "pods": kube.run("get", "pods", "-o", "json").stdout,
@@ -289,8 +314,8 @@ def test_a_credential_given_by_reference_appears_nowhere_the_operator_writes(
         "operator log": operator.process.log_tail(5_000_000),
     }
     for what, text in written.items():
-        assert text and CANARY not in text, what
-    # the shard results and the report carry the literal header, not the one from the Secret
+        assert text and CANARY not in text and SHOWN not in text, what
+    # the shard results and the report name the literal header, its value hidden
     report = loads_document(kube.get("configmap", status["reportName"])["data"]["result.json"])
-    assert report.plan.payload.headers == {"X-Tenant": "team-a"}
-    assert yaml.safe_load(written["benchmark"])["items"][0]["status"]["targetUrl"] == f"{refserver}/health"
+    assert report.plan.payload.headers == {"X-Tenant": "REDACTED"}
+    assert status["targetUrl"] == f"{refserver}/health?model=REDACTED"

@@ -4,6 +4,7 @@ for the table."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -103,8 +104,9 @@ def test_the_report_of_a_finished_benchmark_agrees_with_its_status_and_renders(
     assert page.crc32c == merged.crc32c
     suite = ET.parse(junit).getroot()
     assert suite.get("tests") == str(len(rows)) and suite.get("failures") == "0"  # one P99 SLO per level
-    assert "report: signed with the run's key" in done.stdout
-    assert cluster["report verified"] == "signed with the run's key"
+    agreed = "signed with the run's key; its figures match status.results, 1 level(s)"
+    assert f"report: {agreed}" in done.stdout
+    assert cluster["report verified"] == agreed
 
     # rewritten after the operator signed it (completed changed, the checksum recomputed): refused
     merged.levels[0].completed *= 10
@@ -116,6 +118,18 @@ def test_the_report_of_a_finished_benchmark_agrees_with_its_status_and_renders(
     refused = _report(kube, "refserver-bench", "-o", str(tmp_path / "forged.html"))
     assert refused.returncode == 3 and "does not verify" in refused.stderr, refused.stderr  # not verified
     assert not (tmp_path / "forged.html").exists()
+    # re-signed with the run's key, as a Secret reader could: refused, for disagreeing with the
+    # status that only the operator writes (issue 35, item 4), naming the figure and both values
+    key = base64.b64decode(kube.get("secret", f"{status['jobName']}-key")["data"]["hmac-sha256-key"])
+    kube.run(
+        "patch", "configmap", status["reportName"], "--type=merge",
+        "-p", json.dumps({"data": {"result.json": dumps_document(merged, key)}}),
+    )  # fmt: skip
+    resigned = _report(kube, "refserver-bench", "-o", str(tmp_path / "resigned.html"))
+    (row,) = status["results"]
+    assert resigned.returncode == 3 and "disagrees with the MCPBenchmark's status.results" in resigned.stderr
+    assert f"requests: {row['requests'] * 10} in the report, {row['requests']} in status" in resigned.stderr
+    assert not (tmp_path / "resigned.html").exists()
 
     binary = shutil.which(CHROMIUM)
     if binary is None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import grimp
 import pytest
 
-PACKAGES = ("mcp_operator", "mcp_bench", "mcp_checks", "mcp_devcluster", "mcp_refserver")
+PACKAGES = ("mcp_operator", "mcp_bench", "mcp_checks", "mcp_common", "mcp_devcluster", "mcp_refserver")
 
 
 def _is_ancestor(maybe_parent: str, module: str) -> bool:

@@ -34,7 +34,7 @@ def test_the_product_wheel_holds_no_harness(tmp_path: Path) -> None:
     (wheel,) = tmp_path.glob("mcp_operator-*.whl")
     top = {name.split("/", 1)[0] for name in zipfile.ZipFile(wheel).namelist()}
     packages = {t for t in top if not t.endswith((".dist-info", ".data"))}
-    assert packages == {"mcp_operator", "mcp_bench", "mcp_checks"}
+    assert packages == {"mcp_operator", "mcp_bench", "mcp_checks", "mcp_common"}
 
 
 def test_runtime_dependencies_are_what_the_product_imports() -> None:
@@ -53,6 +53,6 @@ def test_the_image_copies_no_harness() -> None:
     """The build context is what .dockerignore lets through: the product's sources (and an
     offline build's wheelhouse), never the harness, tests or e2e."""
     kept = {line[1:] for line in (REPO / ".dockerignore").read_text().splitlines() if line.startswith("!")}
-    assert kept == {"pyproject.toml", "README.md", "operator", "bench", "checks", "wheels"}
+    assert kept == {"pyproject.toml", "README.md", "operator", "bench", "checks", "common", "wheels"}
     assert "*" in (REPO / ".dockerignore").read_text().splitlines()
     assert "COPY . /src" in (REPO / "Dockerfile").read_text()

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 from mcp_bench.multimodal import ImageParts, ImageTensor, media_problem
 from mcp_bench.search.model import SearchSpec
 from mcp_bench.workload import Workload
+from mcp_common.redact import REDACTED, redact_text, redact_url
 
 Backend = Literal["http", "openai", "openai-chat", "triton-http", "triton-grpc", "mix"]
 # "mix": every request class names its own backend (a traffic mix: health checks, V2 inference and
@@ -494,6 +495,13 @@ class RunPlan(_Strict):
         except ValidationError as exc:
             raise PlanError(f"{source}: {format_validation_error(exc)}") from exc
 
+    def shown(self) -> RunPlan:
+        """The plan as it may leave the run (a result document, a report, status): every URL and
+        path with its query values, matrix parameter values and fragment redacted, wherever it
+        sits (target, classes, observe sources, image bases), and every header's value hidden;
+        what the run dials stays in the run's own Secret."""
+        return RunPlan.model_validate(_shown(self.model_dump(mode="json")))
+
     @property
     def max_connections(self) -> int:
         """Connection pool size the protocol client needs for the largest level."""
@@ -507,6 +515,23 @@ class RunPlan(_Strict):
     def planned_levels(self) -> int:
         """Levels the run has at most: a search's probe budget, else the levels given."""
         return self.search.max_probes if self.search is not None else self.levels.count
+
+
+def _shown(value: Any, key: str = "") -> Any:
+    if key == "headers" and isinstance(value, dict):
+        return {name: REDACTED for name in value}
+    if isinstance(value, dict):
+        return {k: _shown(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shown(v, key) for v in value]
+    if isinstance(value, str) and key in _URL_KEYS:
+        return redact_url(value)
+    return redact_text(value) if isinstance(value, str) else value
+
+
+# the plan's fields that hold one URL or path (the rest are judged as free text: an observe
+# entry is 'vllm=URL')
+_URL_KEYS = frozenset({"url", "url_base", "path", "prometheus"})
 
 
 def search_problem(plan: RunPlan) -> str | None:

@@ -1,8 +1,9 @@
 """mcp_checks' public face: what users outside the package (the operator) import.
 
 The check suite and its specs, the health probe, config consistency, the sentinel, verdicts,
-redaction and the JUnit/gate pieces. Import from here, not from the modules behind it; the
-modules may move, this list stays. (Tests may import the modules themselves.)
+the JUnit and gate pieces (redaction is ``mcp_common.redact``). Import from here, not from the
+modules behind it; the modules may move, this list stays. (Tests may import the modules
+themselves.)
 """
 
 from __future__ import annotations
@@ -22,17 +23,6 @@ from mcp_checks.exitcodes import table as exit_code_table
 from mcp_checks.gate import row_outcome
 from mcp_checks.health import HealthProbeSpec, required_samples, run_health_probe, run_health_probe_blocking
 from mcp_checks.junit import write_junit
-from mcp_checks.redact import (
-    REDACTED,
-    SENSITIVE_PARAMS,
-    SENSITIVE_SUFFIXES,
-    hidden_param,
-    redact_query,
-    redact_text,
-    redact_url,
-    sensitive_param,
-    url_has_credentials,
-)
 from mcp_checks.sentinel import SentinelRecord, run_sentinel
 from mcp_checks.specs import HealthProbe, XdsProxies, XdsSourceRef, XdsSync, default_of
 from mcp_checks.suite import CheckContext, HealthProbeRunner, SpecError, plan_checks, run_checks
@@ -40,9 +30,6 @@ from mcp_checks.verdict import SEVERITY, CheckOutcome, Finding, RunVerdict, Verd
 from mcp_checks.xds.memory import XdsMemory
 
 __all__ = [
-    "REDACTED",
-    "SENSITIVE_PARAMS",
-    "SENSITIVE_SUFFIXES",
     "SEVERITY",
     "CheckContext",
     "CheckOutcome",
@@ -67,12 +54,8 @@ __all__ = [
     "default_of",
     "exit_code_table",
     "for_verdict",
-    "hidden_param",
     "kubectl_main",
     "plan_checks",
-    "redact_query",
-    "redact_text",
-    "redact_url",
     "required_samples",
     "row_outcome",
     "run_checks",
@@ -80,9 +63,7 @@ __all__ = [
     "run_health_probe",
     "run_health_probe_blocking",
     "run_sentinel",
-    "sensitive_param",
     "short",
-    "url_has_credentials",
     "utc_now",
     "wait_served",
     "write_junit",

@@ -177,6 +177,23 @@ class TextFormatter(logging.Formatter):
         return redact_text(super().formatException(ei))
 
 
+class EventFormatter(logging.Formatter):
+    """What kopf posts as an event from a log line (its ``K8sPoster``): the message and any
+    traceback, redacted. Events are read by whoever may list them in the namespace, and kopf
+    formats them with its own handler, which the root handler's filter never sees."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact_text(super().format(record))
+
+
+def redact_kopf_events() -> None:
+    """Put ``EventFormatter`` on the handler kopf posts its events through (on ``kopf.objects``,
+    added when kopf is imported: ``mcp-operator run`` imports it before ``setup``)."""
+    for handler in logging.getLogger("kopf.objects").handlers:
+        if type(handler).__name__ == "K8sPoster":
+            handler.setFormatter(EventFormatter())
+
+
 class _OperatorHandler(logging.StreamHandler[TextIO]):
     """Our root handler, so a second :func:`setup` replaces it instead of adding another."""
 
@@ -214,6 +231,7 @@ def setup(
     for old in [h for h in root.handlers if isinstance(h, _OperatorHandler)]:
         root.removeHandler(old)
     root.addHandler(handler)
+    redact_kopf_events()
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
     # a line per liveness probe (every 20 s) only when asked for
     logging.getLogger("aiohttp.access").setLevel(logging.NOTSET if verbose else logging.WARNING)

@@ -1,7 +1,7 @@
 """Credentials out of what the operator writes: URLs shown with userinfo and secret-looking query
 parameters replaced by ``REDACTED``, and free text (messages, events, logs) scrubbed of such URLs.
 
-The pure rule lives in ``mcp_checks.redact`` (the checks redact their own sources with it, and
+The pure rule lives in ``mcp_common.redact`` (the checks redact their own sources with it, and
 they may not import the operator); it is re-exported here with the logging filter.
 """
 
@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import logging
 
-from mcp_checks.redact import (
+from mcp_common.redact import (
     REDACTED,
-    SENSITIVE_PARAMS,
-    SENSITIVE_SUFFIXES,
+    SECRET_NAME,
     hidden_param,
     redact_query,
     redact_text,
@@ -23,8 +22,7 @@ from mcp_checks.redact import (
 
 __all__ = [
     "REDACTED",
-    "SENSITIVE_PARAMS",
-    "SENSITIVE_SUFFIXES",
+    "SECRET_NAME",
     "RedactingFilter",
     "hidden_param",
     "redact_query",

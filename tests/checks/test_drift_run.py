@@ -77,3 +77,22 @@ async def test_malformed_answers_are_errors(junk_prometheus: str) -> None:
 
 def test_redact_drops_credentials_and_query() -> None:
     assert redact("https://u:p@prom.example:9090/x?token=1") == "https://prom.example:9090/x"
+
+
+def _proxied_through_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every proxy variable a client might honour, pointing at a closed port."""
+    proxy = f"http://127.0.0.1:{_closed_port()}"
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(var, proxy)
+    for var in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(var, raising=False)
+
+
+async def test_a_proxy_in_the_environment_is_not_used(
+    junk_prometheus: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Prometheus is dialled itself, never through HTTP(S)_PROXY: the target policy judges the
+    address dialled, and a proxy's would stand in for the target's (issue 35, item 5)."""
+    _proxied_through_nothing(monkeypatch)
+    out = await run_metric_drift(MetricDriftSpec(junk_prometheus, (RecordingRule("job:missing"),)))
+    assert (out.outcome, out.reason) == (Verdict.INCONCLUSIVE, "RecordingRuleNotFound"), out.message

@@ -341,3 +341,20 @@ def test_mcp_check_xds_wait_must_be_a_positive_duration(
     with pytest.raises(SystemExit) as info:
         main(["xds", "--csds", "127.0.0.1:1", "--wait", wait])
     assert info.value.code == 2 and "--wait" in capsys.readouterr().err
+
+
+async def test_a_proxy_in_the_environment_is_not_used(
+    csds_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CSDS channel dials the source itself, never through grpc_proxy or http(s)_proxy: the
+    target policy judges the address dialled (issue 35, item 5)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        proxy = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    for var in ("grpc_proxy", "https_proxy", "http_proxy", "HTTPS_PROXY", "HTTP_PROXY"):
+        monkeypatch.setenv(var, proxy)
+    for var in ("no_grpc_proxy", "no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    spec = XdsSyncSpec(sources=(XdsSource("csds", csds_server),), expected_proxies=("a", "b"), timeout_s=3)
+    outcome = await run_xds_sync(spec)
+    assert outcome.outcome == Verdict.PASS, outcome.message

@@ -9,9 +9,11 @@ import re
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from mcp_operator import crdgen
-from mcp_operator.api.credentials import ENCODED_PARAM, SECRET_PARAM, USERINFO
+from mcp_operator.api.common import TargetHeader
+from mcp_operator.api.credentials import ENCODED_PARAM, FRAGMENT, SECRET_PARAM, USERINFO
 from mcp_operator.redact import url_has_credentials
 
 CANARY = "CANARY-5f3e"
@@ -69,6 +71,12 @@ def _credentialed(value: str, is_url: bool) -> list[str]:
         _with_query(value, f"%74oken={CANARY}"),  # token, percent-encoded
         _with_query(value, f"%2574oken={CANARY}"),  # encoded twice
         _with_query(value, f"ToK%65n={CANARY}"),
+        _with_query(value, f"accessToken={CANARY}"),  # by other names (issue 35, item 1)
+        _with_query(value, f"apiToken={CANARY}"),
+        _with_query(value, f"token[]={CANARY}"),
+        _with_query(value, f"jwt={CANARY}"),
+        f"{value};token={CANARY}",  # a matrix parameter
+        f"{value}#access_token={CANARY}",  # a fragment
     ]
     return [_with_userinfo(value), *queries] if is_url else queries
 
@@ -102,11 +110,16 @@ def test_every_rule_message_names_its_field(
     kind: str, path: str, clean: str, is_url: bool, name: str
 ) -> None:
     """Each field's messages are its own, so a refusal says which field to fix: userinfo (URLs
-    only), a secret-looking parameter, a percent-encoded parameter name (a URL's port rule is
-    ``test_operator_ports``'s)."""
+    only), a secret-looking parameter, a percent-encoded parameter name, a fragment (a URL's port
+    rule is ``test_operator_ports``'s)."""
     rules = _field(kind, path)["x-kubernetes-validations"]
     messages = [r["message"] for r in rules if "PortOutOfRange" not in r["message"]]
-    starts = [f"{name} must", f"{name} query must not carry", f"{name} query must not percent-encode"]
+    starts = [
+        f"{name} must",
+        f"{name} query must not carry",
+        f"{name} query must not percent-encode",
+        f"{name} must not carry a #fragment",
+    ]
     starts = starts if is_url else starts[1:]
     assert len(messages) == len(starts)
     assert all(m.startswith(start) for m, start in zip(messages, starts, strict=True)), messages
@@ -129,18 +142,64 @@ def test_the_benchmark_target_keeps_its_messages() -> None:
         f"http://h/x?%74oken={CANARY}",
         f"http://h/x?a=b&%2574oken={CANARY}",
         f"/health?access_token={CANARY}",
+        f"http://h/v1?accessToken={CANARY}",
+        f"http://h/v1?apiToken={CANARY}",
+        f"http://h/v1?token[]={CANARY}",
+        f"http://h/v1?jwt={CANARY}",
+        f"http://h/v1;token={CANARY}/x",
+        f"http://h/v1#access_token={CANARY}",
     ],
 )
 def test_the_rules_and_the_operator_agree(url: str) -> None:
     """What the CRD refuses the operator refuses too (``url_has_credentials``, for objects an older
     CRD let in); an embedded URL ('vllm=URL') is checked by the operator after the split."""
-    assert any(re.search(p, url) for p in (USERINFO, SECRET_PARAM, ENCODED_PARAM))
+    assert any(re.search(p, url) for p in (USERINFO, SECRET_PARAM, ENCODED_PARAM, FRAGMENT))
     assert url_has_credentials(url.partition("=")[2] if url.startswith("vllm=") else url)
 
 
 @pytest.mark.parametrize(
-    "url", ["http://svc/@home", "http://h/x?monkey=1&a=b%20c", "h:18000", "triton", "/p?keyboard=1"]
+    "url",
+    [
+        "http://svc/@home",
+        "http://h/x?monkey=1&a=b%20c",
+        "h:18000",
+        "triton",
+        "/p?keyboard=1",
+        "http://h/v1;v=2?model=llama&stream=1",
+    ],
 )
 def test_clean_values_pass_both(url: str) -> None:
-    assert not any(re.search(p, url) for p in (USERINFO, SECRET_PARAM, ENCODED_PARAM))
+    assert not any(re.search(p, url) for p in (USERINFO, SECRET_PARAM, ENCODED_PARAM, FRAGMENT))
     assert not url_has_credentials(url)
+
+
+@pytest.mark.parametrize(
+    ("name", "refused"),
+    [
+        ("Authorization", True),
+        ("Proxy-Authorization", True),
+        ("Cookie", True),
+        ("X-Api-Key", True),
+        ("X-Auth-Token", True),
+        ("X-Tenant", False),
+        ("Content-Type", False),
+        ("X-Request-Id", False),
+    ],
+)
+def test_a_header_named_like_a_credential_takes_no_literal_value(name: str, refused: bool) -> None:
+    """The CRD's rule and the model agree: a credential header's value comes from a Secret, so it
+    is never a literal in the object, the run's plan or a report (issue 35, item 1)."""
+    node = _spec_schema("MCPBenchmark")["properties"]["target"]["properties"]["headers"]["items"]
+    (rule,) = [r for r in node["x-kubernetes-validations"] if "CredentialsInHeader" in r["message"]]
+    pattern = re.search(r"matches\('(.*)'\)", rule["rule"])
+    assert pattern is not None
+    assert bool(re.search(pattern.group(1), f"?{name}=")) is refused
+    literal = {"name": name, "value": CANARY}
+    if refused:
+        with pytest.raises(ValidationError, match="CredentialsInHeader"):
+            TargetHeader.model_validate(literal)
+    else:
+        assert TargetHeader.model_validate(literal).value == CANARY
+    assert TargetHeader.model_validate(
+        {"name": name, "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}
+    )

@@ -141,6 +141,24 @@ def test_credentials_never_reach_the_output(root: logging.Logger, fmt: str) -> N
         assert len(lines) == 3 and "ConnectionError" in lines[2]["exception"]
 
 
+def test_what_kopf_posts_as_an_event_is_redacted_too(root: logging.Logger) -> None:
+    """kopf posts an object logger's lines as events through its own handler (``K8sPoster``),
+    which the root handler's filter never sees: the handler kopf posts through formats the
+    message and its traceback redacted (issue 35, item 1)."""
+    _setup("json")
+    (poster,) = [h for h in logging.getLogger("kopf.objects").handlers if type(h).__name__ == "K8sPoster"]
+    url = f"http://h:8000/v1;sid={TOKEN}?model={TOKEN}#{TOKEN}"
+    try:
+        raise ConnectionError(f"cannot connect to {url} with Authorization: Bearer {TOKEN}")
+    except ConnectionError as exc:
+        record = logging.LogRecord(
+            "kopf.objects", logging.ERROR, __file__, 1, "Handler failed: %s", (exc,), (type(exc), exc, None)
+        )
+    posted = poster.format(record)
+    assert TOKEN not in posted
+    assert "http://h:8000/v1;sid=REDACTED?model=REDACTED#REDACTED" in posted and "ConnectionError" in posted
+
+
 def test_text_format_prefixes_the_object_and_evaluation(root: logging.Logger) -> None:
     stream = _setup("text")
     with logs.about("team-a", "gate"), logs.evaluation("e1"):

@@ -15,9 +15,9 @@ from typing import Any
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from mcp_bench.htmlreport.view import redact_url
 from mcp_bench.plot import figure as overview_figure
 from mcp_bench.results.document import ResultDocument
+from mcp_common.redact import redact_url
 
 # (field in the plot points, axis label, scale applied to the value)
 TELEMETRY_PANELS = (

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit, urlunsplit
 
 from mcp_bench.consistency.judge import consistency_cell
 from mcp_bench.diagnose import DiagnoseInputs, Finding, diagnose
@@ -19,6 +18,7 @@ from mcp_bench.results.document import LevelResult, ResultDocument, dumps_docume
 from mcp_bench.results.summary import gpu_field_mean, slo_mark, summarize
 from mcp_bench.search.rows import PROBE_HEADERS, probe_rows, summary_rows
 from mcp_bench.telemetry.serving import serving_cell, serving_gpus
+from mcp_common.redact import redact_url
 
 UNAVAILABLE = "unavailable"
 
@@ -26,14 +26,6 @@ UNAVAILABLE = "unavailable"
 def fmt(value: float | None, digits: int = 2) -> str:
     """One spelling of a figure everywhere in the report: fixed digits, ``-`` for no data."""
     return "-" if value is None else f"{value:.{digits}f}"
-
-
-def redact_url(url: str) -> str:
-    """The URL without user name or password: a report is passed around."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))
 
 
 @dataclass(frozen=True)

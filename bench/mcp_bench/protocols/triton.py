@@ -152,8 +152,8 @@ def numeric_outputs(result: Any) -> dict[str, dict[str, Any]]:
 
 
 def _channel_args(tgrpc: Any, authority: str) -> list[tuple[str, Any]]:
-    """tritonclient's own channel defaults (``channel_args`` replaces them all), and the name
-    as the authority of a channel that dials a pinned address."""
+    """tritonclient's own channel defaults (``channel_args`` replaces them all), the name as the
+    authority of a channel that dials a pinned address, and no proxy from the environment."""
     keepalive = tgrpc.KeepAliveOptions()
     return [
         ("grpc.max_send_message_length", tgrpc.MAX_GRPC_MESSAGE_SIZE),
@@ -163,6 +163,7 @@ def _channel_args(tgrpc: Any, authority: str) -> list[tuple[str, Any]]:
         ("grpc.keepalive_permit_without_calls", keepalive.keepalive_permit_without_calls),
         ("grpc.http2.max_pings_without_data", keepalive.http2_max_pings_without_data),
         ("grpc.default_authority", authority.split("/", 1)[0]),
+        ("grpc.enable_http_proxy", 0),  # no grpc_proxy/http(s)_proxy: the target is dialled itself
     ]
 
 
@@ -223,11 +224,10 @@ class TritonClient:
         if self.use_grpc:
             import tritonclient.grpc.aio as tgrpc
 
-            if rule is None:
-                self._client = tgrpc.InferenceServerClient(url=self.url)
-            else:  # gRPC would resolve the name again itself: it dials the address checked here
-                pinned, args = await dialguard.grpc_target(rule, self.url), _channel_args(tgrpc, self.url)
-                self._client = tgrpc.InferenceServerClient(url=pinned, channel_args=args)
+            # gRPC would resolve the name again itself: with a rule it dials the address checked here
+            pinned = self.url if rule is None else await dialguard.grpc_target(rule, self.url)
+            args = _channel_args(tgrpc, self.url)
+            self._client = tgrpc.InferenceServerClient(url=pinned, channel_args=args)
             mod: Any = tgrpc
         else:
             import tritonclient.http.aio as thttp

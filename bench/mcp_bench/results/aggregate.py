@@ -16,6 +16,7 @@ from mcp_bench.records import ConnectTime, ErrorKind, RequestRecord
 from mcp_bench.results.document import CONNECTION_METRICS, METRICS, LevelResult, PercentileTable, TagResult
 from mcp_bench.results.histogram import LatencyHistogram, Unit
 from mcp_bench.results.slo import evaluate, latency_metric, request_latency_limit_ms
+from mcp_common.redact import redact_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +150,8 @@ class LevelAccumulator:
             self.failed += 1
             self.errors[rec.error] += 1
             if rec.error not in self.error_examples and rec.error_detail:
-                self.error_examples[rec.error] = rec.error_detail
+                # an error may quote the request's URL or headers; a result is passed around
+                self.error_examples[rec.error] = redact_text(rec.error_detail)
             return
         self.completed += 1
         e2e = end - sent

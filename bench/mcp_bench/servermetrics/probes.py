@@ -191,6 +191,7 @@ class PrometheusQueryProbe:
         # No retries: a snapshot that fails is reported at once, with its kind, not after backoff.
         session = requests.Session()
         session.verify = False
+        session.trust_env = False  # no HTTP(S)_PROXY: the policy judges the address dialled
         client = PrometheusConnect(
             url=self.url,
             disable_ssl=True,

@@ -35,6 +35,7 @@ def connect(
 ) -> tuple[PrometheusConnect, requests.Session]:
     """The client and its session; every connection of it (a redirect's too) through ``dial``."""
     session = requests.Session()
+    session.trust_env = False  # no HTTP(S)_PROXY: the policy judges the address dialled, not a proxy's
     retry = Retry(total=1, backoff_factor=0.1, status_forcelist=[502, 503, 504])
     prom = PrometheusConnect(
         url,

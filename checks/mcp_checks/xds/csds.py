@@ -114,7 +114,10 @@ async def fetch_csds(source: XdsSource, timeout_s: float, dial: DialHooks = OPEN
     """One FetchClientStatus call over plaintext gRPC; a failed call names its status code. The
     channel dials the address ``dial`` checked (gRPC would resolve the name again itself)."""
     address = await dial.grpc_address(source.address)
-    options = [] if address == source.address else [("grpc.default_authority", source.address)]
+    # no grpc_proxy/http(s)_proxy: the policy judges the address dialled, not a proxy's
+    options: list[tuple[str, str | int]] = [("grpc.enable_http_proxy", 0)]
+    if address != source.address:
+        options.append(("grpc.default_authority", source.address))
     async with grpc.aio.insecure_channel(address, options=options) as channel:
         fetch = channel.unary_unary(
             FETCH_METHOD, request_serializer=csds_pb2.ClientStatusRequest.SerializeToString

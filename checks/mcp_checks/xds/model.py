@@ -8,7 +8,7 @@ from enum import StrEnum
 from typing import Literal
 
 from mcp_checks.dialhooks import OPEN, DialHooks
-from mcp_checks.redact import redact_text, redact_url
+from mcp_common.redact import redact_text, redact_url
 
 XDS_TYPES = ("LDS", "RDS", "CDS", "EDS")
 

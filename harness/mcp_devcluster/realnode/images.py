@@ -34,7 +34,7 @@ DOCKER = "/usr/bin/docker"  # Debian's client, of the daemon's own version
 # the build daemon's sockets (short: a unix socket's path holds at most 107 bytes); one daemon
 # at a time uses it (``lifecycle.prepare_images`` holds a lock)
 DOCKER_RUN_DIR = Path("/run/mcp-operator/docker")
-_PRODUCT_SOURCES = ("pyproject.toml", "README.md", "operator", "bench", "checks")
+_PRODUCT_SOURCES = ("pyproject.toml", "README.md", "operator", "bench", "checks", "common")
 
 
 def images_dir() -> Path:

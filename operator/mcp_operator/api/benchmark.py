@@ -543,11 +543,25 @@ class LevelRow(ApiModel):
         description="Concurrency or rate of this level, cluster-wide: summed over all shards "
         "(spec.load.concurrency and spec.load.rate are per shard)."
     )
-    requests: int = Field(ge=0, description="Completed requests over all shards.")
+    requests: int = Field(
+        ge=0,
+        description="Completed requests over all shards, as completed (the field's first name; divide by "
+        "offered, not by this, for a ratio).",
+    )
+    completed: int | None = Field(default=None, ge=0, description="Completed requests over all shards.")
+    offered: int | None = Field(
+        default=None,
+        ge=0,
+        description="Requests offered over all shards: completed, failed and dropped; what a success or "
+        "error ratio divides by.",
+    )
     errors: int = Field(
         ge=0,
         description="Requests offered and not completed over all shards: failed plus dropped, the count "
         "the error-rate SLO judges (mcp-bench shows the same figure).",
+    )
+    error_percent: str | None = Field(
+        default=None, description="errors / offered, in percent (n/a when nothing was offered)."
     )
     latency: str = Field(
         default="e2e",

@@ -13,6 +13,8 @@ from pydantic.alias_generators import to_camel
 
 from mcp_checks.verdict import Verdict
 
+from ..redact import SECRET_NAME, sensitive_param
+
 GROUP = "mcp2026.io"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -113,11 +115,20 @@ class HeaderValueSource(ApiModel):
     )
 
 
+CREDENTIAL_HEADER_HINT = (
+    "a header whose name marks a credential (Authorization, Cookie, X-Api-Key, *-Token, ...) takes its "
+    "value from a Secret, valueFrom.secretKeyRef, never a literal value: a literal is stored in the "
+    "object and the run's Secret (CredentialsInHeader)"
+)
+
+
 class TargetHeader(ApiModel):
-    """An HTTP header sent with every request: a literal value, or a Secret key for credentials."""
+    """An HTTP header sent with every request: a literal value, or a Secret key for credentials
+    (a header named like one, by the words of ``mcp_common.redact.SECRET_NAME``, takes no literal)."""
 
     model_config = with_rules(
-        cel("has(self.value) != has(self.valueFrom)", "set exactly one of value and valueFrom")
+        cel("has(self.value) != has(self.valueFrom)", "set exactly one of value and valueFrom"),
+        cel(f"!has(self.value) || !('?' + self.name + '=').matches('{SECRET_NAME}')", CREDENTIAL_HEADER_HINT),
     )
 
     name: str = Field(
@@ -125,7 +136,8 @@ class TargetHeader(ApiModel):
     )
     value: str | None = Field(
         default=None,
-        description="Literal value; it is copied into the shard Job, so never a credential: use valueFrom.",
+        description="Literal value, for a header that carries no credential; it is stored in the run's "
+        "Secret for the shards and shown as REDACTED in results and reports.",
         max_length=8192,
     )
     value_from: HeaderValueSource | None = Field(default=None, description="Value from a Secret key.")
@@ -134,4 +146,6 @@ class TargetHeader(ApiModel):
     def _one_source(self) -> TargetHeader:
         if (self.value is None) == (self.value_from is None):
             raise ValueError("set exactly one of value and valueFrom")
+        if self.value is not None and sensitive_param(self.name):
+            raise ValueError(f"header {self.name}: {CREDENTIAL_HEADER_HINT}")
         return self

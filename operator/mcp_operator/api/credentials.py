@@ -10,23 +10,26 @@ from __future__ import annotations
 
 from pydantic import JsonValue
 
-from ..redact import SENSITIVE_PARAMS, SENSITIVE_SUFFIXES
+from ..redact import SECRET_NAME
 from .common import cel
 
 # userinfo: user[:password]@ before the host, after a scheme or with none; also in an embedded
 # URL such as serverMetrics' 'vllm=http://user:pw@host'
 USERINFO = "^([^/?#]*://)?[^/?#]*@"
-# a query parameter redact_url would hide, by name
-SECRET_PARAM = (
-    "(?i)[?&]("
-    + "|".join(sorted(SENSITIVE_PARAMS) + [f"[^=&#]*{suffix}" for suffix in SENSITIVE_SUFFIXES])
-    + ")="
-)
+# a query or matrix parameter whose name marks a credential (``mcp_common.redact.SECRET_NAME``,
+# the rule ``url_has_credentials`` applies to an object an older CRD let in)
+SECRET_PARAM = SECRET_NAME
+# a fragment: never sent to a server, so only a token (#access_token=...) has a reason to be there
+FRAGMENT = "#"
 # a percent-encoded parameter name (?%74oken=): the server decodes it to a name the rule above
 # would refuse, so no encoded name is accepted at all
 ENCODED_PARAM = "[?&][^=&#]*%[0-9A-Fa-f]{2}[^=&#]*="
 CREDENTIALS_HINT = "must not carry credentials (CredentialsInUrl)"
 LEAKS_HINT = f"{CREDENTIALS_HINT}: it is copied into status, events and logs"
+FRAGMENT_HINT = (
+    "must not carry a #fragment (CredentialsInUrl): a fragment is never sent to the server, and "
+    "an OAuth token travels in one"
+)
 ENCODED_HINT = (
     "must not percent-encode a parameter name (CredentialsInUrl): an encoded name such as %74oken "
     "hides a credential from this check"
@@ -35,6 +38,7 @@ ENCODED_HINT = (
 __all__ = [
     "CREDENTIALS_HINT",
     "ENCODED_PARAM",
+    "FRAGMENT",
     "LEAKS_HINT",
     "SECRET_PARAM",
     "USERINFO",
@@ -49,11 +53,13 @@ def _refuse(pattern: str, message: str) -> dict[str, JsonValue]:
 
 
 def no_credentials_in_query(name: str, hint: str = LEAKS_HINT) -> list[dict[str, JsonValue]]:
-    """CEL rules for a path with a query (``/health?token=...``): no secret-looking parameter and
-    no percent-encoded parameter name. ``name`` starts each message, so it names the field."""
+    """CEL rules for a path with a query (``/health?token=...``): no secret-looking query or
+    matrix parameter, no percent-encoded parameter name and no fragment. ``name`` starts each
+    message, so it names the field."""
     return [
         _refuse(SECRET_PARAM, f"{name} query {hint}"),
         _refuse(ENCODED_PARAM, f"{name} query {ENCODED_HINT}"),
+        _refuse(FRAGMENT, f"{name} {FRAGMENT_HINT}"),
     ]
 
 

@@ -30,7 +30,7 @@ from mcp_bench.api import (
     loads_document,
 )
 
-from ..redact import redact_text, redact_url
+from ..redact import redact_text
 from .attestation import PodLog, attestation_problem
 from .contract import (
     ANNOTATION_COMPLETION_INDEX,
@@ -119,7 +119,7 @@ def read_shards(run: RunIdentity, objects: list[PublishedObject]) -> ShardReadou
         if isinstance(verdict, str):
             readout.rejected[obj.name] = verdict
             continue
-        verdict.plan = verdict.plan.model_copy(update={"url": redact_url(verdict.plan.url)})
+        verdict.plan = verdict.plan.shown()
         accepted[int(verdict.shard_index or 0)] = verdict
     readout.documents = [accepted[i] for i in sorted(accepted)]
     return readout

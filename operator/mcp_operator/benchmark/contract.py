@@ -22,6 +22,7 @@ ENV_SECRET_HEADERS = "MCP_SECRET_HEADERS"  # JSON {header name: env var holding 
 ENV_HEADER_PREFIX = "MCP_HEADER_"  # those env vars, each by secretKeyRef
 ENV_COMPLETION_INDEX = "JOB_COMPLETION_INDEX"  # set by Kubernetes for Indexed Jobs
 ENV_START_BARRIER = "MCP_START_BARRIER"  # "1": wait for each level's common start time
+ENV_ACTIVE_DEADLINE = "MCP_ACTIVE_DEADLINE_S"  # the Job's activeDeadlineSeconds: how long a result may wait
 ENV_BARRIER_TIMEOUT = "MCP_BARRIER_TIMEOUT_S"  # how long to wait for it before starting alone
 ENV_PROGRESS_INTERVAL = "MCP_PROGRESS_INTERVAL_S"  # least time between two progress writes
 ANNOTATION_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"  # on the Job's pods
@@ -45,6 +46,9 @@ PROGRESS_LIMIT_BYTES = 1024
 # a ConfigMap holds 1 MiB of data; a result or report over this is shrunk (mcp_bench.results.fit)
 RESULT_LIMIT_BYTES = 900 * 1024
 KEY_SECRET_KEY = "hmac-sha256-key"
+# the plan a run's shards run, in the run's Secret beside its key: what they dial (query values,
+# literal header values) stays out of the Job, its pods and everything else anyone may read
+PLAN_SECRET_KEY = "plan.json"
 
 # what a shard signs into its document's origin: which run, which Job, which pod
 ORIGIN_RUN_UID = "runUid"

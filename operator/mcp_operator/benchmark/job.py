@@ -13,14 +13,13 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from mcp_bench.api import RunPlan
-
 from ..api.benchmark import MAX_SHARDS, MCPBenchmarkSpec
 from ..api.common import TargetHeader
 from ..children import MAX_DNS_LABEL, dns_label
 from ..guarded import pod_env
 from .contract import (
     COMPONENT_SHARD,
+    ENV_ACTIVE_DEADLINE,
     ENV_BENCHMARK_UID,
     ENV_HEADER_PREFIX,
     ENV_JOB_NAME,
@@ -33,6 +32,7 @@ from .contract import (
     KEY_SECRET_KEY,
     LABEL_COMPONENT,
     LABEL_JOB,
+    PLAN_SECRET_KEY,
     SHARD_CONTAINER,
     benchmark_labels,
     benchmark_owner,
@@ -127,7 +127,6 @@ def shard_job(
     name: str,
     job: str,
     uid: str,
-    plan: RunPlan,
     command: tuple[str, ...],
     default_image: str,
 ) -> dict[str, Any]:
@@ -144,9 +143,10 @@ def shard_job(
     if limits:
         resources["limits"] = limits
     env = [
-        {"name": ENV_PLAN, "value": json.dumps(plan.model_dump(mode="json"), sort_keys=True)},
+        {"name": ENV_PLAN, "valueFrom": _secret(run_key_name(job), PLAN_SECRET_KEY)},  # what it dials
         {"name": ENV_BENCHMARK_UID, "value": uid},
         {"name": ENV_JOB_NAME, "value": job},
+        {"name": ENV_ACTIVE_DEADLINE, "value": str(runner.active_deadline_seconds)},
         {"name": ENV_NAMESPACE, "valueFrom": _field("metadata.namespace")},
         {"name": ENV_POD_NAME, "valueFrom": _field("metadata.name")},
         {"name": ENV_POD_UID, "valueFrom": _field("metadata.uid")},

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +45,8 @@ from .contract import (
 from .podlogs import read_pod_logs
 
 TRANSIENT = frozenset({408, 409, 429})  # timeout, conflict (a retried create), throttling
+
+log = logging.getLogger(__name__)
 
 
 class ChildRejectedError(Exception):
@@ -102,23 +105,39 @@ async def replace_config_map(namespace: str, manifest: dict[str, Any]) -> None:
 
 async def create_run(namespace: str, children: list[dict[str, Any]], job: dict[str, Any]) -> bool:
     """The run's children, then its Job; True when this call created the Job. A key Secret that
-    was there already counts only when this benchmark owns it (an operator retry); one someone
-    else made would hand them the key the run's results are signed with: refused."""
+    is there already before the Job is made again, never adopted: it would hand whoever made it
+    the key the run's results are signed with and the plan its shards dial (an
+    ``ownerReference`` proves nothing: whoever may create the Secret may write one). Once the
+    Job exists (a retry of this call after its answer was lost), the Secret is the one its pods
+    read, made by the call that created the Job, and stays."""
     for child in children:
-        if not await create_child(namespace, child) and child["kind"] == "Secret":
-            await _own_secret(namespace, child)
+        if await create_child(namespace, child) or child["kind"] != "Secret":
+            continue
+        if not await _exists(kube.batch().read_namespaced_job, namespace, job["metadata"]["name"]):
+            await _make_secret_again(namespace, child)
     return await create_child(namespace, job)
 
 
-async def _own_secret(namespace: str, manifest: dict[str, Any]) -> None:
+async def _exists(read: Any, namespace: str, name: str) -> bool:
+    try:
+        await kube.call(read, name, namespace)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        return False
+    return True
+
+
+async def _make_secret_again(namespace: str, manifest: dict[str, Any]) -> None:
     name = manifest["metadata"]["name"]
-    owners = {o["uid"] for o in manifest["metadata"].get("ownerReferences") or []}
-    found = await kube.call(kube.core().read_namespaced_secret, name, namespace)
-    theirs = {o.uid for o in found.metadata.owner_references or []}
-    if not owners & theirs:
-        raise ChildRejectedError(
-            "Secret", name, 409, "it exists and this MCPBenchmark does not own it: its key is not the run's"
-        )
+    try:
+        await kube.call(kube.core().delete_namespaced_secret, name, namespace)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+    log.info("%s/%s: a Secret of the run key's name was there already; made again", namespace, name)
+    if not await create_child(namespace, manifest):
+        raise ChildRejectedError("Secret", name, 409, "it was made again by someone else as it was replaced")
 
 
 async def set_suspended(namespace: str, job: str, suspend: bool) -> None:

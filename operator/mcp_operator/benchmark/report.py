@@ -21,13 +21,15 @@ from mcp_bench.api import (
     SignatureMismatchError,
     Table,
     loads_document,
+    summarize,
 )
 from mcp_checks.api import ExitCode
 
 from .. import kube
-from ..api.benchmark import PLURAL
+from ..api.benchmark import MAX_RESULT_ROWS, PLURAL
 from ..api.common import GROUP, VERSION
 from .contract import KEY_SECRET_KEY, RESULT_KEY, report_name, run_key_name
+from .status import level_row
 
 SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
@@ -143,8 +145,46 @@ def read_report(
         ) from exc
     except (ChecksumMismatchError, DocumentFormatError) as exc:
         raise ReportError(f"{namespace}/{name}: {exc}") from exc
+    differ = disagreements(doc, obj)
+    if differ:
+        raise ReportError(
+            f"{namespace}/{name} disagrees with the MCPBenchmark's status.results, which the operator "
+            f"wrote from the same merged document: {'; '.join(differ)}. It was rewritten after the run"
+            + (" (signed by someone who can read the run's key)" if key is not None else "")
+        )
     verified = "signed with the run's key" if key is not None else f"checksum only: {why}"
+    rows = len((obj.get("status") or {}).get("results") or [])
+    verified += (
+        f"; its figures match status.results, {rows} level(s)" if rows else "; status holds no results"
+    )
     return doc, obj, verified
+
+
+# the figures of a status row the report is held to (camelCase, as status spells them)
+COMPARED = ("level", "requests", "errors", "throughputRps", "meanMs", "p50Ms", "p95Ms", "p99Ms", "slo")
+
+
+def disagreements(doc: ResultDocument, obj: dict[str, Any]) -> list[str]:
+    """Where the report's figures differ from its MCPBenchmark's ``status.results``: the operator
+    writes both from one merged document with one function (``status.level_row``), so a
+    difference means the report is not that document. Status is the operator's alone to write;
+    a Secret reader may re-sign a report but not rewrite status. Empty when they agree, or when
+    status holds no rows to compare (a run that ended without results)."""
+    shown = [row for row in (obj.get("status") or {}).get("results") or [] if isinstance(row, dict)]
+    if not shown:
+        return []
+    ours = [
+        level_row(summarize(doc, level), level=level).model_dump(by_alias=True, mode="json")
+        for level in doc.levels
+    ][-MAX_RESULT_ROWS:]
+    if len(ours) != len(shown):
+        return [f"{len(ours)} levels in the report, {len(shown)} in status"]
+    return [
+        f"level {row.get('level', index)} {field}: {mine[field]} in the report, {row[field]} in status"
+        for index, (mine, row) in enumerate(zip(ours, shown, strict=True))
+        for field in COMPARED
+        if field in row and str(mine.get(field)) != str(row[field])
+    ]
 
 
 def status_tables(obj: dict[str, Any], verified: str = "") -> list[Table]:

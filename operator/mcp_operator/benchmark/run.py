@@ -1,5 +1,6 @@
 """Pure builders of a run's children besides the Job, created before it and owned by the
-MCPBenchmark (so they go with it): the Secret with the run's signing key, the run's own
+MCPBenchmark (so they go with it): the Secret with the run's signing key and the plan its shards
+run (what they dial, read by reference: the Job and its pods carry none of it), the run's own
 ServiceAccount, a Role that lets it fill in this run's result ConfigMaps and nothing else,
 its RoleBinding, and those result ConfigMaps, created empty.
 
@@ -9,8 +10,11 @@ itself and the shards may only ``get``/``update``/``patch`` exactly those names.
 
 from __future__ import annotations
 
+import json
 import secrets
 from typing import Any
+
+from mcp_bench.api import RunPlan
 
 from ..api.benchmark import MCPBenchmarkSpec
 from .barrier import barrier_on, state_objects
@@ -19,6 +23,7 @@ from .contract import (
     KEY_SECRET_KEY,
     LABEL_COMPONENT,
     LABEL_JOB,
+    PLAN_SECRET_KEY,
     benchmark_labels,
     benchmark_owner,
     progress_object_name,
@@ -43,15 +48,18 @@ def _metadata(name: str, benchmark: str, uid: str, job: str) -> dict[str, Any]:
     return {"name": name, "labels": labels, "ownerReferences": [benchmark_owner(benchmark, uid)]}
 
 
-def key_secret(*, benchmark: str, uid: str, job: str, key: str) -> dict[str, Any]:
-    """Immutable, so the key cannot be swapped under a running Job."""
+def key_secret(*, benchmark: str, uid: str, job: str, key: str, plan: RunPlan) -> dict[str, Any]:
+    """Immutable, so neither the key nor the plan can be swapped under a running Job."""
     return {
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": _metadata(run_key_name(job), benchmark, uid, job),
         "type": "Opaque",
         "immutable": True,
-        "stringData": {KEY_SECRET_KEY: key},
+        "stringData": {
+            KEY_SECRET_KEY: key,
+            PLAN_SECRET_KEY: json.dumps(plan.model_dump(mode="json"), sort_keys=True),
+        },
     }
 
 
@@ -77,11 +85,11 @@ def shard_role(*, benchmark: str, uid: str, job: str, shards: int, barrier: bool
 
 
 def run_objects(
-    *, spec: MCPBenchmarkSpec, benchmark: str, uid: str, job: str, key: str
+    *, spec: MCPBenchmarkSpec, benchmark: str, uid: str, job: str, key: str, plan: RunPlan
 ) -> list[dict[str, Any]]:
     """Everything the Job's pods need, in the order to create it."""
     account = run_account_name(job)
-    objects = [key_secret(benchmark=benchmark, uid=uid, job=job, key=key)]
+    objects = [key_secret(benchmark=benchmark, uid=uid, job=job, key=key, plan=plan)]
     if spec.runner.service_account_name is None:
         objects.append(
             {

@@ -16,6 +16,7 @@ import contextlib
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 from kubernetes.client.exceptions import ApiException
@@ -32,10 +33,11 @@ from mcp_bench.api import (
 )
 
 from .. import kube
-from ..redact import REDACTED, redact_text, redact_url
+from ..redact import REDACTED, redact_text
 from .attestation import attestation_line
 from .barrier import BARRIER_FIRST_LEVEL, parse_starts
 from .contract import (
+    ENV_ACTIVE_DEADLINE,
     ENV_BARRIER_TIMEOUT,
     ENV_BENCHMARK_UID,
     ENV_COMPLETION_INDEX,
@@ -64,7 +66,22 @@ from .shardgate import ProgressWriter, ShardGate
 
 EXIT_PLAN = 2
 EXIT_PUBLISH = 4
-PUBLISH_WITHIN_S = 300.0  # how long a shard keeps trying to publish its result through an outage
+PUBLISH_WITHIN_S = 300.0  # how long a shard keeps trying to publish its result, without a deadline
+PUBLISH_AT_LEAST_S = 10.0  # and at least, however little of the Job's deadline is left
+
+
+def publish_within_s(deadline_s: str | None, elapsed_s: float) -> float:
+    """How long the shard keeps trying to publish its result through an outage: until the Job's
+    ``activeDeadlineSeconds`` (counted from this process's start, a little after the Job's), when
+    Kubernetes ends the pod anyway; a measured result is worth the whole wait. 300 s when the Job
+    names no deadline (one made by an older operator)."""
+    try:
+        deadline = float(deadline_s) if deadline_s else None
+    except ValueError:
+        deadline = None
+    if deadline is None or deadline <= 0:
+        return PUBLISH_WITHIN_S
+    return max(PUBLISH_AT_LEAST_S, deadline - elapsed_s)
 
 
 def termination_message(message: str) -> None:
@@ -100,16 +117,19 @@ def with_headers(plan: RunPlan, headers: dict[str, str]) -> RunPlan:
 
 
 def scrubbed(document: ResultDocument, published: RunPlan, secrets: list[str]) -> ResultDocument:
-    """The document as it may leave the pod: the plan as published (no header values from
-    Secrets, URL redacted) and free text without URL credentials or secret values."""
+    """The document as it may leave the pod: the plan as shown (``RunPlan.shown``: no header
+    value, every URL redacted by position) and free text without URL credentials or secret
+    values."""
 
     def clean(text: str) -> str:
         for value in secrets:
             text = text.replace(value, REDACTED)
         return redact_text(text)
 
-    document.plan = published.model_copy(update={"url": redact_url(published.url)})
+    document.plan = published.shown()
     document.notes = [clean(note) for note in document.notes]
+    for level in document.levels:
+        level.error_examples = {kind: clean(text) for kind, text in level.error_examples.items()}
     return document
 
 
@@ -144,6 +164,7 @@ WRITER_STOP_S = 15.0  # for the progress writer's last report once the result is
 
 
 def run_shard() -> int:
+    started = time.monotonic()
     try:
         plan = RunPlan.from_dict(json.loads(_env(ENV_PLAN)), source=ENV_PLAN)
         uid, job, namespace = _env(ENV_BENCHMARK_UID), _env(ENV_JOB_NAME), _env(ENV_NAMESPACE)
@@ -162,6 +183,7 @@ def run_shard() -> int:
     document.shard_index = index
     document.origin = {ORIGIN_RUN_UID: uid, ORIGIN_JOB: job, ORIGIN_POD: pod, ORIGIN_POD_UID: pod_uid}
     text = dumps_within(document, RESULT_LIMIT_BYTES, key.encode())  # shrunk, not refused
+    within_s = publish_within_s(os.environ.get(ENV_ACTIVE_DEADLINE), time.monotonic() - started)
     try:
         # a measured result outlives an API server that restarts meanwhile: retried until it lands
         kube.call_within(
@@ -169,14 +191,14 @@ def run_shard() -> int:
             shard_object_name(job, index),
             namespace,
             shard_result_patch(text),
-            within_s=PUBLISH_WITHIN_S,
+            within_s=within_s,
         )
     except ApiException as exc:
         termination_message(f"shard {index} could not publish its result: {exc.status} {exc.reason}")
         return EXIT_PUBLISH
-    except Exception as exc:  # still no API server after PUBLISH_WITHIN_S
+    except Exception as exc:  # still no API server when the run's deadline comes
         termination_message(
-            f"shard {index} could not publish its result within {PUBLISH_WITHIN_S:g}s: {type(exc).__name__}"
+            f"shard {index} could not publish its result within {within_s:.0f}s: {type(exc).__name__}"
         )
         return EXIT_PUBLISH
     # the operator accepts the stored document only if this container's own log names it

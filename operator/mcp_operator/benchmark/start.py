@@ -131,7 +131,6 @@ async def _start_run(
             name=run.name,
             job=run.job,
             uid=run.uid,
-            plan=sampled,
             command=settings.runner_command,
             default_image=settings.runner_image,
         ),
@@ -181,7 +180,9 @@ async def _create(
 ) -> None:
     """The run's children and its Job (a refused child fails the run, once), the Jobs and GPU
     samplers of runs this spec replaced deleted, and the started status."""
-    children = run_objects(spec=parsed, benchmark=run.name, uid=run.uid, job=run.job, key=new_run_key())
+    children = run_objects(
+        spec=parsed, benchmark=run.name, uid=run.uid, job=run.job, key=new_run_key(), plan=plan
+    )
     try:
         created = await reconcile.create_run(run.namespace, children, manifest)
     except reconcile.ChildRejectedError as exc:

@@ -84,7 +84,10 @@ def level_row(summary: LevelSummary, bounds: Bounds = TIERS[0], level: LevelResu
     return LevelRow(
         level=clip(summary.level, bounds.field),
         requests=summary.completed,
+        completed=summary.completed,
+        offered=summary.completed + summary.errors,
         errors=summary.errors,
+        error_percent=_percent(summary.errors, summary.completed + summary.errors),
         latency=clip(summary.latency_basis, bounds.field),
         throughput_rps=_figure(summary.throughput_rps),
         mean_ms=_figure(summary.mean_ms),
@@ -102,6 +105,12 @@ def level_row(summary: LevelSummary, bounds: Bounds = TIERS[0], level: LevelResu
         if level is None or not level.client_bound
         else clip("; ".join(level.client_bound), min(1024, bounds.text)),
     )
+
+
+def _percent(part: int, whole: int) -> str:
+    """``part`` of ``whole`` in percent, two decimals: 50 failed of 100 offered is 50.00, whatever
+    completed; n/a when nothing was offered."""
+    return "n/a" if whole <= 0 else f"{100 * part / whole:.2f}"
 
 
 def _value(value: float | int | str | None) -> str:

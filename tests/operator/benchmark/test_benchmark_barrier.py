@@ -273,14 +273,12 @@ def test_every_shard_gets_the_barrier_and_progress_env_and_one_shard_no_barrier(
                 **extra,
             }
         )
-        plan = plan_from_spec(spec, "http://h:1", "b")
         job = with_run_state_env(
             shard_job(
                 spec=spec,
                 name="b",
                 job=job_name("b", spec),
                 uid="u",
-                plan=plan,
                 command=("x",),
                 default_image="i",
             ),
@@ -415,7 +413,6 @@ async def test_a_shard_waits_for_the_start_the_operator_writes(
             name=name,
             job=job_name(name, spec),
             uid=uid,
-            plan=plan,
             command=("shard",),
             default_image="i",
         ),
@@ -423,7 +420,7 @@ async def test_a_shard_waits_for_the_start_the_operator_writes(
     )
     key = new_run_key()
     assert await reconcile.create_run(
-        ns, run_objects(spec=spec, benchmark=name, uid=uid, job=job, key=key), manifest
+        ns, run_objects(spec=spec, benchmark=name, uid=uid, job=job, key=key, plan=plan), manifest
     )
     start = ("ConfigMap", ns, start_object_name(job))
     if start_object == "deleted":

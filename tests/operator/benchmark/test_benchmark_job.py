@@ -25,6 +25,7 @@ from mcp_operator.benchmark.contract import (
 )
 from mcp_operator.benchmark.job import job_name, shard_job
 from mcp_operator.benchmark.plan import plan_from_spec
+from mcp_operator.benchmark.run import key_secret
 from mcp_operator.children import MAX_LABEL_VALUE as MAX_NAME
 from mcp_operator.children import MAX_OBJECT_NAME
 
@@ -46,13 +47,11 @@ def _spec(**overrides: Any) -> MCPBenchmarkSpec:
 
 
 def _job(spec: MCPBenchmarkSpec, name: str = "bench") -> dict[str, Any]:
-    plan = plan_from_spec(spec, "http://triton.ml.svc:8000", name)
     return shard_job(
         spec=spec,
         name=name,
         job=job_name(name, spec),
         uid=UID,
-        plan=plan,
         command=COMMAND,
         default_image=DEFAULT_IMAGE,
     )
@@ -159,12 +158,16 @@ def test_env_carries_a_plan_the_shard_can_validate() -> None:
         name="bench",
         job=job_name("bench", spec),
         uid=UID,
-        plan=plan,
         command=COMMAND,
         default_image=DEFAULT_IMAGE,
     )
     env = _env(job)
-    carried = RunPlan.from_dict(json.loads(env["MCP_BENCH_PLAN"]), source="MCP_BENCH_PLAN")
+    # the plan by reference, from the run's Secret (what it dials stays out of the Job)
+    assert env["MCP_BENCH_PLAN"] == {
+        "secretKeyRef": {"name": f"{job['metadata']['name']}-key", "key": "plan.json"}
+    }
+    secret = key_secret(benchmark="bench", uid=UID, job=job["metadata"]["name"], key="k", plan=plan)
+    carried = RunPlan.from_dict(json.loads(secret["stringData"]["plan.json"]), source="MCP_BENCH_PLAN")
     assert carried == plan
     assert carried.slo.latency_p99_ms == 250
     assert env["MCP_BENCHMARK_UID"] == UID
@@ -366,7 +369,6 @@ def test_shard_pods_run_non_root_with_nothing_to_escalate_to() -> None:
         name="bench",
         job=job_name("bench", spec),
         uid=UID,
-        plan=plan_from_spec(spec, "http://triton.ml.svc:8000", "bench"),
         command=COMMAND,
         default_image=DEFAULT_IMAGE,
     )

@@ -12,8 +12,11 @@ from typing import Any, ClassVar
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from mcp_bench.api import RunPlan
+from mcp_common.redact import REDACTED
 from mcp_operator.api import MCPBenchmarkSpec
 from mcp_operator.benchmark import reconcile
+from mcp_operator.benchmark.contract import ENV_PLAN, KEY_SECRET_KEY, PLAN_SECRET_KEY
 from mcp_operator.benchmark.job import job_name, shard_job
 from mcp_operator.benchmark.plan import plan_from_spec, prepare_plan
 from mcp_operator.benchmark.run import new_run_key, run_objects
@@ -33,6 +36,10 @@ def _spec(**overrides: Any) -> MCPBenchmarkSpec:
     return MCPBenchmarkSpec.model_validate(data)
 
 
+def _plan(spec: MCPBenchmarkSpec) -> RunPlan:
+    return plan_from_spec(spec, "http://x", "bench")
+
+
 def _by_kind(objects: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     for obj in objects:
@@ -43,7 +50,7 @@ def _by_kind(objects: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
 def test_run_objects_come_in_creation_order_and_are_owned_by_the_benchmark() -> None:
     spec = _spec()
     job = job_name("bench", spec)
-    objects = run_objects(spec=spec, benchmark="bench", uid=UID, job=job, key="k" * 64)
+    objects = run_objects(spec=spec, benchmark="bench", uid=UID, job=job, key="k" * 64, plan=_plan(spec))
     assert [o["kind"] for o in objects] == [
         "Secret",
         "ServiceAccount",
@@ -80,7 +87,7 @@ def test_run_objects_come_in_creation_order_and_are_owned_by_the_benchmark() -> 
 def test_the_role_lets_a_shard_fill_in_this_run_s_results_and_nothing_else() -> None:
     spec = _spec()
     job = job_name("bench", spec)
-    kinds = _by_kind(run_objects(spec=spec, benchmark="bench", uid=UID, job=job, key="k"))
+    kinds = _by_kind(run_objects(spec=spec, benchmark="bench", uid=UID, job=job, key="k", plan=_plan(spec)))
     (role,) = kinds["Role"]
     rule, start = role["rules"]
     assert rule == {
@@ -98,9 +105,9 @@ def test_the_role_lets_a_shard_fill_in_this_run_s_results_and_nothing_else() -> 
         "verbs": ["get"],
     }
     one = _spec(shards=1)
-    (single,) = _by_kind(run_objects(spec=one, benchmark="bench", uid=UID, job=job, key="k"))["Role"][0][
-        "rules"
-    ]
+    (single,) = _by_kind(
+        run_objects(spec=one, benchmark="bench", uid=UID, job=job, key="k", plan=_plan(one))
+    )["Role"][0]["rules"]
     assert single["resourceNames"] == [f"{job}-shard-0", f"{job}-progress-0"]  # no barrier for one shard
     (account,) = kinds["ServiceAccount"]
     (binding,) = kinds["RoleBinding"]
@@ -113,29 +120,37 @@ def test_the_role_lets_a_shard_fill_in_this_run_s_results_and_nothing_else() -> 
 def test_a_user_account_is_bound_instead_of_a_new_one() -> None:
     spec = _spec(runner={"serviceAccountName": "team-runner"})
     job = job_name("bench", spec)
-    kinds = _by_kind(run_objects(spec=spec, benchmark="bench", uid=UID, job=job, key="k"))
+    kinds = _by_kind(run_objects(spec=spec, benchmark="bench", uid=UID, job=job, key="k", plan=_plan(spec)))
     assert "ServiceAccount" not in kinds
     assert kinds["RoleBinding"][0]["subjects"] == [{"kind": "ServiceAccount", "name": "team-runner"}]
 
 
-def test_the_key_secret_is_random_immutable_and_referenced_not_copied() -> None:
+def test_the_run_secret_holds_the_key_and_the_plan_and_the_job_neither() -> None:
+    """What the shards dial (a query value, a literal header value) and sign with reaches them
+    from the run's Secret; the Job and its pods, which more people may read, carry neither."""
     key = new_run_key()
     assert len(key) == 64 and key != new_run_key()
-    spec = _spec()
+    url = f"http://vllm:8000/v1?model={TOKEN}"
+    spec = _spec(target={"url": url, "headers": [{"name": "X-Tenant", "value": f"tenant-{TOKEN}"}]})
+    plan = plan_from_spec(spec, url, "bench")
     job = job_name("bench", spec)
-    (secret,) = _by_kind(run_objects(spec=spec, benchmark="bench", uid=UID, job=job, key=key))["Secret"]
+    (secret,) = _by_kind(run_objects(spec=spec, benchmark="bench", uid=UID, job=job, key=key, plan=plan))[
+        "Secret"
+    ]
     assert secret["metadata"]["name"] == f"{job}-key" and secret["immutable"] is True
-    assert secret["stringData"] == {"hmac-sha256-key": key}
-    manifest = shard_job(
-        spec=spec,
-        name="bench",
-        job=job_name("bench", spec),
-        uid=UID,
-        plan=plan_from_spec(spec, "http://x", "bench"),
-        command=("c",),
-        default_image="i",
-    )
-    assert key not in json.dumps(manifest)
+    assert set(secret["stringData"]) == {KEY_SECRET_KEY, PLAN_SECRET_KEY}
+    assert secret["stringData"][KEY_SECRET_KEY] == key
+    carried = RunPlan.from_dict(json.loads(secret["stringData"][PLAN_SECRET_KEY]))
+    assert carried == plan and TOKEN in carried.url
+    assert carried.payload.headers == {"X-Tenant": f"tenant-{TOKEN}"}
+    manifest = shard_job(spec=spec, name="bench", job=job, uid=UID, command=("c",), default_image="i")
+    text = json.dumps(manifest)
+    assert key not in text and TOKEN not in text
+    env = {e["name"]: e for e in manifest["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env[ENV_PLAN] == {
+        "name": ENV_PLAN,
+        "valueFrom": {"secretKeyRef": {"name": f"{job}-key", "key": PLAN_SECRET_KEY}},
+    }
 
 
 def test_secret_headers_travel_by_reference_and_literal_ones_in_the_plan() -> None:
@@ -156,7 +171,6 @@ def test_secret_headers_travel_by_reference_and_literal_ones_in_the_plan() -> No
         name="bench",
         job=job_name("bench", spec),
         uid=UID,
-        plan=plan,
         command=("c",),
         default_image="i",
     )
@@ -358,7 +372,7 @@ def test_the_shard_sends_secret_headers_and_publishes_a_signed_document_without_
     text = body["data"]["result.json"]
     assert TOKEN not in text
     doc = loads_document(text, b"k" * 64)
-    assert doc.shard_index == 1 and doc.plan.payload.headers == {"X-Tenant": "team-a"}
+    assert doc.shard_index == 1 and doc.plan.payload.headers == {"X-Tenant": REDACTED}
     assert doc.origin == {
         "runUid": UID,
         "job": "bench-1a2b3c4d",

@@ -29,6 +29,7 @@ from mcp_operator.api.common import API_VERSION
 from mcp_operator.benchmark import reconcile
 from mcp_operator.benchmark.attestation import ATTESTATION_PREFIX
 from mcp_operator.benchmark.contract import (
+    ENV_ACTIVE_DEADLINE,
     ENV_BENCHMARK_UID,
     ENV_COMPLETION_INDEX,
     ENV_JOB_NAME,
@@ -51,7 +52,14 @@ from mcp_operator.benchmark.contract import (
 from mcp_operator.benchmark.job import job_name, shard_job
 from mcp_operator.benchmark.plan import plan_from_spec
 from mcp_operator.benchmark.run import new_run_key, run_objects
-from mcp_operator.benchmark.shard import EXIT_PLAN, EXIT_PUBLISH, run_shard
+from mcp_operator.benchmark.shard import (
+    EXIT_PLAN,
+    EXIT_PUBLISH,
+    PUBLISH_AT_LEAST_S,
+    PUBLISH_WITHIN_S,
+    publish_within_s,
+    run_shard,
+)
 from mcp_refserver import RunningServer
 
 NS = "perf"
@@ -103,12 +111,11 @@ async def _shard(
         name=NAME,
         job=job_name(NAME, spec),
         uid=UID,
-        plan=plan,
         command=("shard",),
         default_image="i",
     )
     key = new_run_key()
-    children = run_objects(spec=spec, benchmark=NAME, uid=UID, job=job, key=key)
+    children = run_objects(spec=spec, benchmark=NAME, uid=UID, job=job, key=key, plan=plan)
     assert await reconcile.create_run(NS, children, manifest)
     pods = kube.start_indexed_job(NS, job)
     pod = pods[INDEX]
@@ -363,3 +370,37 @@ async def test_an_unreadable_log_accepts_nothing(
     kube_fake.refuse("read", "PodLog", status)
     rejected = await _collected(kube_fake, shard)
     assert rejected[shard.result_name].startswith(f"not attested: the pod's log cannot be read ({says}")
+
+
+@pytest.mark.parametrize(
+    ("deadline", "elapsed", "within"),
+    [
+        ("3600", 100.0, 3500.0),  # the rest of the Job's deadline, not a fixed 300 s
+        ("86400", 0.0, 86400.0),
+        ("600", 595.0, PUBLISH_AT_LEAST_S),  # a last try however little is left
+        (None, 5.0, PUBLISH_WITHIN_S),  # a Job that names no deadline (an older operator's)
+        ("", 5.0, PUBLISH_WITHIN_S),
+        ("soon", 5.0, PUBLISH_WITHIN_S),
+    ],
+)
+def test_a_result_is_retried_until_the_runs_deadline(
+    deadline: str | None, elapsed: float, within: float
+) -> None:
+    """A measured result outlives an API server outage for as long as the run may last: the
+    Job's activeDeadlineSeconds, after which Kubernetes ends the pod anyway (issue 35, item 7)."""
+    assert publish_within_s(deadline, elapsed) == pytest.approx(within)
+
+
+def test_the_job_tells_its_shards_its_deadline() -> None:
+    spec = MCPBenchmarkSpec.model_validate(
+        {
+            "target": {"url": "http://h:8000"},
+            "load": {"concurrency": [1], "requests": 1},
+            "runner": {"activeDeadlineSeconds": 7200},
+        }
+    )
+    manifest = shard_job(
+        spec=spec, name=NAME, job=job_name(NAME, spec), uid=UID, command=("s",), default_image="i"
+    )
+    env = {e["name"]: e.get("value") for e in manifest["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env[ENV_ACTIVE_DEADLINE] == "7200" == str(manifest["spec"]["activeDeadlineSeconds"])

@@ -363,6 +363,12 @@ async def test_status_row_and_cli_table_agree_on_errors_with_dropped_arrivals(
     assert row["latency"] == "e2e_from_schedule" and row["p99Ms"] == cli["p99_ms"]
     (check,) = [c for c in level.slo.checks if c.name == "max_error_rate"]
     assert check.actual == pytest.approx(row["errors"] / (level.sent + level.dropped))
+    # named for what they count (issue 35, item 7): a ratio divides by what was offered, so a
+    # level with most arrivals dropped does not read as a success of what completed
+    assert row["completed"] == row["requests"] == level.completed
+    assert row["offered"] == level.completed + level.failed + level.dropped == level.sent + level.dropped
+    assert row["errorPercent"] == f"{100 * row['errors'] / row['offered']:.2f}"
+    assert float(row["errorPercent"]) > 20
 
 
 def test_status_is_built_through_the_model_and_uses_the_time_given() -> None:

@@ -127,7 +127,7 @@ def test_a_configmap_dataset_is_mounted_read_only_where_the_plan_reads_it() -> N
         "default_max_tokens": 12,
     }
     job = shard_job(
-        spec=spec, name="b", job=job_name("b", spec), uid="u", plan=plan, command=("x",), default_image="img"
+        spec=spec, name="b", job=job_name("b", spec), uid="u", command=("x",), default_image="img"
     )
     pod = job["spec"]["template"]["spec"]
     volume = next(v for v in pod["volumes"] if v["name"] == "dataset")
@@ -146,7 +146,7 @@ def test_a_volume_dataset_is_a_read_only_claim() -> None:
         plan.payload.workload is not None and plan.payload.workload["path"] == f"{DATASET_DIR}/sets/a.jsonl"
     )
     job = shard_job(
-        spec=spec, name="b", job=job_name("b", spec), uid="u", plan=plan, command=("x",), default_image="img"
+        spec=spec, name="b", job=job_name("b", spec), uid="u", command=("x",), default_image="img"
     )
     volume = next(v for v in job["spec"]["template"]["spec"]["volumes"] if v["name"] == "dataset")
     assert volume["persistentVolumeClaim"] == {"claimName": "data", "readOnly": True}
@@ -159,7 +159,6 @@ def test_no_dataset_no_volume() -> None:
         name="b",
         job=job_name("b", spec),
         uid="u",
-        plan=plan_from_spec(spec, URL, "b"),
         command=("x",),
         default_image="i",
     )

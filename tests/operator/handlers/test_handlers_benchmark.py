@@ -40,6 +40,7 @@ from mcp_operator.benchmark.contract import (
     LABEL_BENCHMARK,
     LABEL_BENCHMARK_UID,
     LABEL_JOB,
+    PLAN_SECRET_KEY,
     RESULT_KEY,
     report_name,
     run_account_name,
@@ -134,10 +135,21 @@ def _env(job: dict[str, Any]) -> dict[str, Any]:
     return {e["name"]: e.get("value", e.get("valueFrom")) for e in _container(job)["env"]}
 
 
-def _run_key(kube: FakeKube, job: str) -> str:
+def _run_secret(kube: FakeKube, job: str, key: str) -> str:
     secret = kube.get("Secret", NS, run_key_name(job))
     assert secret is not None
-    return base64.b64decode(secret["data"][KEY_SECRET_KEY]).decode()
+    return base64.b64decode(secret["data"][key]).decode()
+
+
+def _run_key(kube: FakeKube, job: str) -> str:
+    return _run_secret(kube, job, KEY_SECRET_KEY)
+
+
+def _run_plan(kube: FakeKube, job: str) -> dict[str, Any]:
+    """The plan the shards run, from the run's Secret (the Job names it only)."""
+    plan = json.loads(_run_secret(kube, job, PLAN_SECRET_KEY))
+    assert isinstance(plan, dict)
+    return plan
 
 
 # --- start_benchmark ---
@@ -198,7 +210,9 @@ async def test_valid_spec_creates_the_run_children_then_one_job(
     assert manifest["spec"]["template"]["spec"]["serviceAccountName"] == account
     assert _container(manifest)["image"] == "registry.example/runner:7"  # the operator's settings
     env = _env(manifest)
-    assert json.loads(env[ENV_PLAN])["url"] == "http://infer.perf.svc:8000/delay?ms=1"
+    assert _run_plan(kube_fake, job)["url"] == "http://infer.perf.svc:8000/delay?ms=1"
+    assert env[ENV_PLAN] == {"secretKeyRef": {"name": run_key_name(job), "key": PLAN_SECRET_KEY}}
+    assert "delay?ms=1" not in json.dumps(manifest)  # what it dials is the Secret's alone
     # the run's key reaches the pods by reference only, never by value in the Job
     assert env[ENV_RESULT_KEY] == {"secretKeyRef": {"name": run_key_name(job), "key": KEY_SECRET_KEY}}
     assert len(_run_key(kube_fake, job)) == 64 and _run_key(kube_fake, job) not in json.dumps(manifest)
@@ -317,7 +331,7 @@ async def test_existing_target_service_in_another_namespace_resolves(
     assert status["targetUrl"] == "http://triton.models.svc:8000/v2"
     manifest = kube_fake.get("Job", NS, status["jobName"])
     assert manifest is not None
-    assert json.loads(_env(manifest)[ENV_PLAN])["url"] == status["targetUrl"]
+    assert _run_plan(kube_fake, status["jobName"])["url"] == status["targetUrl"]
     assert posted_events.reasons() == [("Normal", "JobCreated")]
 
 
@@ -343,27 +357,30 @@ async def test_refused_child_fails_the_run_once(kube_fake: FakeKube, posted_even
     assert retried["phase"] == "Running" and kube_fake.names("Job", NS) == [job]
 
 
-async def test_a_key_secret_someone_else_made_is_refused_not_adopted(
-    kube_fake: FakeKube, posted_events: EventLog
+@pytest.mark.parametrize("forged_owner", [False, True])
+async def test_a_key_secret_someone_else_made_is_made_again_not_adopted(
+    kube_fake: FakeKube, posted_events: EventLog, forged_owner: bool
 ) -> None:
-    """A Secret of the run key's name made beforehand (by whoever may create Secrets there) would
-    hand its maker the key the results are signed with: the run is refused, no Job; a retry of
-    the operator's own create (the Secret owned by this benchmark) goes on."""
+    """A Secret of the run key's name made beforehand (by whoever may create Secrets there, with
+    an ``ownerReference`` to this benchmark or without: anyone may write one) would hand its
+    maker the key the results are signed with and the plan the shards dial: it is deleted and
+    made again before the Job, with a fresh key and the run's own plan (issue 35, item 7)."""
     spec = _spec()
     job = _job_name(spec)
-    planted = {"metadata": {"name": run_key_name(job), "namespace": NS}, "data": {KEY_SECRET_KEY: "a2V5"}}
-    kube_fake.put("Secret", planted)
-    status = await _start(spec)
-    assert _cond(status, "Ready") == ("False", "ChildRejected")
-    assert "this MCPBenchmark does not own it" in _message(status, "Ready")
-    assert kube_fake.names("Job", NS) == []
-    assert [e.reason for e in posted_events.events] == ["ChildRejected"]
-    # the next generation (the same run: none started): its key Secret there already, owned by
-    # this benchmark, as after the operator's own create whose answer was lost: adopted
     owner = {"apiVersion": "mcp2026.io/v1alpha1", "kind": "MCPBenchmark", "name": NAME, "uid": UID}
-    kube_fake.put("Secret", {**planted, "metadata": {**planted["metadata"], "ownerReferences": [owner]}})
-    retried = await _start(spec, status=merge_patch({}, status), generation=2)
-    assert retried["phase"] == "Running" and retried["jobName"] == job, _message(retried, "Ready")
+    metadata: dict[str, Any] = {"name": run_key_name(job), "namespace": NS}
+    if forged_owner:
+        metadata["ownerReferences"] = [owner]
+    planted_plan = base64.b64encode(json.dumps({"url": "http://attacker:80/"}).encode()).decode()
+    kube_fake.put(
+        "Secret", {"metadata": metadata, "data": {KEY_SECRET_KEY: "a2V5", PLAN_SECRET_KEY: planted_plan}}
+    )
+    status = await _start(spec)
+    assert status["phase"] == "Running" and status["jobName"] == job, _message(status, "Ready")
+    assert _run_key(kube_fake, job) != "key" and len(_run_key(kube_fake, job)) == 64
+    assert _run_plan(kube_fake, job)["url"] == "http://infer.perf.svc:8000/delay?ms=1"
+    assert [c.verb for c in kube_fake.calls if c.kind == "Secret"] == ["create", "delete", "create"]
+    assert posted_events.reasons() == [("Normal", "JobCreated")]
 
 
 async def test_changed_spec_replaces_the_older_job_of_the_same_benchmark_only(

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...conditions import set_condition
+from ...redact import redact_text
 
 # entries that may still be breaking something: a failed revert is open too, and is retried on
 # every path (the drill's own end, a restart's replay, the periodic retry, deletion)
@@ -47,12 +48,16 @@ def skipped(journal: Journal, *, fault_id: str, stage: str, kind: str, message: 
         "target": "",
         "phase": "Skipped",
         "plannedAt": now,
-        "message": message,
+        "message": redact_text(message),
     }
     return [*journal, entry]
 
 
 def updated(journal: Journal, fault_id: str, **fields: Any) -> Journal:
+    """The entry with these fields; its message redacted (an error may quote a URL or a header),
+    as the journal is kept in status, read by whoever may read the object."""
+    if isinstance(fields.get("message"), str):
+        fields["message"] = redact_text(fields["message"])
     return [{**e, **fields} if e["id"] == fault_id else e for e in journal]
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from mcp_checks.redact import REDACTED, hidden_param, redact_text, redact_url, url_has_credentials
+from mcp_common.redact import REDACTED, hidden_param, redact_text, redact_url, url_has_credentials
 
 CANARY = "CANARY-9b1d"
 
@@ -27,7 +27,20 @@ def test_every_value_is_hidden_and_every_name_kept_byte_for_byte(url: str, expec
 
 @pytest.mark.parametrize(
     ("name", "hidden"),
-    [("token", True), ("%74oken", True), ("a%20b", True), ("x_api_key", True), ("keyboard", False)],
+    [
+        ("token", True),
+        ("%74oken", True),
+        ("a%20b", True),
+        ("x_api_key", True),
+        ("keyboard", False),
+        ("accessToken", True),
+        ("apiKey", True),
+        ("X-Sig", True),
+        ("SID", True),
+        ("session_id", True),
+        ("passage", False),
+        ("model", False),
+    ],
 )
 def test_which_names_hide_their_value(name: str, hidden: bool) -> None:
     assert hidden_param(name) is hidden
@@ -51,6 +64,15 @@ def test_a_path_and_query_without_a_scheme_is_scrubbed_in_text() -> None:
         f"'/config_dump?access_token={CANARY}'",
         f"url='http://h:1/x?sig={CANARY}'",
         f"see http://u:{CANARY}@h/ and /p?api_key={CANARY}&ok=1",
+        f"GET http://h/v1#access_token={CANARY} ok",
+        f"url=http://h/v1?token[]={CANARY} x",
+        f"path /v1?token[]={CANARY}&b=2",
+        f"/v1;token={CANARY} y",
+        f"Authorization: Bearer {CANARY}",
+        f"headers {{'Authorization': 'Bearer {CANARY}', 'X-Api-Key': '{CANARY}'}}",
+        f'"proxy-authorization": "Basic {CANARY}"',
+        f"cookie: session={CANARY}",
+        f"the server refused bearer {CANARY}",
     ],
 )
 def test_text_loses_every_credential(text: str) -> None:
@@ -58,7 +80,16 @@ def test_text_loses_every_credential(text: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["no url here", "a=b c=d", "ratio 0.99 >= 0.9999?", "GET /x/y/z failed", "http://ok/v1 & more"]
+    "text",
+    [
+        "no url here",
+        "a=b c=d",
+        "ratio 0.99 >= 0.9999?",
+        "GET /x/y/z failed",
+        "http://ok/v1 & more",
+        "a;b=c",
+        "the authorization server answered 503",
+    ],
 )
 def test_text_without_credentials_is_unchanged(text: str) -> None:
     assert redact_text(text) == text
@@ -91,7 +122,15 @@ def test_what_does_not_parse_as_a_url_is_hidden_whole() -> None:
     ("url", "refused"),
     [
         ("http://h/v1?model=llama&stream=1", False),
-        ("http://h/a;jsessionid=1#frag", False),
+        ("http://h/a;v=1", False),  # a matrix parameter by a plain name
+        ("http://h/a;jsessionid=1", True),  # by a secret-looking one
+        ("http://h/a#frag", True),  # a fragment is never sent; only a token has a reason to be there
+        ("http://h/x?accessToken=1", True),  # camelCase
+        ("http://h/x?apiToken=1", True),
+        ("http://h/x?token[]=1", True),  # PHP-style array
+        ("http://h/x?jwt=1", True),
+        ("http://h/x?apiKey=1&keyboard=2", True),
+        ("http://h/x?keyboard=2&monkey=3&design=4", False),  # words that only contain a short one
         ("http://u@h/", True),
         ("http://h/x?a=1&x_api_key=2", True),
         ("http://h/x?%6Dodel=1", True),  # any encoded name

@@ -20,34 +20,36 @@ from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 REDACTED = "REDACTED"
 
-# query parameter names that carry credentials, compared lower-case
-SENSITIVE_PARAMS = frozenset(
-    {
-        "token",
-        "access_token",
-        "id_token",
-        "refresh_token",
-        "auth",
-        "authorization",
-        "api_key",
-        "apikey",
-        "api-key",
-        "key",
-        "password",
-        "passwd",
-        "pwd",
-        "secret",
-        "client_secret",
-        "signature",
-        "sig",
-        "x-amz-signature",
-        "x-amz-credential",
-        "x-amz-security-token",
-        "x-goog-signature",
-        "x-goog-credential",
-    }
+# What a parameter name that carries a credential looks like, in three parts that every caller
+# shares, the CEL rules of the CRDs included (RE2 and Python alike, no backslash or quote):
+# - a word anywhere in the name, whatever its case (accessToken, apiToken, token[], x-jwt-assertion);
+SECRET_WORDS = (
+    "token",
+    "secret",
+    "authoriz",
+    "passw",
+    "jwt",
+    "credential",
+    "session",
+    "bearer",
+    "signature",
+    "apikey",
+    "cookie",
 )
-SENSITIVE_SUFFIXES = ("_token", "-token", "_secret", "-secret", "_key", "-key", "password", "signature")
+# - a short word standing alone, delimited by a non-letter or the name's ends (key, api_key, X-Sig,
+#   SID) but not inside a longer word (keyboard, monkey, design);
+SHORT_WORDS = ("key", "sig", "pwd", "pass", "auth", "sid", "otp")
+# - the same short word as a camelCase part (accessKey, xSig).
+_CAMEL = "|".join(w[0].upper() + w[1:] + "|" + w.upper() for w in SHORT_WORDS)
+# a name (of a query or matrix parameter) between a [?&;] that opens it and the '=' that ends it
+_NAME_CHAR = "[^=&#;]"
+_BOUNDARY = "[^A-Za-z=&#;]"
+SECRET_NAME = (
+    f"[?&;]{_NAME_CHAR}*(?i:{'|'.join(SECRET_WORDS)}){_NAME_CHAR}*="
+    f"|[?&;]({_NAME_CHAR}*{_BOUNDARY})?(?i:{'|'.join(SHORT_WORDS)})({_BOUNDARY}{_NAME_CHAR}*)?="
+    f"|[?&;]{_NAME_CHAR}*[a-z]({_CAMEL})({_BOUNDARY}{_NAME_CHAR}*)?="
+)
+_SECRET_NAME = re.compile(SECRET_NAME)
 # a URL inside free text: scheme://, then anything up to whitespace or a quote/bracket, except
 # the brackets of an IPv6 host (after any userinfo)
 _URL_IN_TEXT = re.compile(
@@ -56,7 +58,18 @@ _URL_IN_TEXT = re.compile(
 )
 # one query parameter inside free text, with or without a URL around it (urllib3 logs a retried
 # request as its path and query only): its name after ? or &, its value up to a delimiter
-_PARAM_IN_TEXT = re.compile(r"""(?<=[?&])([^\s=&#?'"<>()\[\]{}]+)=([^\s&#'"<>()\[\]{}]*)""")
+_PARAM_IN_TEXT = re.compile(r"""(?<=[?&])([^\s=&#?'"<>(){}]+)=([^\s&#'"<>()\[\]{}]*)""")
+# matrix parameters inside free text: a path segment's ';name=value' pieces (/app;jsessionid=...)
+_MATRIX_IN_TEXT = re.compile(r"""(?<=;)([^\s=;/?#&'"<>(){}\[\]]+)=([^\s;/?#&'"<>()\[\]{}]*)""")
+_PATH_WITH_MATRIX = re.compile(r"""/[^\s;/?#'"<>(){}\[\]]*(?:;[^\s/?#'"<>(){}\[\]]*)+""")
+# a credential header's value inside free text, a log of a request's headers, say
+# ("Authorization: Bearer ...", "'x-api-key': '...'"): the value, and its scheme word kept
+_HEADER_IN_TEXT = re.compile(
+    r"""(?i)\b((?:proxy-)?authorization|(?:set-)?cookie|x-api-key|api-key|x-auth-token)(["']?\s*[:=]\s*["']?)"""
+    r"""(?:(bearer|basic|digest|token|negotiate)\s+)?[^\s"',;}]+"""
+)
+# a bearer token on its own (an error that quotes it without the header's name)
+_BEARER_IN_TEXT = re.compile(r"(?i)\b(bearer)\s+(?!REDACTED\b)[A-Za-z0-9._~+/=-]+")
 # a URL's own scheme, at its start (a '://' later, in a query value, makes no scheme)
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 # a percent escape: a name written with one (?%74oken=) is whatever the server decodes it to
@@ -64,10 +77,10 @@ _ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
 
 
 def sensitive_param(name: str) -> bool:
-    """Whether a (decoded) query parameter's name marks a credential, which a spec's URL must not
-    carry (``url_has_credentials``); false positives are fine."""
-    lowered = name.lower()
-    return lowered in SENSITIVE_PARAMS or lowered.endswith(SENSITIVE_SUFFIXES)
+    """Whether a (decoded) query or matrix parameter's name marks a credential, which a spec's URL
+    must not carry (``url_has_credentials``), by the words of ``SECRET_NAME``; false positives are
+    fine."""
+    return bool(_SECRET_NAME.fullmatch(f"?{name}="))
 
 
 def hidden_param(raw_name: str) -> bool:
@@ -102,18 +115,25 @@ def redact_path(path: str) -> str:
     return "/".join(segments)
 
 
-def _query_names(query: str) -> list[str]:
-    return [name for name, sep, _ in (piece.partition("=") for piece in query.split("&")) if sep]
+def _param_names(pieces: list[str]) -> list[str]:
+    return [name for name, sep, _ in (piece.partition("=") for piece in pieces) if sep]
+
+
+def _matrix_names(path: str) -> list[str]:
+    return _param_names([p for segment in path.split("/") for p in segment.split(";")[1:]])
 
 
 def url_has_credentials(url: str) -> bool:
-    """True when the URL (or a path and query) carries userinfo or a query parameter whose name
-    hides its value (``hidden_param``): what a spec's URL field must not carry."""
+    """True when the URL (or a path and query) carries userinfo, a fragment (never sent to a
+    server, so only a token such as ``#access_token=`` has a reason to be there) or a query or
+    matrix parameter whose name hides its value (``hidden_param``): what a spec's URL field must
+    not carry."""
     try:
         parts = urlsplit(url if _SCHEME.match(url) else "//" + url)
     except ValueError:
         return False  # no URL a client could dial; the field's own validation refuses it
-    return "@" in parts.netloc or any(hidden_param(name) for name in _query_names(parts.query))
+    names = _param_names(parts.query.split("&")) + _matrix_names(parts.path)
+    return "@" in parts.netloc or "#" in url or any(hidden_param(name) for name in names)
 
 
 def redact_url(url: str) -> str:
@@ -144,10 +164,23 @@ def _redact_param(match: re.Match[str]) -> str:
 
 
 def redact_text(text: str) -> str:
-    """Every ``scheme://`` URL inside ``text`` redacted, and every query parameter's value even
-    where no scheme precedes it (``GET /api/v1/query?token=...``): for messages, events, logs."""
+    """Every ``scheme://`` URL inside ``text`` redacted, and every query and matrix parameter's
+    value even where no scheme precedes it (``GET /api/v1/query?token=...``), and a credential
+    header's value (``Authorization: Bearer ...``): for messages, events, logs."""
     if "://" in text:
         text = _URL_IN_TEXT.sub(lambda match: redact_url(match.group(0)), text)
     if "=" in text:
         text = _PARAM_IN_TEXT.sub(_redact_param, text)
-    return text
+        if ";" in text:
+            text = _PATH_WITH_MATRIX.sub(_redact_matrix, text)
+    text = _HEADER_IN_TEXT.sub(_redact_header, text)
+    return _BEARER_IN_TEXT.sub(lambda match: f"{match.group(1)} {REDACTED}", text)
+
+
+def _redact_matrix(match: re.Match[str]) -> str:
+    return _MATRIX_IN_TEXT.sub(_redact_param, match.group(0))
+
+
+def _redact_header(match: re.Match[str]) -> str:
+    scheme = f"{match.group(3)} " if match.group(3) else ""
+    return f"{match.group(1)}{match.group(2)}{scheme}{REDACTED}"

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcp_checks.redact import REDACTED, hidden_param, redact_text, redact_url, url_has_credentials
+from mcp_common.redact import REDACTED, hidden_param, redact_text, redact_url, url_has_credentials
 
 PROPERTIES = settings(deadline=None, max_examples=100, derandomize=True, database=None)
 
@@ -45,6 +45,8 @@ class Url:
     segments: tuple[str, ...]
     query_names: tuple[str, ...]
     secrets: tuple[str, ...]
+    matrix_names: tuple[str, ...] = ()
+    fragment: bool = False
 
 
 @st.composite
@@ -60,9 +62,11 @@ def urls(draw: st.DrawFn, scheme: bool = True) -> Url:
     port = draw(st.one_of(st.none(), st.integers(1, 65535)))
     segments = draw(st.lists(names, max_size=4))
     path = ""
+    matrix: list[str] = []
     for segment in segments:
         params = draw(st.lists(st.tuples(names, secrets("=")), max_size=2))
         carried += [value for _, value in params]
+        matrix += [name for name, _ in params]
         path += f"/{segment}" + "".join(f";{n}={v}" for n, v in params)
     query = draw(st.lists(st.tuples(names, secrets("=;/?@")), max_size=4))
     carried += [value for _, value in query]
@@ -84,6 +88,8 @@ def urls(draw: st.DrawFn, scheme: bool = True) -> Url:
         tuple(segments),
         tuple(n for n, _ in query),
         tuple(carried),
+        tuple(matrix),
+        fragment is not None,
     )
 
 
@@ -134,9 +140,9 @@ def test_a_url_in_text_is_redacted_as_it_would_be_alone(url: Url, template: str)
 
 @PROPERTIES
 @given(urls())
-def test_a_spec_may_carry_neither_userinfo_nor_a_secret_looking_name(url: Url) -> None:
-    named = any(hidden_param(name) for name in url.query_names)
-    assert url_has_credentials(url.text) is ("@" in urlsplit(url.text).netloc or named)
+def test_a_spec_may_carry_neither_userinfo_nor_a_secret_looking_name_nor_a_fragment(url: Url) -> None:
+    named = any(hidden_param(name) for name in url.query_names + url.matrix_names)
+    assert url_has_credentials(url.text) is ("@" in urlsplit(url.text).netloc or named or url.fragment)
 
 
 @PROPERTIES
