@@ -107,6 +107,10 @@ def test_chart_installs_a_locked_down_operator_with_a_working_disruption_budget(
     }
     assert "--log-format=json" in container["command"]
     assert spec["terminationGracePeriodSeconds"] == 60
+    # least privilege by default: it watches, and works in, the release's namespace only
+    assert [a for a in container["command"] if a.startswith("--namespace")] == [
+        f"--namespace={kube.namespace}"
+    ]
 
     # the leader Lease: the operator's account may hold one in its own namespace and nowhere else
     account = f"system:serviceaccount:{kube.namespace}:ops"
@@ -125,6 +129,14 @@ def test_chart_installs_a_locked_down_operator_with_a_working_disruption_budget(
         check=False,
     )
     assert elsewhere.stdout.strip() == "no", elsewhere.stdout
+    for verb, resource, namespace in [
+        ("get", "secrets", kube.namespace),
+        ("get", "secrets", "kube-system"),
+        ("create", "rolebindings", "kube-system"),
+    ]:
+        answer = kube.run("auth", "can-i", verb, resource, "--as", account, "-n", namespace, check=False)
+        expected = "yes" if namespace == kube.namespace else "no"
+        assert answer.stdout.strip() == expected, (verb, resource, namespace, answer.stdout)
 
     # the disruption controller counts the operator's pod, and the budget holds against eviction
     def budget() -> dict[str, Any] | None:
@@ -170,6 +182,8 @@ def test_chart_installs_a_locked_down_operator_with_a_working_disruption_budget(
         ({"replicaCount": "two"}, "at '/replicaCount': got string, want integer"),
         ({"replicas": 2}, "additional properties 'replicas' not allowed"),
         ({"metrics": {"port": -1}}, "at '/metrics/port': minimum: got -1, want 1"),
+        # a glob without the cluster-wide choice: Roles cannot follow a pattern
+        ({"watchNamespaces": ["team-*"]}, "watchNamespaces: team-*: a pattern, not a namespace's name"),
     ],
 )
 def test_install_refuses_invalid_values_and_creates_nothing(

@@ -246,6 +246,13 @@ def _sample_on_the_real_node(text: str, url: str) -> str:
     return yaml.safe_dump(doc)
 
 
+def _in_namespace(text: str, namespace: str) -> str:
+    """The object in ``namespace``: the kustomize base's operator works in its own only."""
+    doc = yaml.safe_load(text)
+    doc["metadata"]["namespace"] = namespace
+    return yaml.safe_dump(doc)
+
+
 def _keep_for_the_reader(real: RealCluster, namespace: str, deployment: str) -> str:
     """The operator's logs (and its pods' descriptions) into the state dir for a failure's
     reader; returns the current logs."""
@@ -292,6 +299,7 @@ def test_the_chart_installs_the_operator_from_its_image_and_the_samples_pass(
     grace_s = 30
     values = {
         "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
+        "watchNamespaces": ["default"],  # where the samples go: its Role there, nothing elsewhere
         "nodeSelector": REAL_NODE_SELECTOR,
         "tolerations": REAL_NODE_TOLERATIONS,
         "shutdownTimeoutSeconds": 20,
@@ -414,8 +422,9 @@ def test_the_kustomize_base_runs_the_operator_from_its_image_and_it_gates_a_samp
     real: RealCluster, refserver_url: str
 ) -> None:
     """``kubectl apply -k`` of an overlay of manifests/base: the Deployment becomes available on
-    the real node (locked down, its own ServiceAccount and ClusterRole, in the pod network) and
-    the readiness sample reaches Ready True through it."""
+    the real node (locked down, its own ServiceAccount, working in its own namespace only, in the
+    pod network) and the readiness sample, applied in that namespace, reaches Ready True through
+    it."""
     namespace = "mcp-kustomize"
     overlay = _kustomize_overlay(real, Path(real.cluster.state_dir) / "overlay", namespace)
     rendered = [d for d in yaml.safe_load_all(real.kubectl("kustomize", str(overlay)).stdout) if d]
@@ -437,7 +446,7 @@ def test_the_kustomize_base_runs_the_operator_from_its_image_and_it_gates_a_samp
         outcome = demo.apply_and_wait(
             real.kubeconfig,
             SAMPLES / "mcpreadiness-refserver.yaml",
-            lambda text: _sample_on_the_real_node(text, refserver_url),
+            lambda text: _in_namespace(_sample_on_the_real_node(text, refserver_url), namespace),
             timeout_s=180,
         )
         logs = _keep_for_the_reader(real, namespace, "mcp-operator")

@@ -46,12 +46,12 @@ def test_default_deployment_is_locked_down_and_budgeted(helm: Helm) -> None:
     docs = _render(helm)
     kinds = sorted(d["kind"] for d in docs)
     assert kinds == [
-        *["ClusterRole"] * 5,  # the operator's, its cluster reads, and three opt-ins left unbound
+        *["ClusterRole"] * 4,  # its cluster reads, and three opt-ins left unbound
         "ClusterRoleBinding",
         "Deployment",
         "PodDisruptionBudget",
-        "Role",
-        "RoleBinding",
+        *["Role"] * 2,  # its work in its own namespace, the leader Lease
+        *["RoleBinding"] * 2,
         "Service",
         "ServiceAccount",
     ]
@@ -83,8 +83,9 @@ def test_default_deployment_is_locked_down_and_budgeted(helm: Helm) -> None:
         "metadata.name",
         "metadata.namespace",
     )
-    role, binding = _one(docs, "Role"), _one(docs, "RoleBinding")
-    assert role["metadata"]["name"] == "rel-leader" and role["rules"] == rbac.LEASE_RULES
+    (role,) = [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "rel-leader"]
+    (binding,) = [d for d in docs if d["kind"] == "RoleBinding" and d["metadata"]["name"] == "rel-leader"]
+    assert role["rules"] == rbac.LEASE_RULES
     assert binding["roleRef"]["name"] == "rel-leader"
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "rel", "namespace": "ops"}]
     # the operator's own deadline ends before the kubelet's SIGKILL
@@ -181,6 +182,14 @@ def test_chart_copies_of_the_monitoring_files_are_equal() -> None:
         ({"image": {"tag": 1.2}}, "at '/image/tag': got number, want string"),
         ({"logFormat": "xml"}, "at '/logFormat'"),
         ({"watchNamespaces": "team-a"}, "at '/watchNamespaces': got string, want array"),
+        ({"clusterWide": "yes"}, "at '/clusterWide': got string, want boolean"),
+        # a pattern names namespaces nobody listed: Roles cannot follow it, only clusterWide can
+        (
+            {"watchNamespaces": ["ml", "team-*"]},
+            "watchNamespaces: team-*: a pattern, not a namespace's name; the operator holds its "
+            "working rights only in namespaces named exactly (a Role in each): name them, or set "
+            "clusterWide=true",
+        ),
         (
             {"metrics": {"port": 9090, "serviceMonitor": {"interval": "soon"}}},
             "at '/metrics/serviceMonitor/interval'",
@@ -253,13 +262,64 @@ def _roles(docs: list[dict[str, Any]]) -> dict[tuple[str, str, str], Any]:
     }
 
 
-def test_a_cluster_wide_install_binds_its_work_and_no_fault_right(helm: Helm) -> None:
-    roles = _roles(_render(helm))
+# the rights that let an account read what is not its own or act as another account
+TAKEOVER = [
+    ("", "secrets"),
+    ("", "serviceaccounts"),
+    ("batch", "jobs"),
+    ("rbac.authorization.k8s.io", "roles"),
+    ("rbac.authorization.k8s.io", "rolebindings"),
+]
+
+
+def _grants(rules: list[dict[str, Any]], group: str, resource: str) -> bool:
+    return any(group in r["apiGroups"] and resource in r["resources"] for r in rules)
+
+
+def test_the_default_install_works_in_its_own_namespace_only(helm: Helm) -> None:
+    """No value set: the work is a Role in the release's namespace, the operator watches that
+    namespace only, and nothing bound cluster-wide reaches a Secret, a Job or an account."""
+    docs = _render(helm)
+    roles = _roles(docs)
+    assert ("ClusterRole", "", "rel") not in roles
+    assert roles[("Role", "ops", "rel")] == rbac.WORK_RULES
+    assert roles[("RoleBinding", "ops", "rel")] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": "rel",
+    }
+    cluster_bound = [ref["name"] for key, ref in roles.items() if key[0] == "ClusterRoleBinding"]
+    assert cluster_bound == ["rel-cluster"]
+    assert roles[("ClusterRole", "", "rel-cluster")] == rbac.CLUSTER_RULES
+    for group, resource in TAKEOVER:
+        assert not _grants(rbac.CLUSTER_RULES, group, resource), resource
+        assert _grants(rbac.WORK_RULES, group, resource), resource  # so the Role is what grants them
+    # every Role and RoleBinding in the release's namespace (the leader's left to it: no namespace)
+    assert {key[1] or "ops" for key in roles if key[0] in ("Role", "RoleBinding")} == {"ops"}
+    (container,) = _one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert [a for a in container["command"] if a.startswith("--namespace")] == ["--namespace=ops"]
+
+
+def test_a_cluster_wide_install_is_chosen_binds_its_work_and_no_fault_right(helm: Helm) -> None:
+    docs = _render(helm, CHART, "--set", "clusterWide=true")
+    roles = _roles(docs)
     assert roles[("ClusterRole", "", "rel")] == rbac.OPERATOR_RULES
     assert roles[("ClusterRoleBinding", "", "rel")]["name"] == "rel"
     assert roles[("ClusterRole", "", "rel-faults")] == rbac.FAULT_RULES
     bound = {ref["name"] for key, ref in roles.items() if key[0].endswith("Binding")}
     assert bound == {"rel", "rel-leader"}  # faults, node faults and samplers defined, never bound
+    assert not any(key[0] == "Role" and key[2] == "rel" for key in roles)
+    (container,) = _one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert not [a for a in container["command"] if a.startswith("--namespace")]  # every namespace
+
+
+def test_switching_modes_replaces_the_cluster_binding_rather_than_its_role(helm: Helm) -> None:
+    """A binding's roleRef cannot change: each mode's ClusterRoleBinding has its own name, so
+    `helm upgrade` from a cluster-wide release deletes that binding and creates the other."""
+    wide = {k[2]: ref["name"] for k, ref in _roles(_render(helm, CHART, "--set", "clusterWide=true")).items()
+            if k[0] == "ClusterRoleBinding"}  # fmt: skip
+    narrow = {k[2]: ref["name"] for k, ref in _roles(_render(helm)).items() if k[0] == "ClusterRoleBinding"}
+    assert wide == {"rel": "rel"} and narrow == {"rel-cluster": "rel-cluster"}
 
 
 def test_watched_namespaces_get_roles_and_only_cluster_reads_stay_cluster_wide(helm: Helm) -> None:
@@ -267,7 +327,7 @@ def test_watched_namespaces_get_roles_and_only_cluster_reads_stay_cluster_wide(h
         _render(helm, CHART, "--set", "watchNamespaces={a,b}", "--set", "rbac.faultNamespaces={a}")
     )
     assert ("ClusterRole", "", "rel") not in roles
-    assert roles[("ClusterRoleBinding", "", "rel")]["name"] == "rel-cluster"
+    assert roles[("ClusterRoleBinding", "", "rel-cluster")]["name"] == "rel-cluster"
     assert roles[("ClusterRole", "", "rel-cluster")] == rbac.CLUSTER_RULES
     for ns in ("a", "b"):
         assert roles[("Role", ns, "rel")] == rbac.WORK_RULES
@@ -276,13 +336,19 @@ def test_watched_namespaces_get_roles_and_only_cluster_reads_stay_cluster_wide(h
             "kind": "Role",
             "name": "rel",
         }
+    assert ("Role", "ops", "rel") not in roles  # the release's namespace only when listed
     assert roles[("RoleBinding", "a", "rel-faults")]["name"] == "rel-faults"
     assert ("RoleBinding", "b", "rel-faults") not in roles
     assert not any(key[2] == "rel-node-faults" and key[0].endswith("Binding") for key in roles)
 
 
-def test_globbed_namespaces_keep_the_work_cluster_wide_and_node_faults_are_opt_in(helm: Helm) -> None:
-    roles = _roles(_render(helm, CHART, "--set", "watchNamespaces={team-*}", "--set", "rbac.nodeFaults=true"))
+def test_globbed_namespaces_need_the_cluster_wide_choice_and_node_faults_are_opt_in(helm: Helm) -> None:
+    docs = _render(
+        helm, CHART, "--set", "clusterWide=true,rbac.nodeFaults=true", "--set", "watchNamespaces={team-*}"
+    )
+    roles = _roles(docs)
     assert roles[("ClusterRoleBinding", "", "rel")]["name"] == "rel"
     assert not any(key[0] == "Role" and key[2] == "rel" for key in roles)
     assert roles[("ClusterRoleBinding", "", "rel-node-faults")]["name"] == "rel-node-faults"
+    (container,) = _one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert "--namespace=team-*" in container["command"]

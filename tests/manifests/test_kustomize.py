@@ -24,6 +24,22 @@ def _one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     return found
 
 
+def _named(docs: list[dict[str, Any]], kind: str, name: str, namespace: str = "mcp-system") -> dict[str, Any]:
+    (found,) = [
+        d
+        for d in docs
+        if d["kind"] == kind
+        and d["metadata"]["name"] == name
+        and d["metadata"].get("namespace", "") in ("", namespace)
+    ]
+    return found
+
+
+def _command(docs: list[dict[str, Any]]) -> list[str]:
+    (container,) = _one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    return list(container["command"])
+
+
 @pytest.mark.parametrize("target", ["manifests/base", "manifests/overlays/dev"])
 def test_operator_deployment_is_locked_down_and_budgeted(kubectl: Run, target: str) -> None:
     docs = _build(kubectl, target)
@@ -45,12 +61,13 @@ def test_operator_deployment_is_locked_down_and_budgeted(kubectl: Run, target: s
     # leader election: the Lease held as the pod, in the operator's namespace, through a Role there
     assert (env["POD_NAME"], env["POD_NAMESPACE"]) == ("metadata.name", "metadata.namespace")
     assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
-    role = _one(docs, "Role")
+    role = _named(docs, "Role", "mcp-operator-leader")
     assert role["metadata"]["namespace"] == "mcp-system"
     assert role["rules"] == [
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]}
     ]
-    binding = _one(docs, "RoleBinding")
+    binding = _named(docs, "RoleBinding", "mcp-operator-leader")
+    assert binding["metadata"]["namespace"] == "mcp-system"
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "mcp-operator", "namespace": "mcp-system"}
@@ -68,6 +85,7 @@ def test_operator_deployment_is_locked_down_and_budgeted(kubectl: Run, target: s
         "manifests/overlays/dev",
         "manifests/overlays/namespaced",
         "manifests/overlays/namespace",
+        "manifests/overlays/cluster-wide",
     ],
 )
 def test_every_binding_names_the_service_account_where_it_is(kubectl: Run, target: str) -> None:
@@ -88,6 +106,59 @@ def test_every_binding_names_the_service_account_where_it_is(kubectl: Run, targe
         )
         if binding["kind"] == "RoleBinding" and binding["roleRef"]["name"] == "mcp-operator-leader":
             assert binding["metadata"]["namespace"] == namespace  # where the Lease is
+
+
+# the rights that let an account read what is not its own or act as another account
+TAKEOVER = {"secrets", "serviceaccounts", "jobs", "roles", "rolebindings"}
+
+
+def _bound(docs: list[dict[str, Any]]) -> dict[tuple[str, str], set[str]]:
+    """(binding kind, namespace) -> the resources the role it binds names."""
+    rules = {
+        (d["kind"], d["metadata"]["name"]): d["rules"] for d in docs if d["kind"] in ("Role", "ClusterRole")
+    }
+    bound: dict[tuple[str, str], set[str]] = {}
+    for binding in (d for d in docs if d["kind"] in ("RoleBinding", "ClusterRoleBinding")):
+        ref = binding["roleRef"]
+        resources = {r for rule in rules[(ref["kind"], ref["name"])] for r in rule["resources"]}
+        key = (binding["kind"], binding["metadata"].get("namespace", ""))
+        bound[key] = bound.get(key, set()) | resources
+    return bound
+
+
+def test_the_base_works_in_its_own_namespace_only(kubectl: Run) -> None:
+    """The default kustomize install: nothing bound cluster-wide reaches a Secret, a Job or an
+    account; its work is a RoleBinding in its own namespace, the one it watches (the pod's own,
+    so an overlay's `namespace` moves both)."""
+    docs = _build(kubectl, "manifests/base")
+    bound = _bound(docs)
+    assert not bound[("ClusterRoleBinding", "")] & TAKEOVER, bound
+    assert bound[("ClusterRoleBinding", "")] == {"customresourcedefinitions", "namespaces", "nodes"}
+    assert TAKEOVER.issubset(bound[("RoleBinding", "mcp-system")])
+    assert set(bound) == {("ClusterRoleBinding", ""), ("RoleBinding", "mcp-system")}
+    assert [a for a in _command(docs) if a.startswith("--namespace")] == ["--namespace=$(POD_NAMESPACE)"]
+    moved = _build(kubectl, "manifests/overlays/namespace")
+    assert TAKEOVER.issubset(_bound(moved)[("RoleBinding", "ml-gates")])
+    assert "--namespace=$(POD_NAMESPACE)" in _command(moved)
+
+
+def test_the_namespaced_overlay_adds_a_namespace_and_cluster_wide_is_its_own_overlay(kubectl: Run) -> None:
+    namespaced = _build(kubectl, "manifests/overlays/namespaced")
+    bound = _bound(namespaced)
+    assert not bound[("ClusterRoleBinding", "")] & TAKEOVER
+    for namespace in ("default", "mcp-system"):
+        assert TAKEOVER.issubset(bound[("RoleBinding", namespace)]), namespace
+    assert [a for a in _command(namespaced) if a.startswith("--namespace")] == [
+        "--namespace=$(POD_NAMESPACE)",
+        "--namespace=default",
+    ]
+    assert "--verbose" in _command(_build(kubectl, "manifests/overlays/dev"))
+    wide = _build(kubectl, "manifests/overlays/cluster-wide")
+    assert TAKEOVER.issubset(_bound(wide)[("ClusterRoleBinding", "")])  # the deliberate choice
+    assert not [a for a in _command(wide) if a.startswith("--namespace")]  # every namespace
+    faults = {"pods/eviction", "deployments/scale"}  # bound by a namespace's owner only
+    for docs in (namespaced, wide):
+        assert not any(faults & resources for resources in _bound(docs).values())
 
 
 def test_monitoring_has_the_alerts_and_the_dashboard(kubectl: Run) -> None:
