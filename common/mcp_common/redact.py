@@ -119,10 +119,6 @@ def _param_names(pieces: list[str]) -> list[str]:
     return [name for name, sep, _ in (piece.partition("=") for piece in pieces) if sep]
 
 
-def _matrix_names(path: str) -> list[str]:
-    return _param_names([p for segment in path.split("/") for p in segment.split(";")[1:]])
-
-
 def url_has_credentials(url: str) -> bool:
     """True when the URL (or a path and query) carries userinfo, a fragment (never sent to a
     server, so only a token such as ``#access_token=`` has a reason to be there) or a query or
@@ -132,8 +128,12 @@ def url_has_credentials(url: str) -> bool:
         parts = urlsplit(url if _SCHEME.match(url) else "//" + url)
     except ValueError:
         return False  # no URL a client could dial; the field's own validation refuses it
-    names = _param_names(parts.query.split("&")) + _matrix_names(parts.path)
-    return "@" in parts.netloc or "#" in url or any(hidden_param(name) for name in names)
+    return (
+        "@" in parts.netloc
+        or "#" in url
+        or any(hidden_param(name) for name in _param_names(parts.query.split("&")))
+        or bool(_SECRET_NAME.search(parts.path))  # a matrix parameter, read as the CRDs' rule reads it
+    )
 
 
 def redact_url(url: str) -> str:

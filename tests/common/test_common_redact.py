@@ -80,6 +80,20 @@ def test_text_loses_every_credential(text: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        (f"Authorization: Bearer {CANARY}", "Authorization: Bearer REDACTED"),
+        (f"X-Api-Key: {CANARY}", "X-Api-Key: REDACTED"),
+        (f"{{'authorization': 'Basic {CANARY}'}}", "{'authorization': 'Basic REDACTED'}"),
+        (f"cookie={CANARY}; path=/", "cookie=REDACTED; path=/"),
+        (f"the server refused bearer {CANARY}: 401", "the server refused bearer REDACTED: 401"),
+    ],
+)
+def test_a_credential_headers_value_is_hidden_its_name_and_scheme_kept(text: str, shown: str) -> None:
+    assert redact_text(text) == shown
+
+
+@pytest.mark.parametrize(
     "text",
     [
         "no url here",
