@@ -32,23 +32,18 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from mcp_checks.health import required_samples
+from mcp_devcluster.crdspecs import GROUP, PLURALS, VERSION, dry_run, examples, spec_schema, stored
 from mcp_operator.api.benchmark import MCPBenchmarkSpec
 from mcp_operator.api.readiness import MCPReadinessSpec
 
-REPO = Path(__file__).resolve().parents[1]
-GROUP, VERSION = "mcp2026.io", "v1alpha1"
-PLURALS = {"MCPReadiness": "mcpreadinesses", "MCPBenchmark": "mcpbenchmarks"}
 MODELS = {"MCPReadiness": MCPReadinessSpec, "MCPBenchmark": MCPBenchmarkSpec}
 CAMEL_CASE = re.compile(r"^[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+$")
 DEFAULT_CASES, LONG_CASES = 300, 1200
@@ -131,12 +126,6 @@ BASES = {"MCPReadiness": READINESS_BASES, "MCPBenchmark": BENCHMARK_BASES}
 
 
 # -- mutations read off the CRDs -------------------------------------------------------------------
-
-
-def spec_schema(kind: str) -> dict[str, Any]:
-    crd = yaml.safe_load((REPO / "crds" / f"mcp2026.io_{PLURALS[kind]}.yaml").read_text())
-    schema: dict[str, Any] = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
-    return schema
 
 
 def render(path: Path_) -> str:
@@ -393,7 +382,7 @@ def _watch_with_drill(spec: dict[str, Any]) -> str:
 
 
 # one credential of each kind the no-credentials rules refuse (mcp_operator.api.credentials)
-USERINFO, TOKEN, ENCODED = "user:hunter2@", "?token=abc", "?%74oken=abc"
+USERINFO, TOKEN, ENCODED, FRAGMENT = "user:hunter2@", "?token=abc", "?%74oken=abc", "#access_token=abc"
 
 
 def _credential_cases(
@@ -434,6 +423,7 @@ READINESS_CREDENTIAL_CASES = [
             "userinfo": f"http://{USERINFO}host:8000/",
             "token": f"http://host:8000/{TOKEN}",
             "encoded": f"http://host:8000/{ENCODED}",
+            "fragment": f"http://host:8000/{FRAGMENT}",
         },
     ),
     *_credential_cases(
@@ -441,7 +431,7 @@ READINESS_CREDENTIAL_CASES = [
         ("checks", "healthProbe", "path"),
         _same,
         "spec.checks.healthProbe.path",
-        {"token": f"/health{TOKEN}", "encoded": f"/health{ENCODED}"},
+        {"token": f"/health{TOKEN}", "encoded": f"/health{ENCODED}", "fragment": f"/health{FRAGMENT}"},
     ),
     *_credential_cases(
         "xds-source",
@@ -452,6 +442,7 @@ READINESS_CREDENTIAL_CASES = [
             "userinfo": f"http://{USERINFO}istiod:15014",
             "token": f"http://istiod:15014/{TOKEN}",
             "encoded": f"http://istiod:15014/{ENCODED}",
+            "fragment": f"http://istiod:15014/{FRAGMENT}",
         },
     ),
     *_credential_cases(
@@ -463,6 +454,7 @@ READINESS_CREDENTIAL_CASES = [
             "userinfo": f"http://{USERINFO}p:9090",
             "token": f"http://p:9090/{TOKEN}",
             "encoded": f"http://p:9090/{ENCODED}",
+            "fragment": f"http://p:9090/{FRAGMENT}",
         },
     ),
     *_credential_cases(
@@ -474,6 +466,7 @@ READINESS_CREDENTIAL_CASES = [
             "userinfo": f"http://{USERINFO}svc:8000/metrics",
             "token": f"http://svc:8000/metrics{TOKEN}",
             "encoded": f"http://svc:8000/metrics{ENCODED}",
+            "fragment": f"http://svc:8000/metrics{FRAGMENT}",
         },
     ),
     *_credential_cases(
@@ -481,38 +474,47 @@ READINESS_CREDENTIAL_CASES = [
         ("drill",),
         _load_path,
         "spec.drill.stages[0].load.path",
-        {"token": f"/x{TOKEN}", "encoded": f"/x{ENCODED}"},
+        {"token": f"/x{TOKEN}", "encoded": f"/x{ENCODED}", "fragment": f"/x{FRAGMENT}"},
     ),
     *_credential_cases(
         "stage-class-path",
         ("drill",),
         lambda path: _stage_classes([{"name": "a", "backend": "http", "path": path}]),
         "spec.drill.stages[0].load.classes[0].path",
-        {"token": f"/x{TOKEN}", "encoded": f"/x{ENCODED}"},
+        {"token": f"/x{TOKEN}", "encoded": f"/x{ENCODED}", "fragment": f"/x{FRAGMENT}"},
     ),
     *_credential_cases(
         "mix-class-path",
         ("drill",),
         lambda path: {"profile": "MCP2026", "mix": [{"name": "a", "backend": "http", "path": path}]},
         "spec.drill.mix[0].path",
-        {"token": f"/x{TOKEN}", "encoded": f"/x{ENCODED}"},
+        {"token": f"/x{TOKEN}", "encoded": f"/x{ENCODED}", "fragment": f"/x{FRAGMENT}"},
     ),
 ]
 BENCHMARK_CREDENTIAL_CASES = [
     ("encoded-in-url", _cel(("target", "url"), f"http://host:8000/v1{ENCODED}")),
+    ("fragment-in-url", _cel(("target", "url"), f"http://host:8000/v1{FRAGMENT}")),
+    (
+        "literal-credential-header",
+        _cel(
+            ("target", "headers"),
+            [{"name": "Authorization", "value": "Bearer abc"}],
+            "spec.target.headers[0]",
+        ),
+    ),
     *_credential_cases(
         "class-path",
         ("workload",),
         lambda path: {"classes": [{"name": "a", "backend": "http", "path": path}]},
         "spec.workload.classes[0].path",
-        {"token": f"/v1{TOKEN}", "encoded": f"/v1{ENCODED}"},
+        {"token": f"/v1{TOKEN}", "encoded": f"/v1{ENCODED}", "fragment": f"/v1{FRAGMENT}"},
     ),
     *_credential_cases(
         "path",
         ("target", "path"),
         _same,
         "spec.target.path",
-        {"token": f"/v1{TOKEN}", "encoded": f"/v1{ENCODED}"},
+        {"token": f"/v1{TOKEN}", "encoded": f"/v1{ENCODED}", "fragment": f"/v1{FRAGMENT}"},
     ),
     *_credential_cases(
         "serverMetrics",
@@ -523,6 +525,7 @@ BENCHMARK_CREDENTIAL_CASES = [
             "userinfo": f"vllm=http://{USERINFO}vllm:8000/metrics",
             "token": f"http://vllm:8000/metrics{TOKEN}",
             "encoded": f"vllm=http://vllm:8000/metrics{ENCODED}",
+            "fragment": f"vllm=http://vllm:8000/metrics{FRAGMENT}",
         },
     ),
     *_credential_cases(
@@ -534,6 +537,7 @@ BENCHMARK_CREDENTIAL_CASES = [
             "userinfo": f"m=http://{USERINFO}triton:8002",
             "token": f"m=http://triton:8002/{TOKEN}",
             "encoded": f"m=http://triton:8002/{ENCODED}",
+            "fragment": f"m=http://triton:8002/{FRAGMENT}",
         },
     ),
     *_credential_cases(
@@ -545,6 +549,7 @@ BENCHMARK_CREDENTIAL_CASES = [
             "userinfo": f"http://{USERINFO}prom:9090",
             "token": f"http://prom:9090/{TOKEN}",
             "encoded": f"http://prom:9090/{ENCODED}",
+            "fragment": f"http://prom:9090/{FRAGMENT}",
         },
     ),
     *_credential_cases(
@@ -556,6 +561,7 @@ BENCHMARK_CREDENTIAL_CASES = [
             "userinfo": f"http://{USERINFO}img:80/",
             "token": f"http://img:80/{TOKEN}",
             "encoded": f"http://img:80/{ENCODED}",
+            "fragment": f"http://img:80/{FRAGMENT}",
         },
     ),
 ]
@@ -949,23 +955,6 @@ def hostile(draw: st.DrawFn) -> Case:
     return Case(kind, name, spec, paths, labels)
 
 
-def dry_run(api: client.ApiClient, namespace: str, kind: str, name: str, spec: Any) -> tuple[int, str]:
-    """(HTTP status, message) of a server-side dry-run create with strict field validation;
-    (201, "") when the API server would store it."""
-    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": kind, "metadata": {"name": name}, "spec": spec}
-    try:
-        client.CustomObjectsApi(api).create_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURALS[kind], body, dry_run="All", field_validation="Strict"
-        )
-    except ApiException as exc:
-        try:
-            message = str(json.loads(exc.body or "{}").get("message") or exc.body)
-        except ValueError:
-            message = str(exc.body)
-        return int(exc.status or 0), message
-    return 201, ""
-
-
 def _cel_messages(kind: str) -> list[str]:
     """The message of every CEL rule the CRD of ``kind`` carries in its spec."""
     messages: list[str] = []
@@ -983,29 +972,7 @@ def _cel_messages(kind: str) -> list[str]:
 
 
 def _examples(request: pytest.FixtureRequest, default: int, long: int) -> settings:
-    is_long = bool(request.config.getoption("--long"))
-    return settings(
-        max_examples=long if is_long else default,
-        deadline=None,
-        database=None,  # nothing written into the repository
-        derandomize=not is_long,  # the default run checks the same cases every time
-        suppress_health_check=[
-            HealthCheck.too_slow,
-            HealthCheck.data_too_large,
-            HealthCheck.filter_too_much,
-            HealthCheck.large_base_example,
-            HealthCheck.function_scoped_fixture,
-        ],
-    )
-
-
-def _stored(api: client.ApiClient, namespace: str) -> list[str]:
-    custom = client.CustomObjectsApi(api)
-    return [
-        f"{kind}/{item['metadata']['name']}"
-        for kind, plural in PLURALS.items()
-        for item in custom.list_namespaced_custom_object(GROUP, VERSION, namespace, plural)["items"]
-    ]
+    return examples(bool(request.config.getoption("--long")), default, long)
 
 
 def test_the_valid_bases_are_admitted_and_parsed(kube: Any, api: client.ApiClient) -> None:
@@ -1058,7 +1025,7 @@ def test_generated_invalid_specs_are_refused_with_a_field_path(
         f"HTTP {dict(statuses)}; {len(SITES)} schema sites ({', '.join(sites)}), "
         f"{sum(len(c) for c in CEL_CASES.values())} CEL cases; drawn: {dict(seen.most_common(12))} ..."
     )
-    assert _stored(api, kube.namespace) == []
+    assert stored(api, kube.namespace) == []
 
 
 # -- semantically wrong, schema-valid: applied, judged by the operator ----------------------------
@@ -1217,8 +1184,8 @@ def test_schema_valid_nonsense_gets_one_clear_condition_and_no_hot_loop(
         for name, case in names.items():
             custom.delete_namespaced_custom_object(GROUP, VERSION, kube.namespace, PLURALS[case.kind], name)
         deadline = time.monotonic() + 30
-        while _stored(api, kube.namespace):  # nothing stuck behind a finalizer
-            assert time.monotonic() < deadline, f"stuck: {_stored(api, kube.namespace)}"
+        while stored(api, kube.namespace):  # nothing stuck behind a finalizer
+            assert time.monotonic() < deadline, f"stuck: {stored(api, kube.namespace)}"
             time.sleep(0.2)
 
     judged()

@@ -13,6 +13,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from mcp_common.labels import LabelValue
+
 __all__ = [
     "ArgoApplication",
     "CheckSpec",
@@ -113,7 +115,9 @@ class XdsProxies(CheckSpec):
     nodeIdTemplate."""
 
     ids: list[str] | None = Field(default=None, description="Node IDs, as the control plane reports them.")
-    match_labels: dict[str, str] | None = Field(default=None, description="Pods of the target, by label.")
+    match_labels: dict[str, LabelValue] | None = Field(
+        default=None, description="Pods of the target, by label."
+    )
     service: str | None = Field(
         default=None, description="Pods of the target, as this Service of the namespace selects them."
     )
@@ -248,7 +252,7 @@ class PrometheusRulesRef(CheckSpec):
         min_length=1,
         max_length=253,
     )
-    selector: dict[str, str] | None = Field(
+    selector: dict[str, LabelValue] | None = Field(
         default=None, description="Labels each PrometheusRule read must carry."
     )
 

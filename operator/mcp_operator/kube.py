@@ -11,6 +11,7 @@ import asyncio
 import functools
 import json
 import logging
+import re
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -165,11 +166,20 @@ async def create_or_exists(fn: Callable[..., Any], *args: Any, **kwargs: Any) ->
     return True
 
 
+SERVICE_NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")  # a DNS-1035 label
+NAMESPACE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # a DNS-1123 label
+
+
 async def service_exists(namespace: str, name: str) -> bool:
+    """Whether the Service exists; a name or namespace no Service can have names none, and is
+    not asked for: a GET of ``.`` or ``..`` reads the collection or the namespace (200), one of
+    ``%…`` is refused (400)."""
+    if not (SERVICE_NAME.fullmatch(name) and NAMESPACE_NAME.fullmatch(namespace)):
+        return False
     try:
         await call(core().read_namespaced_service, name, namespace)
     except ApiException as exc:
-        if exc.status == 404:
+        if exc.status in (400, 404):
             return False
         raise
     return True

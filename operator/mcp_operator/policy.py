@@ -95,8 +95,13 @@ class TargetPolicy:
         """``TargetUnresolvable`` for a name the operator dials but can never resolve where it
         runs (:meth:`never_resolves`, and it does not resolve here either: a machine may be given
         the cluster's DNS); None otherwise. In the cluster it looks nothing up."""
-        if not self.never_resolves(host) or await _resolve(host):
+        if not self.never_resolves(host):
             return None
+        try:
+            if await _resolve(host):
+                return None
+        except UnicodeError:  # an empty or too long label (a serviceRef named "."): none resolves it
+            pass
         return unresolvable_problem(host)
 
     def namespace_problem(self, own: str, target: str) -> str | None:
@@ -125,7 +130,10 @@ class TargetPolicy:
         ``by_pods``: only pods in the cluster dial it (a benchmark's shards), never the operator:
         a cluster-only name the operator outside the cluster cannot resolve is no problem then
         (the pods resolve it, and judge every connection they open by the same rule)."""
-        host = urlsplit(url if "://" in url else f"//{url}").hostname or ""
+        try:
+            host = urlsplit(url if "://" in url else f"//{url}").hostname or ""
+        except ValueError:  # e.g. a bracketed host that is no IPv6 address: [4E6F:eF3E2:dD]
+            return DialProblem(NOT_ALLOWED, f"{url[:80]} has no host the target policy can read")
         try:
             addresses = [str(ipaddress.ip_address(host))]
         except ValueError:

@@ -8,6 +8,7 @@ import time
 import pytest
 import urllib3
 from kubernetes.client.exceptions import ApiException
+from tests.operator.fakekube import FakeKube
 
 from mcp_operator import kube
 
@@ -94,3 +95,24 @@ def test_a_shard_write_gives_up_at_its_deadline() -> None:
     with pytest.raises(ConnectionRefusedError):
         kube.call_within(fn, within_s=1.0)
     assert 2 <= len(calls) < 100  # tried again within the second, then stopped
+
+
+@pytest.mark.parametrize(("status", "exists"), [(404, False), (400, False)])
+async def test_a_service_name_no_object_can_have_names_no_service(
+    kube_fake: FakeKube, status: int, exists: bool
+) -> None:
+    """A serviceRef's name is free text in the CRD; the API server answers 400 to a GET of one no
+    object can have ("may not contain '%'"), which failed a benchmark's start with InternalError."""
+    kube_fake.refuse("read", "Service", status)
+    assert await kube.service_exists("ns", "%bad") is exists
+
+
+@pytest.mark.parametrize(("namespace", "name"), [("ns", "."), ("ns", ".."), ("ns", "Web"), ("..", "web")])
+async def test_a_name_no_service_can_have_is_not_even_asked_for(
+    kube_fake: FakeKube, namespace: str, name: str
+) -> None:
+    """A GET of "." or ".." reads the collection (or the namespace) and answers 200: a serviceRef
+    named "." passed as an existing Service, whose "..ns.svc" then broke the resolver."""
+    # as the real API server answers such a GET: with something, not a 404
+    kube_fake.put("Service", {"metadata": {"name": name, "namespace": namespace}, "spec": {}})
+    assert await kube.service_exists(namespace, name) is False

@@ -241,3 +241,19 @@ async def test_a_resolver_that_never_answers_is_given_up_on(monkeypatch: pytest.
     monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", never)
     problem = await asyncio.wait_for(TargetPolicy().url_problem("http://slow.example:80/"), 10.0)
     assert problem is not None and problem.reason == "TargetUnresolved" and problem.retry
+
+
+@pytest.mark.parametrize("url", ["[4E6F:eF3E2:dD]:04333", "http://[::1:g]/v1", "http://[1.2.3]:80"])
+async def test_a_bracketed_host_that_is_no_address_is_refused_not_raised(url: str) -> None:
+    """The CRD's url pattern admits any bracketed hex-and-colons host; urlsplit raises on one that
+    is no IPv6 address, which failed the run with InternalError (a generated accepted spec)."""
+    problem = await TargetPolicy().url_problem(url)
+    assert problem is not None and problem.reason == "TargetNotAllowed" and "no host" in problem.message
+
+
+@pytest.mark.usefixtures("without_cluster_dns")
+async def test_a_cluster_name_with_an_empty_label_is_unresolvable_not_raised() -> None:
+    """A serviceRef named "." made "..ns.svc", which the resolver refuses to encode (UnicodeError):
+    the round failed on it every 60 s instead of saying TargetUnresolvable."""
+    problem = await TargetPolicy(in_cluster=False).unresolvable("..ns.svc")
+    assert problem is not None and problem.reason == "TargetUnresolvable"

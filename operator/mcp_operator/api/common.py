@@ -12,6 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 from pydantic.alias_generators import to_camel
 
 from mcp_checks.verdict import Verdict
+from mcp_common.labels import LABEL_VALUE as LABEL_VALUE  # re-exported: the API models read it here
+from mcp_common.labels import LabelValue as LabelValue
 
 from ..redact import SECRET_NAME, sensitive_param
 
@@ -90,7 +92,6 @@ class TargetRef(ApiModel):
 # (no backslashes: the same text serves as an OpenAPI pattern and inside CEL string literals)
 DNS_SUBDOMAIN_BODY = "[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
 DNS_SUBDOMAIN = f"^{DNS_SUBDOMAIN_BODY}$"
-LABEL_VALUE = "^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
 QUALIFIED_NAME = f"^({DNS_SUBDOMAIN_BODY}/)?[A-Za-z0-9]([-A-Za-z0-9_.]{{0,61}}[A-Za-z0-9])?$"
 # a Kubernetes quantity, non-negative: 2, 500m, 1.5, 8Gi, 1e3
 QUANTITY = "^([0-9]+([.][0-9]*)?|[.][0-9]+)([eE][-+]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"

@@ -11,7 +11,7 @@ from pydantic import Field
 from mcp_bench.plan import ClassBackend
 
 from .benchmark import CLASS_NAME, RequestClassSpec, RunnerSpec, class_path_field
-from .common import ApiModel, Verdict, cel, with_rules
+from .common import ApiModel, LabelValue, Verdict, cel, with_rules
 from .credentials import no_credentials_in_query, rules_extra
 from .drillmeasures import Autoscaling, ChaosExperiment, LoadRetry, ServerRequests
 
@@ -38,7 +38,7 @@ FAULT_OPT_IN_VALUE = "enabled"
 class PodSelection(ApiModel):
     """Pods of this resource's namespace, by label; how many of them a fault takes."""
 
-    match_labels: dict[str, str] = Field(description="Pods with all of these labels.", min_length=1)
+    match_labels: dict[str, LabelValue] = Field(description="Pods with all of these labels.", min_length=1)
     mode: Literal["one", "count", "percent", "all"] = Field(default="one", description="How many to take.")
     value: int = Field(default=1, ge=1, le=100, description="The count, or the percent, for those modes.")
 

@@ -12,7 +12,7 @@ from mcp_checks.specs import RuleReference as RuleRef
 from mcp_checks.specs import XdsProxies as Proxies
 from mcp_checks.specs import XdsSourceRef as XdsSource
 
-from .common import ApiModel, Condition, TargetRef, Verdict, cel, with_rules
+from .common import ApiModel, Condition, LabelValue, TargetRef, Verdict, cel, with_rules
 from .credentials import no_credentials, no_credentials_in_query, rules_extra
 from .drill import DrillSpec, FaultRecord, KpiRow, Stage, StageSummary
 from .ports import port_in_range
@@ -173,7 +173,7 @@ class PodReadinessGate(ApiModel):
     """Mirror the verdict into a condition of matching pods, so a Pod ``readinessGates`` entry
     holds those pods out of Service endpoints (and a rollout) until the gate passes."""
 
-    match_labels: dict[str, str] = Field(
+    match_labels: dict[str, LabelValue] = Field(
         description="Pods in this resource's namespace with all of these labels get the condition.",
         min_length=1,
     )

@@ -22,7 +22,7 @@ from ..conditions import condition, utc_now
 from ..readiness import change, drills, due, podgate, readers
 from ..readiness.claim import skip_reason
 from ..readiness.round import Gate, observe, run_round
-from .common import about_object, announcer, reject, wait_for_names
+from .common import about_object, announcer, every, reject, wait_for_names
 
 log = logging.getLogger(__name__)
 WATCH_INTERVAL_S = 2.0
@@ -118,35 +118,43 @@ async def retry_readiness(spec: kopf.Spec, meta: kopf.Meta, body: kopf.Body, **_
             await run_round(rt, gate, obj, parsed, "Recheck", retry.observation)
 
 
-@kopf.timer(
+@kopf.daemon(
     GROUP,
     VERSION,
     PLURAL,
-    interval=WATCH_INTERVAL_S,
+    id="watch_release",
     initial_delay=WATCH_INTERVAL_S,
     when=lambda spec, status, **_: (
         bool(spec.get("watch")) and not spec.get("suspend") and status.get("phase") in (*DECIDED, "Running")
     ),
 )
+async def watch_releases(stopped: kopf.DaemonStopped, **kwargs: Any) -> None:
+    """``watch_release`` every ``WATCH_INTERVAL_S`` while the gate exists (``common.every``)."""
+    await every(stopped, WATCH_INTERVAL_S, lambda: watch_release(**kwargs))
+
+
 @metrics.counted_errors("watch_release")
 @about_object
-async def watch_release(spec: kopf.Spec, meta: kopf.Meta, body: kopf.Body, **_: Any) -> None:
-    """Level-triggered: when what ``spec.watch`` shows differs from what the last evaluation
-    recorded, a new release is out: claim a round for its fingerprint (Ready turns Unknown) and
-    evaluate it, once. A watch round left Running by a failure is taken over the same way."""
+async def watch_release(spec: kopf.Spec, meta: kopf.Meta, body: kopf.Body, **_: Any) -> bool:
+    """Level-triggered: when ``spec.watch`` shows other than the last evaluation recorded, a new
+    release is out: claim a round for it (Ready Unknown) and evaluate it, once; a watch round left
+    Running by a failure is taken over the same way. False once the gate is gone."""
     rt, gate = runtime.current(), _gate(meta, body)
-    lock = rt.claims.lock(gate.uid)
-    if lock.locked():
-        return  # a round of this gate runs in this process now
+    if (lock := rt.claims.lock(gate.uid)).locked():
+        return True  # a round of this gate runs in this process now
     async with lock:
-        obj = await readers.fresh_generation(gate.namespace, gate.name, gate.generation)
-        parsed = _valid(spec)
-        if obj is None or parsed is None:
-            return
+        obj = await readers.fresh(gate.namespace, gate.name)
+        if (
+            obj is None
+            or int(obj["metadata"]["generation"]) != gate.generation
+            or not (parsed := _valid(spec))
+        ):
+            return obj is not None
         status, running = obj.get("status") or {}, rt.claims.running
         release = await due.new_release(parsed, status, gate.generation, gate.namespace, running)
         if release is not None:  # a lost claim: changed meanwhile, the next tick looks again
             await run_round(rt, gate, obj, parsed, "Watch", release.observation)
+    return True
 
 
 @kopf.timer(

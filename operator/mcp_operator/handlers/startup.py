@@ -82,6 +82,9 @@ def quiet_retries() -> list[str]:
     return installed
 
 
+CANCELLATION_POLLING_S = 1.0
+
+
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     operator = OperatorSettings.from_env()
@@ -98,6 +101,10 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.posting.level = logging.WARNING
     settings.posting.reporting_component = "mcp-operator"  # events name us, not the framework
     settings.execution.max_workers = 8
+    # an object deleted while one of its timers runs (a benchmark's collect every 2 s) keeps its
+    # finalizer until kopf sees that timer end: kopf looks every 60 s by default, which held a
+    # deleted MCPBenchmark and all its children a minute more
+    settings.background.cancellation_polling = CANCELLATION_POLLING_S
     settings.process.ultimate_exiting_timeout = operator.shutdown_timeout_seconds
     quiet_retries()
     metrics.serve(operator.metrics_port, operator.metrics_address)

@@ -21,7 +21,7 @@ from mcp_bench.api import format_validation_error
 
 from .. import kube
 from ..api.readiness import MCPReadinessSpec
-from ..conditions import utc_now
+from ..conditions import set_condition, utc_now
 from ..rejection import Refused
 from ..targets import SpecProblem
 from ..unresolved import split
@@ -52,6 +52,22 @@ def refused(
     return Refused(rejected_status(conditions, generation, problems, utc_now(), release), problems)
 
 
+def suspended_status(status: Mapping[str, Any], generation: int) -> dict[str, Any]:
+    """A suspended gate says so in ``Accepted`` (Unknown: the spec is judged once it runs), so a
+    gate created suspended is never without a condition; Ready keeps the last verdict, which
+    consumers go on reading."""
+    conditions = set_condition(
+        list(status.get("conditions") or []),
+        "Accepted",
+        None,
+        "Suspended",
+        "spec.suspend is true: nothing is judged or evaluated until it is false",
+        generation,
+        utc_now(),
+    )
+    return {"phase": "Suspended", "observedGeneration": generation, "conditions": conditions}
+
+
 async def accept(
     spec: Mapping[str, Any], status: Mapping[str, Any], gate: Gate, out: MutableMapping[str, Any]
 ) -> Accepted | Refused | None:
@@ -63,7 +79,7 @@ async def accept(
         problem = SpecProblem("InvalidSpec", f"spec: {format_validation_error(exc)}")
         return refused(status, gate.generation, [problem])
     if parsed.suspend:
-        out.update({"phase": "Suspended", "observedGeneration": gate.generation})
+        out.update(suspended_status(status, gate.generation))
         return None
     if parsed.drill is not None and (parsed.drill.abort or drills.interrupted(status, gate.generation)):
         release = release_record(parsed, None, "Spec", gate.generation, precise_now())

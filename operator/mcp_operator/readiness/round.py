@@ -203,11 +203,26 @@ async def evaluate(rt: Runtime, gate: Gate, claimed: Claimed) -> None:
         except Exception as exc:
             if drill_task(claimed.release["trigger"], claimed.parsed) or kube.transient(exc):
                 raise
+            if await went_away(gate):
+                log.info(
+                    "%s/%s was deleted or changed while evaluated (%s); nothing written", *gate.where, exc
+                )
+                return
             log.exception("%s/%s: the round failed; written as its verdict", *gate.where)
             metrics.ERRORS.labels("round").inc()
             new_status, verdict = await _verdict(gate, claimed, [failed_row(exc)], None)
             await kube.patch_status(PLURAL, gate.namespace, gate.name, new_status)
             _count_and_announce(gate, claimed, verdict)
+
+
+async def went_away(gate: Gate) -> bool:
+    """The gate was deleted (or has a newer spec, whose own round follows) while its round ran:
+    what then failed (the verdict's write answers 404) is no failure of the round, and there is
+    nothing to write it on."""
+    try:
+        return not await still_wanted(gate.namespace, gate.name, gate.generation)
+    except Exception:  # the API server cannot say now: the failure is written as it would be
+        return False
 
 
 async def _evaluate(rt: Runtime, gate: Gate, claimed: Claimed) -> None:

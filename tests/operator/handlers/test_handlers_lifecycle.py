@@ -108,3 +108,5 @@ def test_shutdown_deadline_comes_from_the_environment(monkeypatch: pytest.Monkey
     monkeypatch.setattr(startup.metrics, "serve", lambda *args, **kwargs: None)
     startup.configure(settings=settings)
     assert settings.process.ultimate_exiting_timeout == 20
+    # a deleted object's timers are looked at every second, not kopf's 60 s (its finalizer waits)
+    assert settings.background.cancellation_polling == 1.0

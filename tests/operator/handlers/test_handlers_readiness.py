@@ -201,7 +201,13 @@ async def test_a_claim_that_loses_a_race_is_retried_later(
 
 async def test_suspended_runs_nothing(kube_fake: FakeKube, posted_events: EventLog) -> None:
     status = await _evaluate(kube_fake, _spec("http://127.0.0.1:9", suspend=True), generation=2)
-    assert status == {"phase": "Suspended", "observedGeneration": 2}
+    assert {k: status[k] for k in ("phase", "observedGeneration")} == {
+        "phase": "Suspended",
+        "observedGeneration": 2,
+    }
+    # one condition says why nothing is judged; Ready is left as it was (none here)
+    assert _cond(status, "Accepted") == ("Unknown", "Suspended")
+    assert condition(status["conditions"], "Ready") is None
     assert [(c.verb, c.kind) for c in kube_fake.calls] == [("read", CR)]
     assert posted_events.events == []
 

@@ -118,7 +118,10 @@ async def test_the_change_handler_refuses_waits_or_suspends(events: Events) -> N
     assert isinstance(waiting, change.Refused) and waiting.wait
     out: dict[str, Any] = {}
     assert await change.accept({**late, "suspend": True}, {}, _gate(events), out) is None
-    assert out == {"phase": "Suspended", "observedGeneration": 1}
+    assert (out["phase"], out["observedGeneration"]) == ("Suspended", 1)
+    assert [(c["type"], c["status"], c["reason"]) for c in out["conditions"]] == [
+        ("Accepted", "Unknown", "Suspended")
+    ]
     assert events == []
 
 

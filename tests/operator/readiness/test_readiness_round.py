@@ -19,7 +19,14 @@ from mcp_operator.api.common import API_VERSION, GROUP
 from mcp_operator.api.readiness import KIND, PLURAL
 from mcp_operator.conditions import condition, set_condition
 from mcp_operator.readiness.release import Trigger
-from mcp_operator.readiness.round import Gate, checked_target, ready_status, run_round, running_message
+from mcp_operator.readiness.round import (
+    Gate,
+    checked_target,
+    ready_status,
+    run_round,
+    running_message,
+    went_away,
+)
 from mcp_operator.runtime import Runtime
 from mcp_operator.settings import OperatorSettings
 from mcp_operator.targets import SpecProblem
@@ -131,6 +138,17 @@ async def test_a_lost_claim_writes_nothing(kube_fake: FakeKube, posted_events: E
     assert not await run_round(rt, _gate(events), obj, parsed, "Watch", None)
     assert (kube_fake.get(CR, NS, NAME) or {})["status"] == DECIDED and events == []
     assert rt.claims.running == set()
+
+
+async def test_a_gate_deleted_or_changed_while_evaluated_went_away(kube_fake: FakeKube) -> None:
+    """A round whose verdict write fails because the gate was deleted (404) is no failure of the
+    round: nothing is logged as an error and nothing is retried (found by the generated specs)."""
+    gate = _gate([])
+    assert await went_away(gate)  # never created, or deleted
+    obj = _seed(kube_fake, dict(DECIDED))
+    assert not await went_away(gate)
+    kube_fake.put(CR, {**obj, "metadata": {**obj["metadata"], "generation": 2}})
+    assert await went_away(gate)  # a newer spec: its own round follows
 
 
 class _Csds(csds_pb2_grpc.ClientStatusDiscoveryServiceServicer):  # type: ignore[misc]

@@ -17,6 +17,7 @@ SPIKE_FACTOR = 2.8  # +180%
 STAGE_SECONDS = 60.0
 SPIKE_SECONDS = 90.0
 MIN_SECONDS = 1.0  # a scaled stage still measures something
+MIN_RATE = 0.001  # and still has a rate: a scale such as 1e-7 rounded it to 0, which no stage takes
 
 
 def _stage(name: str, rate: float, seconds: float, scale: float, path: str, duration_scale: float) -> Stage:
@@ -24,7 +25,7 @@ def _stage(name: str, rate: float, seconds: float, scale: float, path: str, dura
     return Stage(
         name=name,
         load=StageLoad(
-            rate=round(rate * scale, 3),
+            rate=max(MIN_RATE, round(rate * scale, 3)),
             duration_seconds=round(duration, 3),
             path=path,
             window_seconds=round(max(MIN_SECONDS / 2, min(5.0, duration / 4)), 3),

@@ -98,7 +98,9 @@ def stage_benchmark(
             "startBarrier": {
                 "everyLevel": False,
                 "minOverlap": MIN_OVERLAP,
-                "timeoutSeconds": shards.start_timeout_seconds,
+                # a whole number of seconds, as the benchmark's schema takes it (a float, even
+                # 120.0, is refused by the API server), never shorter than the drill's
+                "timeoutSeconds": math.ceil(shards.start_timeout_seconds),
             },
         },
     }

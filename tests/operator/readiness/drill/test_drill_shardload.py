@@ -52,6 +52,24 @@ def test_a_stage_becomes_a_benchmark_whose_shards_share_its_rate_window_by_windo
     assert plan.levels.rate == [800.0] * 4  # what each shard sends
 
 
+@pytest.mark.parametrize(("given", "written"), [(0.5, 1), (120.0, 120), (1799.2, 1800)])
+def test_the_start_timeout_is_written_in_whole_seconds(given: float, written: int) -> None:
+    """The benchmark's startBarrier.timeoutSeconds is an integer in its schema: the API server
+    refused the drill's child benchmark for any number the drill's own (a float) took."""
+    shards = DrillShards.model_validate({"count": 2, "startTimeoutSeconds": given})
+    body = stage_benchmark(
+        gate="gate",
+        gate_uid=UID,
+        namespace="ml",
+        stage="s",
+        load=StageLoad(rate=10, duration_seconds=1),
+        base_url="http://srv:8000",
+        shards=shards,
+    )
+    timeout = body["spec"]["startBarrier"]["timeoutSeconds"]
+    assert type(timeout) is int and timeout == written
+
+
 def test_a_closed_loop_stage_rounds_each_shards_share_up() -> None:
     spec = MCPBenchmarkSpec.model_validate(
         _body(StageLoad(concurrency=10, duration_seconds=4, window_seconds=2))["spec"]
