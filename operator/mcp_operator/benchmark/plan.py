@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import fnmatch
 import math
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, Overflow
 from typing import Any
 
 from mcp_bench.api import ObserverArgError, PlanError, RunPlan, build_observers, plan_feature_problem
@@ -40,10 +40,12 @@ def workers_for_cpu(cpu: str, engine: str) -> int:
         return 1
     number = cpu.rstrip("numk")
     try:
-        cores = Decimal(number) * _SUFFIX.get(cpu[len(number) :], Decimal(1))
-    except InvalidOperation:
+        cores = min(Decimal(MAX_WORKERS), Decimal(number) * _SUFFIX.get(cpu[len(number) :], Decimal(1)))
+        return max(1, math.floor(cores))
+    except Overflow:  # a request beyond any machine ("9e999999"): as many as a shard takes
+        return MAX_WORKERS
+    except ArithmeticError:  # no number Decimal reads (the quantity's pattern lets through more)
         return 1
-    return max(1, min(MAX_WORKERS, math.floor(cores)))
 
 
 def plan_from_spec(spec: MCPBenchmarkSpec, url: str, benchmark: str) -> RunPlan:

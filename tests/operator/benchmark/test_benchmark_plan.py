@@ -8,7 +8,7 @@ import pytest
 
 from mcp_bench.api import RunPlan
 from mcp_operator.api import MCPBenchmarkSpec
-from mcp_operator.benchmark.plan import prepare_plan
+from mcp_operator.benchmark.plan import MAX_WORKERS, prepare_plan, workers_for_cpu
 from mcp_operator.policy import TargetPolicy
 from mcp_operator.targets import SpecProblem
 
@@ -63,3 +63,22 @@ async def test_a_name_that_may_still_resolve_is_waited_for(
 ) -> None:
     got = await prepare_plan(_spec(url, prometheus), "ml", "bench", _exists, policy)
     assert isinstance(got, SpecProblem) and got.reason == "TargetUnresolved" and got.message.startswith(field)
+
+
+@pytest.mark.parametrize(
+    ("cpu", "workers"),
+    [
+        ("500m", 1),
+        ("2", 2),
+        ("3500m", 3),
+        ("1k", MAX_WORKERS),
+        ("9e999999", MAX_WORKERS),
+        ("9e999999k", MAX_WORKERS),
+        ("0.1", 1),
+    ],
+)
+def test_workers_follow_the_cpu_request_whatever_its_size(cpu: str, workers: int) -> None:
+    """A generated spec found it: a CPU request past Decimal's range ("9e999999k", which the
+    quantity pattern admits) raised Overflow and the run ended InternalError (issue 35, item 8)."""
+    assert workers_for_cpu(cpu, "builtin") == workers
+    assert workers_for_cpu(cpu, "locust") == 1
