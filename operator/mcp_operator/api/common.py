@@ -94,7 +94,9 @@ DNS_SUBDOMAIN_BODY = "[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-
 DNS_SUBDOMAIN = f"^{DNS_SUBDOMAIN_BODY}$"
 QUALIFIED_NAME = f"^({DNS_SUBDOMAIN_BODY}/)?[A-Za-z0-9]([-A-Za-z0-9_.]{{0,61}}[A-Za-z0-9])?$"
 # a Kubernetes quantity, non-negative: 2, 500m, 1.5, 8Gi, 1e3
-QUANTITY = "^([0-9]+([.][0-9]*)?|[.][0-9]+)([eE][-+]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"
+# a Kubernetes quantity; an exponent of at most two digits (1e99 is past any machine already, and
+# 9e999999 overflowed every sum the operator makes of requests)
+QUANTITY = "^([0-9]+([.][0-9]*)?|[.][0-9]+)([eE][-+]?[0-9]{1,2}|[numkMGTPE]|[KMGTPE]i)?$"
 INT32_MAX = 2**31 - 1
 SECRET_DATA_KEY = r"^[-._a-zA-Z0-9]+$"
 HTTP_HEADER_NAME = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"

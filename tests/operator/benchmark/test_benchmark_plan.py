@@ -5,6 +5,7 @@ no waiting); in the cluster an unresolved name is waited for as before."""
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from mcp_bench.api import RunPlan
 from mcp_operator.api import MCPBenchmarkSpec
@@ -82,3 +83,13 @@ def test_workers_follow_the_cpu_request_whatever_its_size(cpu: str, workers: int
     quantity pattern admits) raised Overflow and the run ended InternalError (issue 35, item 8)."""
     assert workers_for_cpu(cpu, "builtin") == workers
     assert workers_for_cpu(cpu, "locust") == 1
+
+
+@pytest.mark.parametrize("cpu", ["9e999999", "1e100", "2E-123"])
+def test_a_quantity_past_any_machine_is_refused_at_apply(cpu: str) -> None:
+    """The generated specs found the preflight's quota sum overflow on such a request, so the
+    schema bounds the exponent to two digits (the CRD's pattern is the model's)."""
+    base = {"target": {"url": "http://h:8000"}, "load": {"concurrency": [1], "requests": 1}}
+    with pytest.raises(ValidationError, match=r"runner\.cpu"):
+        MCPBenchmarkSpec.model_validate({**base, "runner": {"cpu": cpu}})
+    assert MCPBenchmarkSpec.model_validate({**base, "runner": {"cpu": "1e99"}}).runner.cpu == "1e99"
