@@ -38,6 +38,7 @@ MAX_RESULT_ROWS = 32
 MAX_SHARDS = 256
 MAX_NODE_SELECTOR = 32
 MAX_PREFLIGHT_FINDINGS = 8
+MAX_LEVELS = 16  # of spec.load.concurrency and spec.load.rate
 PreflightMode = Literal["strict", "warn", "off"]
 
 # A URL that carries credentials is refused at apply time (``api.credentials``), so the credential
@@ -98,14 +99,14 @@ class BenchmarkLoad(ApiModel):
         default=None,
         description="Closed-loop concurrency levels, swept in order (per shard).",
         min_length=1,
-        max_length=16,
+        max_length=MAX_LEVELS,
         json_schema_extra={"items": {"minimum": 1, "maximum": 4096}},
     )
     rate: list[float] | None = Field(
         default=None,
         description="Open-loop request rates per shard, swept in order.",
         min_length=1,
-        max_length=16,
+        max_length=MAX_LEVELS,
         json_schema_extra={"items": {"exclusiveMinimum": 0, "maximum": 1_000_000}},
     )
     arrival: Arrival = Field(

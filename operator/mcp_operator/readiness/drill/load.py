@@ -82,9 +82,12 @@ class StageFigures:
         return self.completed + self.errors
 
 
-def window_count(load: StageLoad) -> tuple[int, float]:
-    """How many windows the stage has and how long each is: whole windows that fill it."""
+def window_count(load: StageLoad, most: int | None = None) -> tuple[int, float]:
+    """How many windows the stage has and how long each is: whole windows that fill it; at most
+    ``most`` (longer ones then), where each window is a level of a benchmark, which has a limit."""
     windows = max(1, math.ceil(load.duration_seconds / load.window_seconds))
+    if most is not None:
+        windows = min(windows, most)
     return windows, load.duration_seconds / windows
 
 

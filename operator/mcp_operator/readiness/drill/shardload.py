@@ -20,6 +20,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from ... import kube
+from ...api.benchmark import MAX_LEVELS
 from ...api.benchmark import PLURAL as BENCHMARK_PLURAL
 from ...api.common import API_VERSION, GROUP, VERSION
 from ...api.drill import DrillShards, StageLoad
@@ -59,8 +60,9 @@ def stage_benchmark(
     base_url: str,
     shards: DrillShards,
 ) -> dict[str, Any]:
-    """The MCPBenchmark that runs one stage's load: one level per window, each shard its share."""
-    windows, window_s = window_count(load)
+    """The MCPBenchmark that runs one stage's load: one level per window (at most the levels a
+    benchmark takes, longer windows then), each shard its share."""
+    windows, window_s = window_count(load, most=MAX_LEVELS)
     levels: dict[str, Any]
     if load.rate is not None:
         share = round(load.rate / shards.count, 6)

@@ -10,6 +10,7 @@ import pytest
 
 from mcp_bench.plan import RunPlan
 from mcp_operator.api import MCPBenchmarkSpec
+from mcp_operator.api.benchmark import MAX_LEVELS
 from mcp_operator.api.drill import DrillShards, DrillSpec, StageLoad
 from mcp_operator.benchmark.barrier import barrier_on, first_level_only
 from mcp_operator.benchmark.plan import plan_from_spec
@@ -68,6 +69,18 @@ def test_the_start_timeout_is_written_in_whole_seconds(given: float, written: in
     )
     timeout = body["spec"]["startBarrier"]["timeoutSeconds"]
     assert type(timeout) is int and timeout == written
+
+
+@pytest.mark.parametrize("kind", ["rate", "concurrency"])
+def test_a_stage_of_more_windows_than_a_benchmark_takes_runs_longer_windows(kind: str) -> None:
+    """A generated spec found it: 49 windows made a child benchmark of 49 levels, which the API
+    server refused (at most 16), and the drill ended in a traceback (issue 35, item 8). The
+    windows are then fewer and longer, filling the stage all the same."""
+    load = StageLoad(**{kind: 49}, duration_seconds=49, window_seconds=1)
+    spec = MCPBenchmarkSpec.model_validate(_body(load)["spec"])  # what the API server would take
+    levels = spec.load.rate if kind == "rate" else spec.load.concurrency
+    assert levels is not None and len(levels) == MAX_LEVELS
+    assert spec.load.duration_seconds == pytest.approx(49 / MAX_LEVELS)
 
 
 def test_a_closed_loop_stage_rounds_each_shards_share_up() -> None:
