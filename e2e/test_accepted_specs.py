@@ -289,13 +289,17 @@ def _refusal(message: str) -> str:
 # -- the operator's log ----------------------------------------------------------------------------
 
 
+def _lines_since(log: Path, offset: int) -> list[str]:
+    """The operator's log lines written since ``offset``."""
+    with log.open("rb") as stream:
+        stream.seek(offset)
+        return stream.read().decode(errors="replace").splitlines()
+
+
 def _tracebacks(log: Path, offset: int, namespace: str) -> list[str]:
     """Log lines since ``offset`` with a traceback about ``namespace`` or about no object."""
     found = []
-    with log.open("rb") as stream:
-        stream.seek(offset)
-        text = stream.read().decode(errors="replace")
-    for line in text.splitlines():
+    for line in _lines_since(log, offset):
         try:
             record = json.loads(line)
         except ValueError:
@@ -309,9 +313,7 @@ def _tracebacks(log: Path, offset: int, namespace: str) -> list[str]:
 
 
 def _canary_in_log(log: Path, offset: int) -> list[str]:
-    with log.open("rb") as stream:
-        stream.seek(offset)
-        return [line[:300] for line in stream.read().decode(errors="replace").splitlines() if _leaks(line)]
+    return [line[:300] for line in _lines_since(log, offset) if _leaks(line)]
 
 
 # -- the test --------------------------------------------------------------------------------------
@@ -414,13 +416,7 @@ def test_a_watching_gate_deleted_mid_round_leaves_no_timer_behind(
 
 def _watch_lines(log: Path, offset: int, namespace: str) -> list[str]:
     """The operator's log lines about the watch of gate ``watching``, from ``offset`` on."""
-    with log.open("rb") as stream:
-        stream.seek(offset)
-        records = [
-            json.loads(line)
-            for line in stream.read().decode(errors="replace").splitlines()
-            if line.startswith("{")
-        ]
+    records = [json.loads(line) for line in _lines_since(log, offset) if line.startswith("{")]
     return [
         r["message"]
         for r in records

@@ -115,8 +115,8 @@ def redact_path(path: str) -> str:
     return "/".join(segments)
 
 
-def _param_names(pieces: list[str]) -> list[str]:
-    return [name for name, sep, _ in (piece.partition("=") for piece in pieces) if sep]
+def _query_names(query: str) -> list[str]:
+    return [name for name, sep, _ in (piece.partition("=") for piece in query.split("&")) if sep]
 
 
 def url_has_credentials(url: str) -> bool:
@@ -131,7 +131,7 @@ def url_has_credentials(url: str) -> bool:
     return (
         "@" in parts.netloc
         or "#" in url
-        or any(hidden_param(name) for name in _param_names(parts.query.split("&")))
+        or any(hidden_param(name) for name in _query_names(parts.query))
         or bool(_SECRET_NAME.search(parts.path))  # a matrix parameter, read as the CRDs' rule reads it
     )
 

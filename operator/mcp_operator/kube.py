@@ -170,19 +170,26 @@ SERVICE_NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")  # a DNS-1035 labe
 NAMESPACE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # a DNS-1123 label
 
 
+async def exists(
+    read: Callable[..., Any], name: str, namespace: str, absent: tuple[int, ...] = (404,)
+) -> bool:
+    """Whether ``read`` (a namespaced GET) finds the object: an answer in ``absent`` says none."""
+    try:
+        await call(read, name, namespace)
+    except ApiException as exc:
+        if exc.status in absent:
+            return False
+        raise
+    return True
+
+
 async def service_exists(namespace: str, name: str) -> bool:
     """Whether the Service exists; a name or namespace no Service can have names none, and is
     not asked for: a GET of ``.`` or ``..`` reads the collection or the namespace (200), one of
     ``%…`` is refused (400)."""
     if not (SERVICE_NAME.fullmatch(name) and NAMESPACE_NAME.fullmatch(namespace)):
         return False
-    try:
-        await call(core().read_namespaced_service, name, namespace)
-    except ApiException as exc:
-        if exc.status in (400, 404):
-            return False
-        raise
-    return True
+    return await exists(core().read_namespaced_service, name, namespace, absent=(400, 404))
 
 
 async def patch_status(plural: str, namespace: str, name: str, status: dict[str, Any]) -> None:

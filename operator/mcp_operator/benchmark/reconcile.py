@@ -113,19 +113,9 @@ async def create_run(namespace: str, children: list[dict[str, Any]], job: dict[s
     for child in children:
         if await create_child(namespace, child) or child["kind"] != "Secret":
             continue
-        if not await _exists(kube.batch().read_namespaced_job, namespace, job["metadata"]["name"]):
+        if not await kube.exists(kube.batch().read_namespaced_job, job["metadata"]["name"], namespace):
             await _make_secret_again(namespace, child)
     return await create_child(namespace, job)
-
-
-async def _exists(read: Any, namespace: str, name: str) -> bool:
-    try:
-        await kube.call(read, name, namespace)
-    except ApiException as exc:
-        if exc.status != 404:
-            raise
-        return False
-    return True
 
 
 async def _make_secret_again(namespace: str, manifest: dict[str, Any]) -> None:

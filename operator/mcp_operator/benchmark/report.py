@@ -21,15 +21,14 @@ from mcp_bench.api import (
     SignatureMismatchError,
     Table,
     loads_document,
-    summarize,
 )
 from mcp_checks.api import ExitCode
 
 from .. import kube
-from ..api.benchmark import MAX_RESULT_ROWS, PLURAL
+from ..api.benchmark import PLURAL
 from ..api.common import GROUP, VERSION
 from .contract import KEY_SECRET_KEY, RESULT_KEY, report_name, run_key_name
-from .status import level_row
+from .status import result_rows
 
 SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
@@ -173,10 +172,7 @@ def disagreements(doc: ResultDocument, obj: dict[str, Any]) -> list[str]:
     shown = [row for row in (obj.get("status") or {}).get("results") or [] if isinstance(row, dict)]
     if not shown:
         return []
-    ours = [
-        level_row(summarize(doc, level), level=level).model_dump(by_alias=True, mode="json")
-        for level in doc.levels
-    ][-MAX_RESULT_ROWS:]
+    ours = [row.model_dump(by_alias=True, mode="json") for row in result_rows(doc)]
     if len(ours) != len(shown):
         return [f"{len(ours)} levels in the report, {len(shown)} in status"]
     return [

@@ -107,6 +107,18 @@ def level_row(summary: LevelSummary, bounds: Bounds = TIERS[0], level: LevelResu
     )
 
 
+def result_rows(
+    doc: ResultDocument, bounds: Bounds = TIERS[0], summaries: Sequence[LevelSummary] | None = None
+) -> list[LevelRow]:
+    """``status.results`` for the merged document: a row for each of its last ``MAX_RESULT_ROWS``
+    levels (``summaries``: the levels' summaries when the caller has them already). The report's
+    figures are held to these (``report.disagreements``)."""
+    if summaries is None:
+        summaries = [summarize(doc, level) for level in doc.levels]
+    pairs = list(zip(summaries, doc.levels, strict=True))[-MAX_RESULT_ROWS:]
+    return [level_row(summary, bounds, level) for summary, level in pairs]
+
+
 def _percent(part: int, whole: int) -> str:
     """``part`` of ``whole`` in percent, two decimals: 50 failed of 100 offered is 50.00, whatever
     completed; n/a when nothing was offered."""
@@ -352,11 +364,7 @@ def merged_status(
             fields["search"] = search_status(merged.search, bounds)
         conds = list(conditions)
         if merged is not None:
-            rows = [
-                level_row(summary, bounds, level)
-                for summary, level in zip(summaries, merged.levels, strict=True)
-            ]
-            rows = rows[-MAX_RESULT_ROWS:]
+            rows = result_rows(merged, bounds, summaries)
             fields["results"] = rows
             wide = [row for row in rows if row.cluster_wide]
             if wide:  # the printer columns show a cluster-wide figure or none

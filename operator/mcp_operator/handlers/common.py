@@ -20,6 +20,8 @@ from ..rejection import problems_message
 from ..targets import SpecProblem
 from ..unresolved import LOOKING_AGAIN, RETRY_S, waiting_conditions
 
+log = logging.getLogger(__name__)
+
 F = TypeVar("F", bound=Callable[..., Any])
 _HANDLED: contextvars.ContextVar[logs.ObjectRef | None] = contextvars.ContextVar(
     "mcp_handled_object", default=None
@@ -102,5 +104,5 @@ async def every(stopped: kopf.DaemonStopped, interval_s: float, tick: Callable[[
             if not await tick():
                 return
         except Exception:
-            logging.getLogger(__name__).exception("a tick failed; trying again in %gs", interval_s)
+            log.exception("a tick failed; trying again in %gs", interval_s)
         await stopped.wait(interval_s)

@@ -143,13 +143,10 @@ async def watch_release(spec: kopf.Spec, meta: kopf.Meta, body: kopf.Body, **_: 
     if (lock := rt.claims.lock(gate.uid)).locked():
         return True  # a round of this gate runs in this process now
     async with lock:
-        obj = await readers.fresh(gate.namespace, gate.name)
-        if (
-            obj is None
-            or int(obj["metadata"]["generation"]) != gate.generation
-            or not (parsed := _valid(spec))
-        ):
-            return obj is not None
+        found = await readers.fresh(gate.namespace, gate.name)
+        obj, parsed = readers.of_generation(found, gate.generation), _valid(spec)
+        if obj is None or parsed is None:
+            return found is not None  # deleted: False ends the watch; changed: the next tick
         status, running = obj.get("status") or {}, rt.claims.running
         release = await due.new_release(parsed, status, gate.generation, gate.namespace, running)
         if release is not None:  # a lost claim: changed meanwhile, the next tick looks again

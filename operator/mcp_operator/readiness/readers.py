@@ -34,7 +34,11 @@ async def fresh(namespace: str, name: str) -> dict[str, Any] | None:
 async def fresh_generation(namespace: str, name: str, generation: int) -> dict[str, Any] | None:
     """The gate as it is now, if it still has the spec generation a handler was called for;
     None when it was deleted or its spec changed (the newer generation's own event follows)."""
-    obj = await fresh(namespace, name)
+    return of_generation(await fresh(namespace, name), generation)
+
+
+def of_generation(obj: dict[str, Any] | None, generation: int) -> dict[str, Any] | None:
+    """``obj`` if it (still) has the spec ``generation``, else None."""
     if obj is None or int(obj["metadata"]["generation"]) != generation:
         return None
     return obj
