@@ -18,6 +18,7 @@ skipped with that reason.
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import re
@@ -467,6 +468,7 @@ def test_the_kustomize_base_runs_the_operator_from_its_image_and_it_gates_a_samp
 
 OPT_IN = "mcp2026.io/fault-injection=enabled"
 REFSERVER_LABELS = {"app.kubernetes.io/name": "refserver"}
+CHAOS_HOLD_S = 3
 
 
 @pytest.fixture(scope="module")
@@ -547,7 +549,7 @@ def _chaos_drill(real: RealCluster, name: str, url: str, chaos: dict[str, Any]) 
     stage = {
         "name": "chaos",
         "load": {"rate": 20, "durationSeconds": 10, "windowSeconds": 1},
-        "faults": [{"kind": "chaosMesh", "atSeconds": 2, "holdSeconds": 3, "chaos": chaos}],
+        "faults": [{"kind": "chaosMesh", "atSeconds": 2, "holdSeconds": CHAOS_HOLD_S, "chaos": chaos}],
     }
     spec = {
         "target": {"url": url},
@@ -597,9 +599,22 @@ def _experiment(kind: str, spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _fault(obj: dict[str, Any]) -> dict[str, Any]:
+    """The drill's one fault, held for its 3 s once in (the journal's times are whole seconds),
+    however long Chaos Mesh took to report it injected."""
     faults = obj["status"].get("faults") or []
     assert len(faults) == 1, json.dumps(obj["status"], indent=1)[-4000:]
-    return dict(faults[0])
+    fault = dict(faults[0])
+    if fault.get("injectedAt") and fault.get("revertedAt"):
+        held = _seconds_between(fault["injectedAt"], fault["revertedAt"])
+        assert held >= CHAOS_HOLD_S - 1, (held, fault)
+    return fault
+
+
+def _seconds_between(earlier: str, later: str) -> float:
+    def parse(stamp: str) -> datetime.datetime:
+        return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+    return (parse(later) - parse(earlier)).total_seconds()
 
 
 def _injected_reverted_and_available(

@@ -4,7 +4,7 @@ A spec names hosts; a name checked once and resolved again by the client can ans
 differently the second time (DNS rebinding), so the rule is applied where a socket is about to
 connect (:class:`GuardedSocketFactory`, aiohttp's ``socket_factory``) or to the peer a
 connection reached (:func:`check_peer`), once per connection. The operator's target policy
-(``mcp_operator.policy``) builds on this rule and hands it to its pods in ``MCP_DIAL_GUARD``;
+(``mcp_operator.targets.policy``) builds on this rule and hands it to its pods in ``MCP_DIAL_GUARD``;
 ``mcp_bench`` imports nothing of the operator's, so the rule lives here and serves both.
 
 Denied always: link-local (169.254.0.0/16, fe80::/10, the metadata services' addresses: AWS's

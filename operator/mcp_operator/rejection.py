@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .conditions import set_condition
-from .policy import UNRESOLVED
 from .targets import SpecProblem
+from .targets.policy import UNRESOLVED
 
 
 @dataclass(frozen=True)

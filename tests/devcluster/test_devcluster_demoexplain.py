@@ -222,7 +222,7 @@ SAMPLE_MODULES = (
     "mcp_operator.benchmark.preflight",
     "mcp_operator.benchmark.start",
     "mcp_operator.targets",
-    "mcp_operator.unresolved",
+    "mcp_operator.targets.unresolved",
 )
 # where a reason goes: the positional index of the reason in each builder's call
 REASON_ARGUMENT = {

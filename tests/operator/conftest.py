@@ -12,7 +12,8 @@ import kopf
 import pytest
 from tests.operator.fakekube import EventLog, FakeKube
 
-from mcp_operator import kube, policy, settings
+from mcp_operator import kube, settings
+from mcp_operator.targets import policy
 from mcp_refserver import RunningServer, start_refserver
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from ..api.benchmark import MAX_SHARDS, MCPBenchmarkSpec
 from ..api.common import TargetHeader
 from ..children import MAX_DNS_LABEL, dns_label
-from ..guarded import pod_env
+from ..targets.guarded import pod_env
 from .contract import (
     COMPONENT_SHARD,
     ENV_ACTIVE_DEADLINE,

@@ -13,9 +13,9 @@ from typing import Any
 from ..api.benchmark import MCPBenchmarkSpec
 from ..api.common import TargetRef
 from ..api.observe import PrometheusSource
-from ..policy import TargetPolicy
 from ..redact import url_has_credentials
 from ..targets import ServiceExists, SpecProblem
+from ..targets.policy import TargetPolicy
 
 
 def observe_plan(spec: MCPBenchmarkSpec) -> dict[str, Any]:

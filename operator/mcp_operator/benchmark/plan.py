@@ -13,9 +13,9 @@ from typing import Any
 from mcp_bench.api import ObserverArgError, PlanError, RunPlan, build_observers, plan_feature_problem
 
 from ..api.benchmark import MCPBenchmarkSpec, RunnerSpec
-from ..policy import TargetPolicy
 from ..settings import OperatorSettings
 from ..targets import ServiceExists, SpecProblem, credentials_problem, join_url, resolve_url
+from ..targets.policy import TargetPolicy
 from .observe import observe_plan, observe_problem
 from .search import search_plan, search_problem
 from .workload import workload_payload

@@ -15,10 +15,10 @@ from mcp_bench.api import DialRefused, RunPlan, check_peer, protocol_factory
 
 from .. import kube
 from ..api.benchmark import MCPBenchmarkSpec
-from ..guarded import rule
-from ..policy import TargetPolicy
 from ..redact import redact_text
 from ..targets import SpecProblem
+from ..targets.guarded import rule
+from ..targets.policy import TargetPolicy
 from .preflight import GPU, NodeView, Observed, QuotaView, Taint, findings
 
 PROBE_TIMEOUT_S = 3.0

@@ -18,7 +18,7 @@ from ..conditions import utc_now
 from ..readiness.drill.run import Announce
 from ..rejection import problems_message
 from ..targets import SpecProblem
-from ..unresolved import LOOKING_AGAIN, RETRY_S, waiting_conditions
+from ..targets.unresolved import LOOKING_AGAIN, RETRY_S, waiting_conditions
 
 log = logging.getLogger(__name__)
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import kopf
 
-from .. import metrics, runtime
+from .. import metrics
 from ..api.common import GROUP, VERSION
 from ..api.readiness import PLURAL
-from ..readiness import drills
+from ..readiness import drills, runtime
 from .common import about_object, announcer
 
 

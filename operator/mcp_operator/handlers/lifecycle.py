@@ -1,4 +1,4 @@
-"""The operator's life: the runtime (``mcp_operator.runtime``: claims, drills, load processes,
+"""The operator's life: the runtime (``mcp_operator.readiness.runtime``: claims, drills, load processes,
 the prober) is created when kopf starts, and closed in one cleanup handler.
 
 A graceful shutdown: on SIGTERM (a pod deleted, a node drained, a rollout) kopf stops its
@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 
 import kopf
 
-from .. import runtime
+from ..readiness import runtime
 
 
 @kopf.on.startup(id="runtime")

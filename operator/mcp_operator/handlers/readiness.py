@@ -15,11 +15,11 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from .. import metrics, runtime
+from .. import metrics
 from ..api.common import GROUP, VERSION
 from ..api.readiness import DECIDED_PHASES, KIND, PLURAL, MCPReadinessSpec, PodReadinessGate
 from ..conditions import condition, utc_now
-from ..readiness import change, drills, due, podgate, readers
+from ..readiness import change, drills, due, podgate, readers, runtime
 from ..readiness.claim import skip_reason
 from ..readiness.round import Gate, observe, run_round
 from .common import about_object, announcer, every, reject, wait_for_names

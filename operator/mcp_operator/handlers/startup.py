@@ -15,9 +15,9 @@ from mcp_bench.api import dialguard
 
 from .. import metrics
 from ..leadership import leader_identity
-from ..policy import TargetPolicy
 from ..settings import OperatorSettings
-from ..unresolved import LOOKING_AGAIN
+from ..targets.policy import TargetPolicy
+from ..targets.unresolved import LOOKING_AGAIN
 
 __all__ = [
     "PREFIX",

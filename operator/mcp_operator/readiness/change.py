@@ -24,7 +24,7 @@ from ..api.readiness import MCPReadinessSpec
 from ..conditions import set_condition, utc_now
 from ..rejection import Refused
 from ..targets import SpecProblem
-from ..unresolved import split
+from ..targets.unresolved import split
 from . import drills
 from .dialing import dial_problems
 from .drill import journal

@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 
 from ..api.readiness import MCPReadinessSpec
-from ..policy import TargetPolicy
 from ..targets import SpecProblem
+from ..targets.policy import TargetPolicy
 
 
 def dialed_addresses(spec: MCPReadinessSpec) -> list[tuple[str, str]]:

@@ -18,12 +18,12 @@ from typing import Any
 from .. import kube, metrics
 from ..api.readiness import PLURAL, MCPReadinessSpec
 from ..conditions import set_condition, utc_now
-from ..runtime import Runtime
 from .claim import Marker
 from .drill import journal
 from .drill.run import Announce, Drill, DrillContext, DrillOutcome, StageLoader, ended_stages, replay_journal
 from .drill.shardload import ShardedStageLoader
 from .readers import fresh
+from .runtime import Runtime
 
 log = logging.getLogger(__name__)
 REVERT_RETRY_INTERVAL_S = 15.0  # a fault whose revert failed is tried again this often

@@ -26,8 +26,8 @@ from mcp_checks.api import (
 from mcp_checks.api import run_checks as run_suite
 
 from ..api.readiness import DECIDED_PHASES, MCPReadinessSpec
-from ..guarded import check_hooks
 from ..targets import ServiceExists, SpecProblem, credentials_problem, resolve_url
+from ..targets.guarded import check_hooks
 from .dialing import dialed_addresses
 
 # MCPReadiness sends no headers: a URL's credentials have nowhere else to go

@@ -31,7 +31,6 @@ from mcp_checks.api import CheckOutcome, RunVerdict, Verdict, XdsMemory
 from .. import kube, logs, metrics
 from ..api.readiness import KIND, PLURAL, MCPReadinessSpec, XdsMemoryStatus
 from ..conditions import condition, utc_now
-from ..runtime import Runtime
 from ..targets import SpecProblem
 from . import drills, podgate
 from .claim import Marker, new_marker, write_claim
@@ -49,6 +48,7 @@ from .release import (
 )
 from .release import observe as observe_release
 from .retry import retry_record
+from .runtime import Runtime
 from .status import STATUS_TOO_LARGE, drill_status, running_status, too_large_status, verdict_status
 
 log = logging.getLogger(__name__)

@@ -31,8 +31,8 @@ from mcp_operator.benchmark.gpusampler import (
 )
 from mcp_operator.benchmark.plan import plan_from_spec, prepare_plan
 from mcp_operator.benchmark.status import level_row
-from mcp_operator.policy import TargetPolicy
 from mcp_operator.targets import SpecProblem
+from mcp_operator.targets.policy import TargetPolicy
 
 UID, JOB = "uid-1", "bench-0a1b2c3d"
 

@@ -10,8 +10,8 @@ from pydantic import ValidationError
 from mcp_bench.api import RunPlan
 from mcp_operator.api import MCPBenchmarkSpec
 from mcp_operator.benchmark.plan import MAX_WORKERS, prepare_plan, workers_for_cpu
-from mcp_operator.policy import TargetPolicy
 from mcp_operator.targets import SpecProblem
+from mcp_operator.targets.policy import TargetPolicy
 
 pytestmark = pytest.mark.usefixtures("without_cluster_dns")
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from mcp_operator import runtime
+from mcp_operator.readiness import runtime
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -13,7 +13,6 @@ import kopf
 import pytest
 from tests.operator.fakekube import EventLog, FakeKube, custom_kind
 
-from mcp_operator import policy
 from mcp_operator.api.benchmark import KIND as BENCHMARK
 from mcp_operator.api.common import API_VERSION, GROUP
 from mcp_operator.api.readiness import DECIDED_PHASES
@@ -23,7 +22,8 @@ from mcp_operator.benchmark import start
 from mcp_operator.conditions import condition
 from mcp_operator.handlers import benchmark as benchmark_handlers
 from mcp_operator.handlers import readiness as readiness_handlers
-from mcp_operator.unresolved import RETRY_S
+from mcp_operator.targets import policy
+from mcp_operator.targets.unresolved import RETRY_S
 from mcp_refserver import RunningServer
 
 NS = "serving"

@@ -15,8 +15,8 @@ from typing import Any, cast
 import kopf
 import pytest
 
-from mcp_operator import runtime
 from mcp_operator.handlers import lifecycle, startup
+from mcp_operator.readiness import runtime
 from mcp_operator.settings import OperatorSettings
 
 

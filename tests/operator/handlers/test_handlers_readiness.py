@@ -19,13 +19,12 @@ import kopf
 import pytest
 from tests.operator.fakekube import EventLog, FakeKube, PostedEvent, custom_kind, pod_object
 
-from mcp_operator import runtime
 from mcp_operator.api import MCPReadinessStatus
 from mcp_operator.api.common import API_VERSION, GROUP
 from mcp_operator.api.readiness import KIND, PLURAL
 from mcp_operator.conditions import condition, utc_now
 from mcp_operator.handlers import readiness as handlers
-from mcp_operator.readiness import readers
+from mcp_operator.readiness import readers, runtime
 from mcp_operator.readiness import release as release_module
 from mcp_refserver import RunningServer
 

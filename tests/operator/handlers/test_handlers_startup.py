@@ -16,7 +16,7 @@ from kopf._cogs.structs import credentials
 from tests.httpserve import serving
 
 from mcp_operator.handlers import startup
-from mcp_operator.unresolved import LOOKING_AGAIN
+from mcp_operator.targets.unresolved import LOOKING_AGAIN
 
 WATCHING = "kopf._cogs.clients.watching"  # the logger kopf's watch streams pass to its requests
 STARTING = {

@@ -9,8 +9,8 @@ import ipaddress
 import pytest
 
 from mcp_operator.api import MCPReadinessSpec
-from mcp_operator.policy import TargetPolicy
 from mcp_operator.readiness.dialing import dial_problems, dialed_addresses
+from mcp_operator.targets.policy import TargetPolicy
 
 ALLOW_LOOPBACK = TargetPolicy(allow_cidrs=(ipaddress.ip_network("127.0.0.0/8"),))
 

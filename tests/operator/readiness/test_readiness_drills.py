@@ -19,7 +19,7 @@ from mcp_operator.conditions import condition
 from mcp_operator.readiness import change, drills
 from mcp_operator.readiness.claim import new_marker
 from mcp_operator.readiness.round import Gate
-from mcp_operator.runtime import Runtime
+from mcp_operator.readiness.runtime import Runtime
 from mcp_operator.settings import OperatorSettings
 
 NS, NAME, UID = "serving", "drilled", "u-7"

@@ -27,7 +27,7 @@ from mcp_operator.readiness.round import (
     running_message,
     went_away,
 )
-from mcp_operator.runtime import Runtime
+from mcp_operator.readiness.runtime import Runtime
 from mcp_operator.settings import OperatorSettings
 from mcp_operator.targets import SpecProblem
 

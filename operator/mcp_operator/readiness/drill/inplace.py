@@ -13,8 +13,8 @@ from mcp_checks.api import wait_served
 
 from ... import kube
 from ...api.drill import FaultSpec
-from ...guarded import check_hooks
 from ...targets import join_url
+from ...targets.guarded import check_hooks
 from ..faults.base import apis as fault_apis
 from ..faults.hotupdate import content_hash
 from ..faults.selection import label_selector

@@ -22,8 +22,8 @@ from mcp_bench.api import LatencyHistogram, ResultDocument, loads_document
 
 from ...api.drill import StageLoad
 from ...benchmark.workload import plan_class
-from ...guarded import rule
 from ...targets import join_url
+from ...targets.guarded import rule
 
 OnStart = Callable[[float], None]  # when a stage's load started, on the monotonic clock
 

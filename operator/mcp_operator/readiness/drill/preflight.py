@@ -10,7 +10,7 @@ import aiohttp
 
 from mcp_checks.api import CheckOutcome, Verdict
 
-from ... import guarded
+from ...targets import guarded
 
 TRIES = 3
 TIMEOUT_S = 5.0

@@ -19,11 +19,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from mcp_checks.api import Verdict
 
-from ... import guarded
 from ...api.drill import KpiThresholds
 from ...api.drillmeasures import ServerRequests
-from ...policy import TargetPolicy
 from ...redact import redact_url, url_has_credentials
+from ...targets import guarded
+from ...targets.policy import TargetPolicy
 from .kpi import KpiResult
 
 TIMEOUT_S = 5.0

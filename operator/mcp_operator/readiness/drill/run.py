@@ -29,8 +29,8 @@ from mcp_checks.api import (
 
 from ... import metrics
 from ...api.drill import MAX_WINDOWS, DrillSpec, FaultSpec, Stage, StageLoad
-from ...guarded import check_hooks
 from ...targets import join_url
+from ...targets.guarded import check_hooks
 from ..faults import FaultRefused, PlannedFault, inject_fault, plan_fault, revert_fault
 from . import journal as jr
 from .inplace import reloaded_in_place
@@ -331,8 +331,8 @@ class Drill:
     async def _apply(
         self, stage: Stage, fault_id: str, fault: FaultSpec, planned: PlannedFault, hold_until: float
     ) -> bool:
-        """Inject, journal it, and hold it until ``hold_until``; False when it was refused (and
-        reverted at once)."""
+        """Inject, journal it, and hold it until ``hold_until`` (a timed fault: at least its
+        ``holdSeconds`` after it is in); False when it was refused (and reverted at once)."""
         began = time.time()  # an outage can start while the injection is still going (nodesDown waits)
         try:
             message = await inject_fault(planned, self.ctx.api)
@@ -346,6 +346,8 @@ class Drill:
             await self._revert(fault_id, f"{reason}: {type(exc).__name__}: {exc}")
             return False
         self.state.injected_at[fault_id] = began
+        if fault.hold_seconds:  # held for its full time once in, however long injecting took
+            hold_until = max(hold_until, time.monotonic() + fault.hold_seconds)
         self.state.journal = jr.updated(
             self.state.journal, fault_id, phase="Injected", injectedAt=utc_now(), message=message
         )

@@ -25,11 +25,11 @@ import multiprocessing
 import time
 from dataclasses import dataclass, field
 
-from .readiness.claim import Claims
-from .readiness.drill.load import LoadRunner
-from .readiness.drill.registry import Drills
-from .readiness.prober import Prober
-from .settings import OperatorSettings
+from ..settings import OperatorSettings
+from .claim import Claims
+from .drill.load import LoadRunner
+from .drill.registry import Drills
+from .prober import Prober
 
 WORKER_STOP_SECONDS = 5.0  # SIGTERM to a worker process, then SIGKILL
 

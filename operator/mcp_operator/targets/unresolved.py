@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .conditions import condition, set_condition
+from ..conditions import condition, set_condition
+from ..rejection import problems_message
+from . import SpecProblem
 from .policy import UNRESOLVED
-from .rejection import problems_message
-from .targets import SpecProblem
 
 RETRY_S = 15.0
 LOOKING_AGAIN = "; looking again"  # ends the handler's retry, which kopf logs (startup quiets it)

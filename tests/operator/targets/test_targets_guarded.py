@@ -20,10 +20,10 @@ import pytest
 from tests.httpserve import recording
 
 from mcp_bench.dialguard import REFUSED, DialRefused, is_refusal
-from mcp_operator import guarded
 from mcp_operator.api.drillmeasures import ServerRequests
-from mcp_operator.policy import TargetPolicy
 from mcp_operator.readiness.drill.retries import read_requests
+from mcp_operator.targets import guarded
+from mcp_operator.targets.policy import TargetPolicy
 
 METADATA = "169.254.169.254"
 

@@ -10,9 +10,9 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
-from .api.common import TargetRef
+from ..api.common import TargetRef
+from ..redact import url_has_credentials
 from .policy import TargetPolicy
-from .redact import url_has_credentials
 
 ServiceExists = Callable[[str, str], Awaitable[bool]]
 

@@ -8,7 +8,7 @@ of CIDRs is set; a name that does not resolve is not dialled (``TargetUnresolved
 again: cluster DNS may be late); a ``serviceRef`` may name only the resource's own namespace
 unless the namespace is allowed (``*``: any). A spec's addresses are judged at admission, and
 every connection again on the address it is opened to (``mcp_bench.dialguard``, through
-``mcp_operator.guarded``): a name may resolve differently the second time.
+``mcp_operator.targets.guarded``): a name may resolve differently the second time.
 
 Where the operator runs decides what an unresolved name means. In the cluster, a Service name
 that does not resolve yet may resolve soon. Outside it (``mcp-operator run`` with a kubeconfig,
@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 
 from mcp_bench.api import AddressRule, IpNetwork
 
-from .settings import CLUSTER_DOMAIN, cluster_domain_from_env, in_cluster
+from ..settings import CLUSTER_DOMAIN, cluster_domain_from_env, in_cluster
 
 METADATA_HOSTS = frozenset({"metadata", "metadata.google.internal", "metadata.azure.internal"})
 NOT_ALLOWED = "TargetNotAllowed"

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from mcp_operator import policy, settings
-from mcp_operator.policy import TargetPolicy
+from mcp_operator import settings
+from mcp_operator.targets import policy
+from mcp_operator.targets.policy import TargetPolicy
 
 
 @pytest.mark.parametrize(

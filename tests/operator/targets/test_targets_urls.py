@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from mcp_operator.api.common import TargetRef
-from mcp_operator.policy import TargetPolicy
 from mcp_operator.targets import SpecProblem, join_url, resolve_url
+from mcp_operator.targets.policy import TargetPolicy
 
 OUTSIDE, INSIDE = TargetPolicy(in_cluster=False), TargetPolicy(in_cluster=True)
 TRITON = TargetRef.model_validate({"name": "triton", "port": 8000})
