@@ -19,7 +19,7 @@ import yaml
 from kubernetes import client
 
 from mcp_checks.exitcodes import for_verdict
-from mcp_checks.gate import ApiSource
+from mcp_checks.gate.source import ApiSource
 
 VENV_BIN = Path(sys.executable).parent
 SAMPLE = "mcpreadiness-refserver.yaml"

@@ -2,7 +2,8 @@
 
 Plan types, result documents, merge and fit, the engines, the dial guard, the observers and the
 report/view pieces the operator renders with. Import from here, not from the modules behind it;
-the modules may move, this list stays. (Tests may import the modules themselves.)
+the modules may move, this list stays. It holds only what its callers import
+(``tests/bench/test_api.py`` checks it); tests import the modules themselves.
 """
 
 from __future__ import annotations
@@ -26,26 +27,9 @@ from mcp_bench.dialguard_requests import guard
 from mcp_bench.engines import plan_feature_problem, run_plan_sync
 from mcp_bench.engines.gate import GateObserver, LevelProgress, sleep_until
 from mcp_bench.htmlreport.view import Table
-from mcp_bench.multimodal import MAX_POOL, MAX_SIDE, ImageParts, ImageTensor
-from mcp_bench.plan import (
-    Arrival,
-    Backend,
-    Connections,
-    Overload,
-    PlanError,
-    RunPlan,
-    format_validation_error,
-)
+from mcp_bench.plan import PlanError, RunPlan, format_validation_error
 from mcp_bench.protocols import protocol_factory
-from mcp_bench.reportfiles import (
-    EXTRA_MODULES,
-    INSTALL_HINT,
-    MissingExtraError,
-    install_hint,
-    render_with_extra,
-    write_pages,
-    write_report,
-)
+from mcp_bench.reportfiles import MissingExtraError, write_pages, write_report
 from mcp_bench.results.aggregate import LevelMeta
 from mcp_bench.results.document import (
     ChecksumMismatchError,
@@ -58,12 +42,11 @@ from mcp_bench.results.document import (
 from mcp_bench.results.fit import dumps_within
 from mcp_bench.results.histogram import LatencyHistogram
 from mcp_bench.results.merge import MIN_OVERLAP, MergeError, merge_documents
+from mcp_bench.results.serving import ServingGpus
 from mcp_bench.results.summary import LevelSummary, summarize
+from mcp_bench.saturation import SearchOutcome
 from mcp_bench.search.cli import search_line
-from mcp_bench.search.model import SearchOutcome
 from mcp_bench.telemetry.observer import TelemetryObserver
-from mcp_bench.telemetry.serving import ServingGpus
-from mcp_bench.workload import MAX_HISTOGRAM_BINS, Distribution
 
 if TYPE_CHECKING:  # the [plot] extra (matplotlib, jinja2): loaded on first use, below
     from mcp_bench.htmlreport.charts import data_uri
@@ -82,28 +65,17 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "ENV",
-    "EXTRA_MODULES",
-    "INSTALL_HINT",
-    "MAX_HISTOGRAM_BINS",
-    "MAX_POOL",
-    "MAX_SIDE",
     "MIN_OVERLAP",
     "PAGE",
     "REFUSED",
     "AddressRule",
-    "Arrival",
-    "Backend",
     "ChecksumMismatchError",
-    "Connections",
     "DiagnoseInputs",
     "DialRefused",
-    "Distribution",
     "DocumentFormatError",
     "Finding",
     "GateObserver",
     "GuardedSocketFactory",
-    "ImageParts",
-    "ImageTensor",
     "IpNetwork",
     "LatencyHistogram",
     "LevelMeta",
@@ -113,7 +85,6 @@ __all__ = [
     "MergeError",
     "MissingExtraError",
     "ObserverArgError",
-    "Overload",
     "PlanError",
     "ResultDocument",
     "RunPlan",
@@ -130,13 +101,11 @@ __all__ = [
     "dumps_within",
     "format_validation_error",
     "guard",
-    "install_hint",
     "loads_document",
     "merge_documents",
     "plan_feature_problem",
     "plan_observers",
     "protocol_factory",
-    "render_with_extra",
     "run_plan_sync",
     "search_line",
     "sleep_until",

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from mcp_bench.consistency.observer import ConsistencyObserver
 from mcp_bench.engines.base import RunObserver
+from mcp_bench.observed import COUNTER, GAUGE
 from mcp_bench.plan import RunPlan
 from mcp_bench.servermetrics.names import DCGM_PORT
 from mcp_bench.servermetrics.observer import ServerMetricsObserver
@@ -26,7 +27,6 @@ from mcp_bench.servermetrics.probes import (
     triton_probe,
     vllm_probe,
 )
-from mcp_bench.servermetrics.snapshot import COUNTER, GAUGE
 from mcp_bench.telemetry import TelemetryConfigError
 from mcp_bench.telemetry.observer import TelemetryObserver
 from mcp_bench.telemetry.remote import ServingGpuObserver

@@ -17,10 +17,11 @@ import random
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from mcp_bench.specmodel import SpecModel
 from mcp_bench.workload import Distribution, FixedDist, parse_distribution
 
 if TYPE_CHECKING:
@@ -34,25 +35,26 @@ ImageFormat = Literal["png", "jpeg"]
 ImageEncoding = Literal["base64", "url"]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+SEED_MAX = 2**31 - 1  # a seed the CRD's int32 field can hold
 
 
-class ImageParts(_Strict):
-    """Images sent as OpenAI chat ``image_url`` content parts beside the prompt's text."""
+class ImageParts(SpecModel):
+    """Images sent as OpenAI chat ``image_url`` content parts beside the prompt's text.
+    MCPBenchmark's workload.images subclasses it (``count``, ``width`` and ``height`` take the
+    CRD's distribution model there; ``url_base`` adds the credential rules)."""
 
     count: Distribution = Field(default=FixedDist(value=1), description="images per request (rounded)")
     width: Distribution = Field(default=FixedDist(value=224), description="pixels, per pooled image")
     height: Distribution = Field(default=FixedDist(value=224), description="pixels, per pooled image")
-    format: ImageFormat = "png"
+    format: ImageFormat = Field(default="png", description="png (RGB noise) or jpeg (greyscale).")
     encoding: ImageEncoding = Field(
-        default="base64", description="'base64': a data: URL in the request; 'url': a link under url_base"
+        default="base64", description="base64: a data: URL in the request; url: a link under urlBase."
     )
     url_base: str | None = Field(
         default=None, max_length=2048, description="encoding 'url': images are named under this URL"
     )
-    pool_size: int = Field(default=16, ge=1, le=MAX_POOL, description="distinct images generated per seed")
-    seed: int = 0
+    pool_size: int = Field(default=16, ge=1, le=MAX_POOL, description="Distinct images generated.")
+    seed: int = Field(default=0, ge=0, le=SEED_MAX, description="Seed of the images and of their draws.")
 
     @field_validator("count", "width", "height", mode="before")
     @classmethod
@@ -69,23 +71,21 @@ class ImageParts(_Strict):
         return self
 
 
-class ImageTensor(_Strict):
-    """One V2 input tensor holding a batch of images: ``[batch, *shape]`` of ``datatype``."""
+class ImageTensor(SpecModel):
+    """One V2 (Triton/KServe) input holding a batch of images: [batch, *shape] of datatype.
+    MCPBenchmark's workload.imageTensor is this model with the API server's rules."""
 
-    name: str = Field(default="INPUT0", min_length=1, max_length=256, description="the model's input name")
-    shape: list[int] = Field(
-        default_factory=lambda: [3, 224, 224], min_length=1, max_length=4, description="one image's shape"
+    name: str = Field(default="INPUT0", description="The model's input name.", min_length=1, max_length=256)
+    shape: list[Annotated[int, Field(ge=1, le=MAX_SIDE)]] = Field(
+        default_factory=lambda: [3, 224, 224],
+        description="One image's shape, e.g. [3, 224, 224].",
+        min_length=1,
+        max_length=4,
     )
-    datatype: Literal["UINT8", "FP16", "FP32"] = "UINT8"
-    batch: int = Field(default=1, ge=1, le=1024, description="images per request (the leading dimension)")
-    pool_size: int = Field(default=4, ge=1, le=MAX_POOL, description="distinct tensors generated per seed")
-    seed: int = 0
-
-    @model_validator(mode="after")
-    def _dims(self) -> ImageTensor:
-        if any(not 1 <= d <= MAX_SIDE for d in self.shape):
-            raise ValueError(f"shape dimensions must be in 1..{MAX_SIDE}, got {self.shape}")
-        return self
+    datatype: Literal["UINT8", "FP16", "FP32"] = Field(default="UINT8", description="Element type.")
+    batch: int = Field(default=1, ge=1, le=1024, description="Images per request (the leading dimension).")
+    pool_size: int = Field(default=4, ge=1, le=MAX_POOL, description="Distinct tensors generated.")
+    seed: int = Field(default=0, ge=0, le=SEED_MAX, description="Seed of the tensors and of their draws.")
 
 
 # --------------------------------------------------------------------------- image encoders

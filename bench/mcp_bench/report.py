@@ -14,11 +14,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from mcp_bench.consistency.judge import consistency_cell
+from mcp_bench.results.consistency import consistency_cell
 from mcp_bench.results.document import CONNECTION_METRICS, METRICS, LevelResult, ResultDocument
+from mcp_bench.results.serving import serving_cell, serving_gpus
 from mcp_bench.results.slo import latency_metric
 from mcp_bench.results.summary import gpu_memory_peak_pct, slo_mark, summarize
-from mcp_bench.telemetry.serving import serving_cell, serving_gpus
 
 UNAVAILABLE = "unavailable"
 

@@ -15,7 +15,20 @@ from pydantic.alias_generators import to_camel
 
 from mcp_common.labels import LabelValue
 
+from .defaults import (
+    ARGO_CD_NAMESPACE,
+    CONFIG_TIMEOUT_S,
+    DEFAULT_ANNOTATION,
+    DEFAULT_THRESHOLD,
+    DRIFT_TIMEOUT_S,
+    MAX_XDS_SOURCES,
+    XDS_GRACE_S,
+    XDS_TIMEOUT_S,
+    XDS_TYPES,
+)
+
 __all__ = [
+    "ApplicationRef",
     "ArgoApplication",
     "CheckSpec",
     "ConfigConsistency",
@@ -135,7 +148,7 @@ class XdsSync(CheckSpec):
     judged: with neither, the check cannot pass (NoExpectedProxies)."""
 
     # at least one in the CRD (``mcp_operator.api``); mcp-check takes a manifest without
-    sources: list[XdsSourceRef] = Field(description="Where to read sync state.", max_length=16)
+    sources: list[XdsSourceRef] = Field(description="Where to read sync state.", max_length=MAX_XDS_SOURCES)
     proxies: XdsProxies | None = Field(
         default=None,
         description="Proxies that must be synced: named, or the ready pods of the target. Unset: every proxy "
@@ -150,7 +163,7 @@ class XdsSync(CheckSpec):
         "so the check is Inconclusive (NoExpectedProxies, or NoProxiesReported for none).",
     )
     types: list[Literal["LDS", "RDS", "CDS", "EDS"]] = Field(
-        default_factory=lambda: ["LDS", "RDS", "CDS", "EDS"],  # type: ignore[arg-type]
+        default_factory=lambda: list(XDS_TYPES),  # type: ignore[arg-type]
         description="xDS types that must be synced.",
         min_length=1,
     )
@@ -162,13 +175,13 @@ class XdsSync(CheckSpec):
         "expected.",
     )
     grace_seconds: float = Field(
-        default=30.0,
+        default=XDS_GRACE_S,
         ge=0,
         le=3600,
         description="Stale for less than this has not converged yet (Inconclusive, never a Warn); longer "
         "fails.",
     )
-    timeout_seconds: float = Field(default=5.0, gt=0, le=300, description="Per source call.")
+    timeout_seconds: float = Field(default=XDS_TIMEOUT_S, gt=0, le=300, description="Per source call.")
     wait_seconds: float = Field(
         default=0.0,
         ge=0,
@@ -190,9 +203,15 @@ class WorkloadRef(CheckSpec):
     )
 
 
-class ArgoApplication(CheckSpec):
+class ApplicationRef(CheckSpec):
+    # no docstring: a model's docstring is its schema description, and its subclasses have none
     name: str = Field(description="Argo CD Application name.", min_length=1, max_length=253)
-    namespace: str = Field(default="argocd", description="Namespace of the Application.", max_length=63)
+    namespace: str = Field(
+        default=ARGO_CD_NAMESPACE, description="Namespace of the Application.", max_length=63
+    )
+
+
+class ArgoApplication(ApplicationRef):
     expected_revision: str | None = Field(
         default=None, description="Revision that must be synced; default: the Application's full-SHA target."
     )
@@ -218,12 +237,12 @@ class ConfigConsistency(CheckSpec):
     )
     secrets: list[str] = Field(default_factory=list, description="Secrets hashed, by name.", max_length=64)
     annotation: str = Field(
-        default="checksum/config",
+        default=DEFAULT_ANNOTATION,
         description="Pod-template annotation holding the hash (Helm convention).",
         min_length=1,
     )
     application: ArgoApplication | None = Field(default=None, description="Argo CD Application deploying it.")
-    timeout_seconds: float = Field(default=30.0, gt=0, le=300, description="For all API reads.")
+    timeout_seconds: float = Field(default=CONFIG_TIMEOUT_S, gt=0, le=300, description="For all API reads.")
 
 
 class RecordingRuleRef(CheckSpec):
@@ -300,10 +319,11 @@ class MetricDrift(CheckSpec):
         "get/list on prometheusrules.monitoring.coreos.com, get on ConfigMaps).",
     )
     threshold: float = Field(
-        default=0.003,
+        default=DEFAULT_THRESHOLD,
         gt=0,
         le=1,
-        description="A series drifting this much or more fails; less passes (0.003 = 0.3%).",
+        description=f"A series drifting this much or more fails; less passes ({DEFAULT_THRESHOLD:g} = "
+        f"{DEFAULT_THRESHOLD:.1%}).",
     )
     warn_threshold: float | None = Field(
         default=None, gt=0, le=1, description="A series drifting this much or more, below threshold, warns."
@@ -312,4 +332,4 @@ class MetricDrift(CheckSpec):
         default=0, ge=0, le=86400, description="Compare over this window before now."
     )
     points: int = Field(default=1, ge=1, le=60, description="Instants compared over the window.")
-    timeout_seconds: float = Field(default=10.0, gt=0, le=300, description="Per Prometheus call.")
+    timeout_seconds: float = Field(default=DRIFT_TIMEOUT_S, gt=0, le=300, description="Per Prometheus call.")

@@ -31,6 +31,7 @@ from .config import (
     label_selector,
     run_config_consistency,
 )
+from .defaults import REFERENCE_FILE
 from .dialhooks import OPEN, DialHooks
 from .drift import (
     ConfigMapRules,
@@ -56,8 +57,6 @@ CHECK_KEYS = {
 }
 SOURCE_KINDS = {"csds": "csds", "syncz": "syncz", "envoyAdmin": "envoy_admin"}
 _M = TypeVar("_M", bound=BaseModel)
-# the CLI's --reference-file: a rules file on the machine that runs the check, never in the CRD
-REFERENCE_FILE = "referenceFile"
 SLACK_S = 5.0  # beyond a check's own timeouts, before the suite gives up on it
 
 
@@ -299,13 +298,14 @@ BUILDERS: dict[str, Callable[[Any], PlannedCheck]] = {
 }
 
 
-def plan_checks(checks: Mapping[str, Any], only: set[str] | None = None) -> list[PlannedCheck]:
-    """The enabled checks of ``spec.checks`` (camelCase keys), optionally only some of them.
-    The health probe is on unless it says ``enabled: false``, as the operator's API has it; the
-    others run where present. An entry is a manifest's mapping or its typed spec
-    (``mcp_checks.specs``); a mapping is read as strictly as the API server reads it."""
+def plan_checks(checks: Mapping[str, Any] | BaseModel, only: set[str] | None = None) -> list[PlannedCheck]:
+    """The enabled checks of ``spec.checks``, optionally only some of them (by camelCase key).
+    ``checks`` is the typed model of ``spec.checks`` (the operator's validated spec: each check
+    its ``mcp_checks.specs`` model, a null one off), or a manifest's mapping, whose entries are
+    read as strictly as the API server reads them. The health probe is on unless it says
+    ``enabled: false`` or is null, as the operator's API has it; the others run where present."""
     planned = []
-    for key, entry in {"healthProbe": {}, **checks}.items():
+    for key, entry in _entries(checks).items():
         if key not in BUILDERS:
             raise SpecError(f"spec.checks.{key}: unknown check (known: {', '.join(BUILDERS)})")
         enabled = getattr(entry, "enabled", True) if isinstance(entry, BaseModel) else _enabled(entry)
@@ -313,6 +313,16 @@ def plan_checks(checks: Mapping[str, Any], only: set[str] | None = None) -> list
             continue
         planned.append(BUILDERS[key](entry))
     return planned
+
+
+def _entries(checks: Mapping[str, Any] | BaseModel) -> dict[str, Any]:
+    """Each check under its camelCase key; a typed model's checks by their own aliases, the
+    absent ones left out (its probe stays, null when it is off)."""
+    if not isinstance(checks, BaseModel):
+        return {"healthProbe": {}, **checks}
+    fields = type(checks).model_fields
+    typed = {field.alias or name: getattr(checks, name) for name, field in fields.items()}
+    return {key: entry for key, entry in typed.items() if entry is not None or key == "healthProbe"}
 
 
 def _enabled(entry: Mapping[str, Any] | None) -> bool:

@@ -4,10 +4,12 @@ redacted (``redact``), whatever URL it quotes."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeVar
 
 from mcp_checks.api import utc_now
 
+from .api.common import Condition
 from .bounded import MAX_MESSAGE, clip
 from .redact import redact_text
 
@@ -43,5 +45,14 @@ def set_condition(
     return [c for c in conditions if c.get("type") != type_] + [updated]
 
 
-def condition(conditions: list[dict[str, Any]], type_: str) -> dict[str, Any] | None:
-    return next((c for c in conditions if c.get("type") == type_), None)
+C = TypeVar("C", Mapping[str, Any], dict[str, Any], Condition)
+
+
+def condition(conditions: Iterable[C], type_: str) -> C | None:
+    """The condition of this type, in either form a status holds it: the wire's dicts (what a
+    handler patches) or the API model's ``Condition`` (what a status read through its model has)."""
+    return next((c for c in conditions if _type_of(c) == type_), None)
+
+
+def _type_of(cond: Mapping[str, Any] | Condition) -> object:
+    return cond.type if isinstance(cond, Condition) else cond.get("type")

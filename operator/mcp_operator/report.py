@@ -4,7 +4,8 @@ stage bounds shaded, every fault marked from its injection to its revert, where 
 KPI board, the checks, the stages, the fault journal, the history and the conditions.
 (``--kind mcpb``, the default, is ``benchmark.report``'s: the merged result document.)
 
-Built from the object alone, as the API returns it: the same rows as ``kubectl mcp board``
+Built from the object alone, as the API returns it, its status read through ``MCPReadinessStatus``
+(``board.status``, tolerant of what it lacks): the same rows as ``kubectl mcp board``
 (``board.render``), in the look of ``mcp-bench report`` (its page style, its ``Table``, its
 inline PNG charts), so the file stands alone. The timeline lays the stages out as the plan
 (``status.plan``) times them, draws P99 and errors window by window where the stage's status
@@ -25,6 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 from mcp_bench.api import Table, write_pages
 
+from .api.drill import FaultRecord, Stage, StageSummary
+from .api.readiness import MCPReadinessStatus
+
 # the page needs no emoji font: a verdict mark spelt as its word (its colour drawn by CSS)
 from .board.marks import fontless
 from .board.render import (
@@ -38,12 +42,13 @@ from .board.render import (
     shown_verdict,
     stage_rows,
 )
+from .board.status import Shown, held, readiness
+from .conditions import condition
 
 if TYPE_CHECKING:  # matplotlib is the plot extra's: imported where a chart is drawn
     from matplotlib.figure import Figure
 
 Obj = Mapping[str, Any]
-HISTORY_KEYS = ("completedAt", "verdict", "score", "reason", "trigger", "revision")
 FULL = 1_000_000  # no cell is cut in the HTML
 TIMELINE_NOTE = (
     "Stage bounds are the plan's (each stage's start and end times are in the stage table); P99 "
@@ -114,78 +119,75 @@ def _time(value: object) -> dt.datetime | None:
         return None
 
 
-def _length(stage: Obj) -> float:
+def _length(stage: Stage) -> float:
     """How long a planned stage runs: its load, or its faults' holds when it has no load (as the
     drill times it), and a hold that outlasts the load."""
-    load = stage.get("load") or {}
-    faults = stage.get("faults") or []
-    holds = [float(f.get("atSeconds") or 0) + float(f.get("holdSeconds") or 0) for f in faults]
-    return max([float(load.get("durationSeconds") or 0), *holds])
+    holds = [f.at_seconds + f.hold_seconds for f in stage.faults]
+    return max([stage.load.duration_seconds if stage.load is not None else 0.0, *holds])
 
 
-def timeline(status: Obj) -> Timeline | None:
+def timeline(status: MCPReadinessStatus) -> Timeline | None:
     """The drill on one time axis from the plan and the journal; None for a gate without a drill
     (no ``status.plan``)."""
-    plan = list(status.get("plan") or [])
-    if not plan:
+    if not status.plan:
         return None
-    summaries = {str(s.get("name")): s for s in status.get("stages") or []}
+    summaries = {s.name: s for s in status.stages}
     spans: list[StageSpan] = []
-    offsets: dict[str, tuple[float, Obj]] = {}
+    offsets: dict[str, tuple[float, Stage]] = {}
     start = 0.0
-    for stage in plan:
-        name = str(stage.get("name"))
+    for stage in status.plan:
         end = start + _length(stage)
-        row = summaries.get(name) or {}
-        jump = row.get("p99JumpAtSeconds")
-        spans.append(
-            StageSpan(
-                name=name,
-                start_s=start,
-                end_s=end,
-                phase=str(row.get("phase") or "Pending"),
-                p99_ms=_number(row.get("p99Ms")) if row.get("p99Ms") else None,
-                errors=int(row["errors"]) if row.get("errors") is not None else None,
-                jump_s=None if jump is None else start + float(jump),
-                windows=_window_points(row, start, end),
-            )
-        )
-        offsets[name] = (start, stage)
+        row = summaries.get(stage.name)
+        spans.append(_span(stage.name, row, start, end))
+        offsets[stage.name] = (start, stage)
         start = end
-    return Timeline(spans, [_fault_mark(entry, offsets) for entry in status.get("faults") or []])
+    return Timeline(spans, [_fault_mark(entry, offsets) for entry in status.faults])
 
 
-def _window_points(row: Obj, start: float, end: float) -> tuple[WindowPoint, ...]:
+def _span(name: str, row: StageSummary | None, start: float, end: float) -> StageSpan:
+    """A stage on the drill's axis, with the figures its summary holds (none before it ran)."""
+    if row is None:
+        return StageSpan(name, start, end, "Pending", None, None, None)
+    jump = row.p99_jump_at_seconds
+    return StageSpan(
+        name=name,
+        start_s=start,
+        end_s=end,
+        phase=row.phase,
+        p99_ms=_number(row.p99_ms) if row.p99_ms else None,
+        errors=held(row, "errors"),
+        jump_s=None if jump is None else start + jump,
+        windows=_window_points(row, start, end),
+    )
+
+
+def _window_points(row: StageSummary, start: float, end: float) -> tuple[WindowPoint, ...]:
     """A stage's windows on the drill's axis; each lasts until the next one (the last one until
     the stage's planned end)."""
-    windows = [w for w in row.get("windows") or [] if _number(w.get("offsetSeconds")) is not None]
-    offsets = [start + float(w["offsetSeconds"]) for w in windows]
+    offsets = [start + w.offset_seconds for w in row.windows]
     return tuple(
         WindowPoint(
             start_s=at,
             end_s=offsets[i + 1] if i + 1 < len(offsets) else max(end, at),
-            p99_ms=_number(w.get("p99Ms")) if w.get("p99Ms") is not None else None,
-            errors=int(w.get("errors") or 0),
+            p99_ms=w.p99_ms,
+            errors=w.errors,
         )
-        for i, (at, w) in enumerate(zip(offsets, windows, strict=True))
+        for i, (at, w) in enumerate(zip(offsets, row.windows, strict=True))
     )
 
 
-def _fault_mark(entry: Obj, offsets: Mapping[str, tuple[float, Obj]]) -> FaultMark:
+def _fault_mark(entry: FaultRecord, offsets: Mapping[str, tuple[float, Stage]]) -> FaultMark:
     """A journal entry on the axis: the drill names a fault ``<stage>-<index in the stage>``."""
-    stage = str(entry.get("stage"))
-    fault_id = str(entry.get("id"))
     injected_s = reverted_s = None
-    if stage in offsets and entry.get("injectedAt"):
-        start, planned = offsets[stage]
-        index = fault_id.removeprefix(f"{stage}-")
-        faults = list(planned.get("faults") or [])
-        known = index.isdigit() and int(index) < len(faults)
-        injected_s = start + (float(faults[int(index)].get("atSeconds") or 0) if known else 0.0)
-        began, ended = _time(entry.get("injectedAt")), _time(entry.get("revertedAt"))
-        if began is not None and ended is not None and entry.get("phase") == "Reverted":
+    if entry.stage in offsets and entry.injected_at:
+        start, planned = offsets[entry.stage]
+        index = entry.id.removeprefix(f"{entry.stage}-")
+        known = index.isdigit() and int(index) < len(planned.faults)
+        injected_s = start + (planned.faults[int(index)].at_seconds if known else 0.0)
+        began, ended = _time(entry.injected_at), _time(entry.reverted_at)
+        if began is not None and ended is not None and entry.phase == "Reverted":
             reverted_s = injected_s + max(0.0, (ended - began).total_seconds())
-    return FaultMark(fault_id, str(entry.get("kind")), stage, str(entry.get("phase")), injected_s, reverted_s)
+    return FaultMark(entry.id, entry.kind, entry.stage, entry.phase, injected_s, reverted_s)
 
 
 def _draw_windows(p99: Any, errors: Any, windows: Sequence[WindowPoint]) -> None:
@@ -294,41 +296,43 @@ def _plain(rows: Sequence[Sequence[object]]) -> list[list[str]]:
     return [[fontless(str(getattr(cell, "plain", cell))) for cell in row] for row in rows]
 
 
-def facts(obj: Obj) -> list[tuple[str, str]]:
-    meta, status = obj.get("metadata") or {}, obj.get("status") or {}
-    ready: Obj = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
-    release = status.get("release") or {}
+def _cells(*values: object) -> list[object]:
+    """A row's cells, a value the status does not hold as an empty cell."""
+    return ["" if v is None else v for v in values]
+
+
+def facts(shown: Shown[MCPReadinessStatus]) -> list[tuple[str, str]]:
+    status = shown.status
+    ready = condition(status.conditions, "Ready")
     pairs = [
-        ("Ready", f"{ready.get('status', 'Unknown')} ({ready.get('reason', '')})"),
-        ("Why", str(ready.get("message") or "")),
-        ("Score", "" if status.get("score") is None else f"{status['score']} %"),
-        ("Phase", str(status.get("phase") or "")),
-        ("Stage", str(status.get("stage") or "")),
-        ("Target", str(status.get("targetUrl") or "")),
-        ("Release", str(release.get("revision") or "")),
-        ("Started", str(status.get("startedAt") or "")),
-        ("Completed", str(status.get("completedAt") or "")),
-        ("Generation", f"{meta.get('generation')} (status of {status.get('observedGeneration')})"),
-        ("Evaluations", str(status.get("evaluations") or "")),
+        ("Ready", f"{ready.status if ready else 'Unknown'} ({ready.reason if ready else ''})"),
+        ("Why", ready.message if ready else ""),
+        ("Score", "" if status.score is None else f"{status.score} %"),
+        ("Phase", status.phase or ""),
+        ("Stage", status.stage or ""),
+        ("Target", status.target_url or ""),
+        ("Release", (status.release.revision if status.release else None) or ""),
+        ("Started", status.started_at or ""),
+        ("Completed", status.completed_at or ""),
+        ("Generation", f"{shown.generation} (status of {status.observed_generation})"),
+        ("Evaluations", str(status.evaluations or "")),
     ]
     return [(name, fontless(value)) for name, value in pairs if value]
 
 
-def tables(obj: Obj) -> list[Table]:
-    status = obj.get("status") or {}
-    kpis = list(status.get("kpis") or [])
+def tables(status: MCPReadinessStatus) -> list[Table]:
     out = [
-        Table("kpis", KPI_HEADERS, _plain(kpi_rows(kpis, FULL, marks=False)), title="KPI board"),
-        Table("checks", CHECK_HEADERS, _plain(check_rows(status.get("checks") or [], FULL)), title="Checks"),
-        Table("stages", STAGE_HEADERS, _plain(stage_rows(status.get("stages") or [])), title="Stages"),
+        Table("kpis", KPI_HEADERS, _plain(kpi_rows(status.kpis, FULL, marks=False)), title="KPI board"),
+        Table("checks", CHECK_HEADERS, _plain(check_rows(status.checks, FULL)), title="Checks"),
+        Table("stages", STAGE_HEADERS, _plain(stage_rows(status.stages)), title="Stages"),
         Table(
             "faults",
             [*FAULT_HEADERS, "Message"],
             [
-                [*row, fontless(str(entry.get("message") or ""))]
+                [*row, fontless(entry.message)]
                 for row, entry in zip(
-                    _plain(fault_rows(status.get("faults") or [], kpis, FULL, marks=False)),
-                    status.get("faults") or [],
+                    _plain(fault_rows(status.faults, status.kpis, FULL, marks=False)),
+                    status.faults,
                     strict=True,
                 )
             ],
@@ -337,7 +341,12 @@ def tables(obj: Obj) -> list[Table]:
         Table(
             "history",
             ["Completed", "Verdict", "Score", "Reason", "Trigger", "Revision"],
-            _plain([[h.get(k, "") for k in HISTORY_KEYS] for h in status.get("history") or []]),
+            _plain(
+                [
+                    _cells(h.completed_at, h.verdict, h.score, h.reason, h.trigger, h.revision)
+                    for h in status.history
+                ]
+            ),
             title="History",
         ),
         Table(
@@ -345,8 +354,8 @@ def tables(obj: Obj) -> list[Table]:
             ["Type", "Status", "Reason", "Message", "Since"],
             _plain(
                 [
-                    [c.get(k, "") for k in ("type", "status", "reason", "message", "lastTransitionTime")]
-                    for c in status.get("conditions") or []
+                    _cells(c.type, c.status, c.reason, c.message, c.last_transition_time)
+                    for c in status.conditions
                 ]
             ),
             title="Conditions",
@@ -406,18 +415,18 @@ def render_readiness_html(obj: Obj) -> str:
 
     from mcp_bench.api import PAGE as BENCH_PAGE
 
-    meta = obj.get("metadata") or {}
-    line = timeline(obj.get("status") or {})
+    shown = readiness(obj)
+    line = timeline(shown.status)
     style = BENCH_PAGE[BENCH_PAGE.index("<style>") : BENCH_PAGE.index("</style>") + len("</style>")]
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True)
     return env.from_string(PAGE).render(
-        title=f"MCPReadiness {meta.get('namespace', '')}/{meta.get('name', '')}",
+        title=f"MCPReadiness {shown.namespace}/{shown.name}",
         style=style,
         verdict=shown_verdict(obj),
-        facts=facts(obj),
+        facts=facts(shown),
         chart=None if line is None else timeline_chart(line),
         note=TIMELINE_NOTE + (FAULTS_NOTE if line is not None and line.placed_faults else ""),
-        tables=tables(obj),
+        tables=tables(shown.status),
         marks=MARKS,
     )
 
@@ -425,9 +434,9 @@ def render_readiness_html(obj: Obj) -> str:
 def write_readiness_report(obj: Obj, html: Path, junit: Path | None = None) -> list[Path]:
     """Write the HTML report of an MCPReadiness and, with ``junit``, its check rows as JUnit XML
     (as ``mcp-check --junit`` writes them); only the JUnit XML when the ``plot`` extra is missing."""
-    from mcp_checks.api import row_outcome, write_junit
+    from mcp_checks.api import ReadinessObject, write_junit
 
-    outcomes = [row_outcome(r) for r in (obj.get("status") or {}).get("checks") or []]
+    outcomes = ReadinessObject.read(obj).status.outcomes()
     return write_pages(
         lambda: render_readiness_html(obj), html, junit, lambda path: write_junit(outcomes, path)
     )

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from mcp_bench.cli import main, parse_duration_s, parse_latency_sla
+from mcp_bench.cli import main
+from mcp_bench.cli.runflags import parse_duration_s, parse_latency_sla
 from mcp_bench.results import loads_document
 
 

@@ -22,9 +22,9 @@ from mcp_bench.results import (
 )
 from mcp_bench.results.aggregate import LevelAccumulator, LevelMeta
 from mcp_bench.results.fit import dumps_within
+from mcp_bench.results.gpumerge import PLOT_VALUES, merge_telemetry, values_per_point
 from mcp_bench.results.summary import gpu_memory_peak_pct
 from mcp_bench.telemetry.fairness import gpu_fairness
-from mcp_bench.telemetry.merge import PLOT_VALUES, merge_telemetry, values_per_point
 from mcp_bench.telemetry.series import FIELDS, GpuInfo, TelemetrySeries
 from mcp_bench.telemetry.stats import plot_points, summarise
 

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from mcp_bench.cli import build_parser, plan_from_args
+from mcp_bench.cli.parser import build_parser
+from mcp_bench.cli.runflags import plan_from_args
 from mcp_bench.engines import run_plan
 from mcp_bench.engines.external import reject_unsupported
 from mcp_bench.load.closed import run_closed

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from mcp_checks import cli
+from mcp_checks import cli, cliplan
 from mcp_checks.exitcodes import TITLE, ExitCode, for_verdict
 
 URL = ("--url", "http://127.0.0.1:1")
@@ -140,15 +140,15 @@ def test_what_a_manifest_gives_no_flag_is_needed_for(tmp_path: Path) -> None:
         )
     )
     parser = cli.build_parser()
-    manifest = cli._manifest(path)
-    checks, url, namespace = cli._plan(
+    manifest = cliplan.read_manifest(path)
+    checks, url, namespace = cliplan.plan(
         parser.parse_args(["drift", "-f", str(path), "--threshold", "0.01"]), manifest
     )
     drift = checks["metricDrift"]
     assert (drift["prometheusUrl"], drift["threshold"]) == ("http://p:9090", 0.01)
     assert "enabled" not in drift  # not a field of metricDrift: the strict model would refuse it
     assert checks["healthProbe"] == {"enabled": False} and (url, namespace) == ("http://t", "ml")
-    checks, _, _ = cli._plan(parser.parse_args(["xds", "-f", str(path), "--grace-seconds", "0"]), manifest)
+    checks, _, _ = cliplan.plan(parser.parse_args(["xds", "-f", str(path), "--grace-seconds", "0"]), manifest)
     assert checks["xdsSync"]["graceSeconds"] == 0.0
 
 
@@ -396,7 +396,7 @@ def test_more_xds_sources_than_the_api_takes_name_the_flag(capsys: pytest.Captur
     from mcp_checks.specs import XdsSync
 
     limit = next(m.max_length for m in XdsSync.model_fields["sources"].metadata if hasattr(m, "max_length"))
-    assert cli.MAX_XDS_SOURCES == limit == 16
+    assert cliplan.MAX_XDS_SOURCES == limit == 16
     csds = [arg for i in range(limit + 1) for arg in ("--csds", f"127.0.0.1:{1000 + i}")]
     with pytest.raises(SystemExit) as exited:
         cli.main(["xds", *csds])

@@ -27,8 +27,12 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import yaml
 
-from mcp_checks import argtypes, cli, gate
-from mcp_checks.gate import GateApiError, Transient, Wanted, judge
+from mcp_checks import argtypes, cli
+from mcp_checks.gate import command
+from mcp_checks.gate.judge import Decision, Wanted
+from mcp_checks.gate.judge import judge as judge_object
+from mcp_checks.gate.source import GateApiError, Transient
+from mcp_checks.status import ReadinessObject
 
 pytestmark = pytest.mark.timing  # run under load by `make test-stress`
 
@@ -109,6 +113,11 @@ def obj(
     }
 
 
+def judge(raw: dict[str, Any], wanted: Wanted) -> Decision | None:
+    """``judge`` of the object as the API server returns it."""
+    return judge_object(ReadinessObject.read(raw), wanted)
+
+
 class Script:
     """The object now, then watch events each after a delay; a watch with nothing left to say
     blocks until its timeout, as the API server's does."""
@@ -142,7 +151,7 @@ def run(*argv: str, source: Script) -> tuple[int, str, float]:
     out = io.StringIO()
     args = cli.build_parser().parse_args(["gate", f"mcpreadiness/{NAME}", "-n", NS, *argv])
     began = time.monotonic()
-    code = gate.run(args, source=source, out=out)
+    code = command.run(args, source=source, out=out)
     return code, out.getvalue(), time.monotonic() - began
 
 

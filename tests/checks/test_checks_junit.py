@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from mcp_checks import gate
+from mcp_checks.gate import command, judge
 from mcp_checks.junit import junit_xml, write_junit
 from mcp_checks.verdict import CheckOutcome, Verdict
 
@@ -58,6 +58,9 @@ class _Once:
         return iter(())
 
 
+AT = {"measuredAt": "2026-05-01T12:00:04Z"}  # every row has it (the CRD requires it)
+
+
 def test_the_gate_report_has_the_rows_times_and_the_evaluations(tmp_path: Path) -> None:
     obj = {
         "metadata": {"name": "g", "generation": 1, "resourceVersion": "1"},
@@ -68,13 +71,20 @@ def test_the_gate_report_has_the_rows_times_and_the_evaluations(tmp_path: Path) 
             "verdict": "Pass",
             "release": {
                 "revision": "r1",
+                "trigger": "Spec",
                 "generation": 1,
                 "startedAt": "2026-05-01T12:00:00.250Z",
                 "completedAt": "2026-05-01T12:00:04.000Z",
             },
             "checks": [
-                {"name": "health-probe", "verdict": "Pass", "reason": "ChecksPassed", "durationMs": 3500},
-                {"name": "xds-sync", "verdict": "Pass", "reason": "ProxiesSynced", "durationMs": 20},
+                {
+                    **AT,
+                    "name": "health-probe",
+                    "verdict": "Pass",
+                    "reason": "ChecksPassed",
+                    "durationMs": 3500,
+                },
+                {"name": "xds-sync", "verdict": "Pass", "reason": "ProxiesSynced", "durationMs": 20, **AT},
             ],
         },
     }
@@ -83,13 +93,13 @@ def test_the_gate_report_has_the_rows_times_and_the_evaluations(tmp_path: Path) 
         resource="g", timeout=5.0, release="r1", since=None, namespace="ns", kubeconfig=None, context=None
     )
     args.junit = report
-    assert gate.run(args, source=_Once(obj), out=io.StringIO()) == 0
+    assert command.run(args, source=_Once(obj), out=io.StringIO()) == 0
     suite, cases = _times(report.read_text(encoding="utf-8"))
     assert cases == {"health-probe": "3.500", "xds-sync": "0.020"}
     assert suite == "3.750"  # startedAt to completedAt
 
 
 def test_a_gate_timeout_row_takes_the_wait() -> None:
-    decision = gate.timed_out(None, gate.Wanted(release="r2"), 2.5)
+    decision = judge.timed_out(None, judge.Wanted(release="r2"), 2.5)
     suite, cases = _times(junit_xml(decision.outcomes, suite="mcpreadiness/g"))
     assert cases == {"gate": "2.500"} and suite == "2.500"

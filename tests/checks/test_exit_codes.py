@@ -23,10 +23,12 @@ from typing import Any
 import pytest
 import yaml
 
-from mcp_bench import cli as bench_cli
+from mcp_bench.cli import common as bench_cli
 from mcp_checks import cli
 from mcp_checks.exitcodes import TITLE, ExitCode, markdown_rows
-from mcp_checks.gate import Transient, Wanted, wait_for_verdict
+from mcp_checks.gate.judge import Wanted
+from mcp_checks.gate.source import Transient
+from mcp_checks.gate.wait import wait_for_verdict
 from mcp_operator.benchmark import shard
 from mcp_operator.board import command
 

@@ -17,7 +17,7 @@ from mcp_operator.readiness.drill import journal as jr
 from mcp_operator.readiness.drill.kpi import FaultTiming, board, jump_points
 from mcp_operator.readiness.drill.load import StageFigures, WindowFigures
 from mcp_operator.readiness.drill.profile import expand
-from mcp_operator.readiness.drill.run import window_rows
+from mcp_operator.readiness.drill.summary import stage_summary, wire
 from mcp_operator.readiness.status import drill_status, running_status, verdict_status
 
 URL = "http://srv.demo.svc:8000"
@@ -68,20 +68,10 @@ def _figures(
     )
 
 
-def _stage_row(name: str, figures: StageFigures | None, phase: str = "Done") -> dict[str, Any]:
-    """A ``status.stages`` row as the drill writes it (``StageSummary``)."""
-    row: dict[str, Any] = {"name": name, "phase": phase}
-    if figures is not None:
-        row.update(
-            requested=figures.requested,
-            achievedRps=f"{figures.achieved_rps:.1f}",
-            p50Ms=f"{figures.p50_ms:.2f}",
-            p99Ms=f"{figures.p99_ms:.2f}",
-            errors=figures.errors,
-            dropped=figures.dropped,
-            windows=window_rows(figures),  # the drill's own builder of the window rows
-        )
-    return row
+def _stage_row(name: str, figures: StageFigures | None) -> dict[str, Any]:
+    """A ``status.stages`` row of a stage that ran, as the drill's own builder writes it."""
+    stage = next(s for s in expand(SPEC) if s.name == name)
+    return wire(stage_summary(stage, "Done", figures))
 
 
 def _journal(revert_failed: bool) -> list[dict[str, Any]]:
@@ -95,8 +85,8 @@ def _journal(revert_failed: bool) -> list[dict[str, Any]]:
         undo={"replicas": 3},
         now="2026-05-01T12:00:34.900Z",
     )
-    journal = jr.updated(journal, "mixed-0", phase="Injected", injectedAt="2026-05-01T12:00:35.000Z")
-    journal = jr.updated(journal, "mixed-0", phase="Reverted", revertedAt="2026-05-01T12:00:45.000Z")
+    journal = jr.updated(journal, "mixed-0", phase="Injected", injected_at="2026-05-01T12:00:35.000Z")
+    journal = jr.updated(journal, "mixed-0", phase="Reverted", reverted_at="2026-05-01T12:00:45.000Z")
     journal = jr.planned(
         journal,
         fault_id="mixed-1",
@@ -106,10 +96,10 @@ def _journal(revert_failed: bool) -> list[dict[str, Any]]:
         undo={},
         now="2026-05-01T12:00:49.900Z",
     )
-    journal = jr.updated(journal, "mixed-1", phase="Injected", injectedAt="2026-05-01T12:00:50.000Z")
+    journal = jr.updated(journal, "mixed-1", phase="Injected", injected_at="2026-05-01T12:00:50.000Z")
     if revert_failed:
         return jr.updated(journal, "mixed-1", phase="RevertFailed", message="ApiException: 503")
-    return jr.updated(journal, "mixed-1", phase="Reverted", revertedAt="2026-05-01T12:01:00.000Z")
+    return jr.updated(journal, "mixed-1", phase="Reverted", reverted_at="2026-05-01T12:01:00.000Z")
 
 
 def drill_object(*, failing: bool = False, name: str = "mcp2026") -> dict[str, Any]:

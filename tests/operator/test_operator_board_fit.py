@@ -24,6 +24,7 @@ from mcp_operator.board.render import (
     kpi_rows,
     stage_rows,
 )
+from mcp_operator.board.status import readiness
 
 WIDTHS = (80, 160)
 VERDICTS = ("Pass", "Warn", "Fail", "Error", "Inconclusive", "Reverted", "RevertFailed", "Done")
@@ -61,7 +62,7 @@ def _words(rows: list[list[Text | str]], skip: set[int] = frozenset()) -> set[st
 @pytest.mark.parametrize("width", WIDTHS)
 def test_no_word_of_a_drills_board_is_split(width: int) -> None:
     obj = _inconclusive_drill()
-    status = obj["status"]
+    status = readiness(obj).status
     text = _render(board(obj), width)
     lines = text.splitlines()
     assert max(cell_len(line.rstrip()) for line in lines) <= width
@@ -74,10 +75,10 @@ def test_no_word_of_a_drills_board_is_split(width: int) -> None:
     # Inconclusive and LoadGeneratorSaturated leave no room): their names and reasons stay whole
     figures = {CHECK_HEADERS.index("Value"), CHECK_HEADERS.index("Bound")} if width == 80 else set()
     words = (
-        _words(kpi_rows(status["kpis"]))
-        | _words(check_rows(status["checks"]), figures)
-        | _words(stage_rows(status["stages"]))
-        | _words(fault_rows(status["faults"], status["kpis"]), dropped)
+        _words(kpi_rows(status.kpis))
+        | _words(check_rows(status.checks), figures)
+        | _words(stage_rows(status.stages))
+        | _words(fault_rows(status.faults, status.kpis), dropped)
     )
     assert words - shown == set()  # every word of every row shown whole
 

@@ -13,6 +13,7 @@ from tests.operator.drillstatus import drill_object
 from mcp_checks.verdict import Verdict
 from mcp_operator.board.marks import EMOJI, MARKS, fontless, mark
 from mcp_operator.board.render import board_text, kpi_rows
+from mcp_operator.board.status import readiness
 
 
 @pytest.mark.parametrize("verdict", list(Verdict))
@@ -30,7 +31,8 @@ def test_a_status_with_emoji_marks_shows_the_marks_of_its_verdicts() -> None:
         kpi["mark"] = emoji.get(kpi["verdict"], "?")  # as an operator before the change wrote it
     text = board_text(obj, width=160)
     assert not EMOJI.search(text)
-    assert {"✓ Pass", "! Warn", "✗ Fail"} <= {str(row[4]) for row in kpi_rows(obj["status"]["kpis"])}
+    rows = kpi_rows(readiness(obj).status.kpis)
+    assert {"✓ Pass", "! Warn", "✗ Fail"} <= {str(row[4]) for row in rows}
 
 
 def test_the_report_spells_old_emoji_marks_as_words_and_keeps_the_new_marks() -> None:

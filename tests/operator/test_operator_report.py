@@ -18,8 +18,14 @@ from mcp_checks.verdict import CheckOutcome, Verdict
 from mcp_operator import report
 from mcp_operator.board import read
 from mcp_operator.board.marks import EMOJI
+from mcp_operator.board.status import readiness
 from mcp_operator.cli import main
 from mcp_operator.readiness.status import verdict_status
+
+
+def _timeline(obj: dict[str, Any]) -> report.Timeline | None:
+    """The timeline of an object's status, read as the report reads it."""
+    return report.timeline(readiness(obj).status)
 
 
 def _table(page: str, table_id: str) -> list[list[str]]:
@@ -29,7 +35,7 @@ def _table(page: str, table_id: str) -> list[list[str]]:
 
 
 def test_the_timeline_lays_out_the_plan_and_marks_the_faults_as_held() -> None:
-    line = report.timeline(drill_object(failing=True)["status"])
+    line = _timeline(drill_object(failing=True))
     assert line is not None
     # MCP2026 at scale 0.5: 30 s, 30 s, 45 s, back to back
     assert [(s.name, s.start_s, s.end_s) for s in line.stages] == [
@@ -47,7 +53,7 @@ def test_the_timeline_lays_out_the_plan_and_marks_the_faults_as_held() -> None:
 
 
 def test_the_timeline_draws_each_stage_window_by_window() -> None:
-    line = report.timeline(drill_object(failing=True)["status"])
+    line = _timeline(drill_object(failing=True))
     assert line is not None
     for span in line.stages:
         # two windows a stage, back to back from the stage's start to its end
@@ -62,10 +68,10 @@ def test_the_timeline_draws_each_stage_window_by_window() -> None:
 
 def test_a_stage_without_windows_is_drawn_per_stage() -> None:
     """A status an older operator wrote: no windows, the stage's figures alone."""
-    status = drill_object(failing=True)["status"]
-    for row in status["stages"]:
+    obj = drill_object(failing=True)
+    for row in obj["status"]["stages"]:
         row.pop("windows", None)
-    line = report.timeline(status)
+    line = _timeline(obj)
     assert line is not None and all(not s.windows for s in line.stages)
     assert report.timeline_chart(line) is not None
 
@@ -77,7 +83,7 @@ def _legend(fig: Any) -> list[str]:
 def test_the_legend_names_faults_only_where_the_drill_had_some() -> None:
     import matplotlib.pyplot as plt
 
-    with_faults = report.timeline(drill_object(failing=True)["status"])
+    with_faults = _timeline(drill_object(failing=True))
     assert with_faults is not None
     fig = report.timeline_figure(with_faults)
     assert fig is not None
@@ -88,7 +94,7 @@ def test_the_legend_names_faults_only_where_the_drill_had_some() -> None:
         plt.close(fig)
     obj = drill_object()
     obj["status"]["faults"] = []
-    quiet = report.timeline(obj["status"])
+    quiet = _timeline(obj)
     assert quiet is not None and quiet.faults == []
     fig = report.timeline_figure(quiet)
     assert fig is not None
@@ -108,7 +114,7 @@ def test_a_fault_never_injected_is_listed_but_not_placed() -> None:
     obj["status"]["faults"].append(
         {"id": "spike-0", "stage": "spike", "kind": "nodeDrain", "target": "", "phase": "Skipped"}
     )
-    line = report.timeline(obj["status"])
+    line = _timeline(obj)
     assert line is not None and line.faults[-1].injected_s is None
     page = report.render_readiness_html(obj)
     assert _table(page, "faults")[-1][:5] == ["spike-0", "nodeDrain", "spike", "-", "Skipped"]
@@ -144,7 +150,7 @@ def test_a_gate_without_a_drill_has_no_timeline_and_text_is_escaped() -> None:
     rows = [CheckOutcome("health-probe", Verdict.FAIL, "HealthBelowThreshold", "m", leak)]
     status, _ = verdict_status({}, 1, "http://svc:8000", "2026-05-01T12:00:00Z", rows, "2026-05-01T12:00:05Z")
     obj = readiness_object("plain", status)
-    assert report.timeline(obj["status"]) is None
+    assert _timeline(obj) is None
     page = report.render_readiness_html(obj)
     assert "chart-timeline" not in page and "<script>" not in page
     assert _table(page, "checks")[0][1] == "body=&lt;script&gt;x&lt;/script&gt;"

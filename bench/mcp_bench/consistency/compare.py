@@ -1,4 +1,5 @@
-"""Pure comparisons of one probe's answer under load with its answer at rest.
+"""Pure comparisons of one probe's answer under load with its answer at rest, and a level's
+counts of them (judged in :mod:`mcp_bench.results.consistency`).
 
 Tokens are compared position by position: a token that differs, and every token one answer has
 beyond the other's end, is a mismatch, so a shortened or lengthened answer counts as drift.
@@ -10,9 +11,11 @@ compared that way and count as unmatched, which is drift too.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from mcp_bench.results.l2spread import L2Spread
 
 L2Kind = Literal["relative", "absolute"]
 
@@ -101,3 +104,39 @@ def compare_answers(
         return Comparison(mismatched, positions, None, unmatched=has_tensors)
     measure = relative_l2 if kind == "relative" else l2_distance
     return Comparison(mismatched, positions, measure(ref_vec[0], vec[0]))
+
+
+def counts(
+    comparisons: Iterable[Comparison],
+    *,
+    probes: int,
+    failed: int,
+    no_baseline: int = 0,
+    unstable: str | None = None,
+    error: str | None = None,
+) -> dict[str, Any]:
+    """The additive part of a level's figures: probes sent, failed, answered without an at-rest
+    answer to compare with, answers compared, token positions and mismatches, unmatched shapes,
+    the L2 histogram; ``unstable`` says why there is no baseline at all, ``error`` what the first
+    probe that failed was told (evidence for a NoData)."""
+    spread = L2Spread()
+    compared = positions = mismatched = unmatched = 0
+    for c in comparisons:
+        compared += 1
+        positions += c.positions
+        mismatched += c.mismatched
+        unmatched += int(c.unmatched)
+        if c.l2 is not None:
+            spread.add(c.l2)
+    return {
+        "probes": probes,
+        "failed": failed,
+        "no_baseline": no_baseline,
+        "compared": compared,
+        "tokens": positions,
+        "mismatched_tokens": mismatched,
+        "unmatched": unmatched,
+        "l2_spread": spread.encode(),
+        "unstable": unstable,
+        "error": error,
+    }

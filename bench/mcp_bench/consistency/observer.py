@@ -18,14 +18,14 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcp_bench.consistency.compare import Comparison, compare_answers
-from mcp_bench.consistency.judge import FOUND, counts, judge
+from mcp_bench.consistency.compare import Comparison, compare_answers, counts
 from mcp_bench.consistency.probes import build_probes
 from mcp_bench.engines.gate import GateObserver, LevelProgress
 from mcp_bench.plan import Consistency, RunPlan
 from mcp_bench.protocols import protocol_factory
 from mcp_bench.records import ProtocolClient, RequestPayload, RequestRecord
 from mcp_bench.results.aggregate import LevelMeta
+from mcp_bench.results.consistency import FOUND, judge
 from mcp_bench.results.document import LevelResult
 
 LOAD_WAIT_S = 0.5  # the load runs by then; a progress tick that comes later does not hold probing

@@ -23,13 +23,13 @@ from typing import Any
 from mcp_bench.diagnose.sources.levels import gauge_series, load_of, probe_deltas, timeline_sum
 from mcp_bench.forensics.memory import DEFAULT_TOLERANCE, LevelMemory, Tolerance, assess
 from mcp_bench.results.document import LevelResult, ResultDocument
+from mcp_bench.results.serving import SAMPLER_PREFIX
 from mcp_bench.servermetrics.names import (
     CACHED_BY_ALLOCATOR,
     LIVE_ALLOCATION_GAUGES,
     MEMORY_GAUGES,
     MEMORY_TOTALS,
 )
-from mcp_bench.telemetry.serving import SAMPLER_PREFIX
 
 
 def _sum(values: list[float | None]) -> float | None:

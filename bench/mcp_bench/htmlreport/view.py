@@ -11,13 +11,13 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from mcp_bench.consistency.judge import consistency_cell
 from mcp_bench.diagnose import DiagnoseInputs, Finding, diagnose
 from mcp_bench.forensics.sources import memory_forensics
+from mcp_bench.results.consistency import consistency_cell
 from mcp_bench.results.document import LevelResult, ResultDocument, dumps_document
+from mcp_bench.results.serving import serving_cell, serving_gpus
 from mcp_bench.results.summary import gpu_field_mean, slo_mark, summarize
 from mcp_bench.search.rows import PROBE_HEADERS, probe_rows, summary_rows
-from mcp_bench.telemetry.serving import serving_cell, serving_gpus
 from mcp_common.redact import redact_url
 
 UNAVAILABLE = "unavailable"

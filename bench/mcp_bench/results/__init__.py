@@ -1,4 +1,6 @@
-"""Results: histograms, the result document, aggregation, SLO checks and exact shard merging."""
+"""Results: histograms, the result document, aggregation, SLO checks and exact shard merging,
+with what merging and the views need of the observed sections (GPU telemetry merged, serving GPUs,
+server-metric figures, consistency judged)."""
 
 from mcp_bench.results.document import (
     ChecksumMismatchError,

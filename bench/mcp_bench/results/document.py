@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from mcp_bench.plan import RunPlan
 from mcp_bench.records import ErrorKind
 from mcp_bench.results.histogram import PERCENTILES, LatencyHistogram
-from mcp_bench.search.model import SearchOutcome
+from mcp_bench.saturation import SearchOutcome
 
 SCHEMA_VERSION = "mcp-bench.result/v1"
 # Metrics kept per level, in report order; all in milliseconds.
@@ -191,7 +191,7 @@ class LevelResult(_Model):
     overlap: float | None = None
     not_concurrent: str | None = None
     # output consistency (plan.consistency): probes answered during the level against their at-rest
-    # answers, counts, mismatch rate, L2 max/P99 and the state (mcp_bench.consistency.judge)
+    # answers, counts, mismatch rate, L2 max/P99 and the state (mcp_bench.results.consistency)
     consistency: dict[str, Any] | None = None
 
     def histogram(self, metric: str) -> LatencyHistogram | None:

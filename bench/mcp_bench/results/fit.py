@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from mcp_bench.results.document import ResultDocument, dumps_document
-from mcp_bench.telemetry.merge import downsample
+from mcp_bench.results.gpumerge import downsample
 
 GPU_STEPS = (64, 32, 16, 8, 4, 2)
 

@@ -1,7 +1,7 @@
 """Merge shard results level by level, exactly: histograms are added, never percentiles averaged.
 
 What the shards observed besides their requests is merged into bounded summaries, so a report
-does not grow with shards x their documents: GPU telemetry by :mod:`mcp_bench.telemetry.merge`,
+does not grow with shards x their documents: GPU telemetry by :mod:`mcp_bench.results.gpumerge`,
 and server metrics as one delta per probe (every shard watched the same server over the same
 level, so one shard's usable delta is the server's whole view of it)."""
 
@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from mcp_bench.consistency.judge import merge_figures
 from mcp_bench.results.aggregate import LevelAccumulator, LevelMeta
+from mcp_bench.results.consistency import merge_figures
 from mcp_bench.results.document import LevelResult, ResultDocument, ShardWindow, Unavailable
+from mcp_bench.results.gpumerge import merge_telemetry
 from mcp_bench.results.slo import overall
-from mcp_bench.telemetry.merge import merge_telemetry
 
 # A merged level is a cluster-wide figure only when the shards measured it at the same time:
 # every shard's window must cover at least this share of the union of all windows.

@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from mcp_bench.consistency.judge import consistency_cell
+from mcp_bench.results.consistency import consistency_cell
 from mcp_bench.results.document import LevelResult, ResultDocument
+from mcp_bench.results.serverfigures import level_figures
+from mcp_bench.results.serving import ServingGpus, serving_gpus
 from mcp_bench.results.slo import latency_metric
-from mcp_bench.servermetrics.figures import level_figures
-from mcp_bench.telemetry.serving import ServingGpus, serving_gpus
 
 SloMark = Literal["Pass", "Fail"]
 
@@ -74,7 +74,7 @@ class LevelSummary:
     slo: SloMark | None
     # the server's GPUs (DCGM exporter, node-level samplers); None where none was observed
     serving: ServingGpus | None = None
-    # the server's side over the level, one figure per probe and metric (servermetrics.figures)
+    # the server's side over the level, one figure per probe and metric (results.serverfigures)
     server_figures: dict[str, str] = field(default_factory=dict)
     # output consistency in one cell (state, mismatch rate, L2 max); None where it was not probed
     consistency: str | None = None

@@ -12,7 +12,7 @@ from typing import Any
 from rich.console import Console
 
 from mcp_bench.plan import RunPlan
-from mcp_bench.search.model import SearchOutcome
+from mcp_bench.saturation import SearchOutcome
 
 _FLAGS = {
     "floor": "floor",

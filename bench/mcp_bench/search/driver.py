@@ -14,8 +14,8 @@ from mcp_bench.plan import RunPlan
 from mcp_bench.results.aggregate import LevelMeta
 from mcp_bench.results.document import LevelResult, PercentileTable
 from mcp_bench.results.slo import latency_metric
+from mcp_bench.saturation import SearchOutcome, SearchProbe, SearchSpec
 from mcp_bench.search.knee import Point, find_knee
-from mcp_bench.search.model import SearchOutcome, SearchProbe, SearchSpec
 from mcp_bench.search.policy import Next, Stop, Tried, bracket, next_step
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mcp_bench.search.model import Knee
+from mcp_bench.saturation import Knee
 
 # Throughput within 5% of the highest measured counts as on the plateau.
 PLATEAU_SHARE = 0.95

@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mcp_bench.search.model import SearchSpec, SearchStop
+from mcp_bench.saturation import SearchSpec, SearchStop
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ every probe in the order it ran."""
 
 from __future__ import annotations
 
-from mcp_bench.search.model import SearchOutcome
+from mcp_bench.saturation import SearchOutcome
 
 PROBE_HEADERS = ["#", "Step", "Load", "SLO", "Throughput rps", "Goodput rps", "Mean ms", "P99 ms"]
 

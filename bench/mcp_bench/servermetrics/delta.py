@@ -14,16 +14,8 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from mcp_bench.servermetrics.snapshot import (
-    COUNTER,
-    GAUGE,
-    HISTOGRAM,
-    SUMMARY,
-    Distribution,
-    Family,
-    LabelKey,
-    Snapshot,
-)
+from mcp_bench.observed import COUNTER, GAUGE, HISTOGRAM, SUMMARY
+from mcp_bench.servermetrics.snapshot import Distribution, Family, LabelKey, Snapshot
 
 QUANTILES = (0.5, 0.9, 0.95, 0.99)
 

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mcp_bench.engines.base import RunObserver
+from mcp_bench.observed import COUNTER, GAUGE
 from mcp_bench.plan import RunPlan
 from mcp_bench.results.aggregate import LevelMeta
 from mcp_bench.results.document import LevelResult, ResultDocument
@@ -33,7 +34,7 @@ from mcp_bench.servermetrics.probes import (
     fetch_text,
     snapshot_all,
 )
-from mcp_bench.servermetrics.snapshot import COUNTER, GAUGE, LabelKey, Snapshot, parse_prometheus_text
+from mcp_bench.servermetrics.snapshot import LabelKey, Snapshot, parse_prometheus_text
 
 # Families sampled during a level (the rest only before and after).
 TIMELINE_METRICS: frozenset[str] = frozenset(

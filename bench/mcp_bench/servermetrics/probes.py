@@ -17,12 +17,11 @@ from typing import Any, Protocol
 import aiohttp
 
 from mcp_bench import dialguard
+from mcp_bench.observed import COUNTER, GAUGE
 from mcp_bench.records import ErrorKind
 from mcp_bench.servermetrics.delta import delta
 from mcp_bench.servermetrics.names import DCGM_METRICS, TRITON_METRICS, VLLM_METRICS
 from mcp_bench.servermetrics.snapshot import (
-    COUNTER,
-    GAUGE,
     Family,
     Snapshot,
     label_key,

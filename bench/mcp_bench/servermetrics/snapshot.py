@@ -20,15 +20,10 @@ from datetime import UTC, datetime
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
+from mcp_bench.observed import COUNTER, GAUGE, HISTOGRAM, SUMMARY, UNKNOWN
 from mcp_bench.records import ErrorKind
 
 LabelKey = tuple[tuple[str, str], ...]
-
-COUNTER = "counter"
-GAUGE = "gauge"
-HISTOGRAM = "histogram"
-SUMMARY = "summary"
-UNKNOWN = "unknown"
 
 
 def label_key(labels: dict[str, str], drop: tuple[str, ...] = ()) -> LabelKey:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcp_bench.servermetrics.snapshot import COUNTER, Family, Snapshot, label_key
+from mcp_bench.observed import COUNTER
+from mcp_bench.servermetrics.snapshot import Family, Snapshot, label_key
 
 PREFIX = "triton_stats:"
 

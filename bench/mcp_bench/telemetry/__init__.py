@@ -3,7 +3,8 @@
 Standard library only at import time (``pynvml`` is loaded when sampling starts).
 """
 
-from mcp_bench.telemetry.fairness import FairnessReport, fairness, gpu_fairness, utilisation_shares
+from mcp_bench.fairness import FairnessReport, fairness
+from mcp_bench.telemetry.fairness import gpu_fairness, utilisation_shares
 from mcp_bench.telemetry.nvml import (
     DEFAULT_INTERVAL_S,
     MAX_INTERVAL_S,

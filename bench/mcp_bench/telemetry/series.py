@@ -15,6 +15,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from mcp_bench.observed import STATUS_OK, STATUS_UNAVAILABLE
+
 # Per-GPU fields, in storage order. Units are in the names; PCIe and NVLink keep NVML's own units.
 FIELDS: tuple[str, ...] = (
     "mem_used_bytes",
@@ -29,9 +31,6 @@ FIELDS: tuple[str, ...] = (
 )
 
 DEFAULT_CAPACITY = 65_536  # samples: 1.8 h at 100 ms, 5.5 min at 5 ms
-
-STATUS_OK = "ok"
-STATUS_UNAVAILABLE = "unavailable"
 
 
 @dataclass(frozen=True, slots=True)

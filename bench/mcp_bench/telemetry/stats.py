@@ -10,7 +10,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from mcp_bench.telemetry.series import STATUS_OK, SampleWindow, TelemetrySeries
+from mcp_bench.observed import STATUS_OK
+from mcp_bench.telemetry.series import SampleWindow, TelemetrySeries
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:

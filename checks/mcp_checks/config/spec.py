@@ -7,7 +7,10 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
-DEFAULT_ANNOTATION = "checksum/config"  # the Helm convention
+from ..defaults import ARGO_CD_NAMESPACE, CONFIG_TIMEOUT_S, DEFAULT_ANNOTATION
+
+__all__ = ["DEFAULT_ANNOTATION", "FULL_SHA", "ArgoApplicationRef", "ConfigConsistencySpec", "WorkloadKind"]
+
 FULL_SHA = re.compile(r"^[0-9a-f]{40}$|^[0-9a-f]{64}$")
 
 
@@ -23,7 +26,7 @@ class ArgoApplicationRef:
     ``gate_resource`` ("Kind/name") is left out of that test, since it is the gate."""
 
     name: str
-    namespace: str = "argocd"
+    namespace: str = ARGO_CD_NAMESPACE
     expected_revision: str | None = None
     gate_wave: int | None = None
     gate_resource: str | None = None
@@ -38,7 +41,7 @@ class ConfigConsistencySpec:
     workload_kind: WorkloadKind = WorkloadKind.DEPLOYMENT
     annotation: str = DEFAULT_ANNOTATION
     application: ArgoApplicationRef | None = None
-    timeout_s: float = 30.0
+    timeout_s: float = CONFIG_TIMEOUT_S
 
     def __post_init__(self) -> None:
         if not self.config_maps and not self.secrets:

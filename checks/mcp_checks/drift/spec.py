@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..defaults import DEFAULT_THRESHOLD, DRIFT_TIMEOUT_S
 from ..dialhooks import OPEN, DialHooks
 from .reference import RuleReference
 
-DEFAULT_THRESHOLD = 0.003  # 0.3%, the MCP 2026 reference figure
+__all__ = ["DEFAULT_THRESHOLD", "MetricDriftSpec", "RecordingRule"]
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class MetricDriftSpec:
     at: float | None = None
     window_s: float = 0.0
     points: int = 1
-    timeout_s: float = 10.0
+    timeout_s: float = DRIFT_TIMEOUT_S
     headers: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
     reference: RuleReference | None = field(default=None, hash=False, compare=False)
     dial: DialHooks = field(default=OPEN, hash=False, compare=False)  # the operator's target policy

@@ -7,10 +7,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal
 
+from mcp_checks.defaults import XDS_GRACE_S, XDS_TIMEOUT_S, XDS_TYPES
 from mcp_checks.dialhooks import OPEN, DialHooks
 from mcp_common.redact import redact_text, redact_url
-
-XDS_TYPES = ("LDS", "RDS", "CDS", "EDS")
 
 # type URL (v3) -> short xDS name; what CSDS and istiod's xDS-form syncz report
 TYPE_URLS = {
@@ -133,8 +132,8 @@ class XdsSyncSpec:
     types: tuple[str, ...] = XDS_TYPES
     expected_version: str | None = None
     changed_at: float | None = None
-    grace_s: float = 30.0
-    timeout_s: float = 5.0
+    grace_s: float = XDS_GRACE_S
+    timeout_s: float = XDS_TIMEOUT_S
     name: str = "xds-sync"
     dial: DialHooks = field(default=OPEN, compare=False)  # the operator's target policy
 

@@ -6,12 +6,14 @@ turns them into openAPIV3Schema), so field descriptions here become ``kubectl ex
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from copy import copy
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 from pydantic.alias_generators import to_camel
 
-from mcp_checks.verdict import Verdict
+from mcp_checks.models import ConditionRow, Verdict
 from mcp_common.labels import LABEL_VALUE as LABEL_VALUE  # re-exported: the API models read it here
 from mcp_common.labels import LabelValue as LabelValue
 
@@ -68,15 +70,33 @@ def cel(rule: str, message: str, field_path: str | None = None) -> dict[str, Jso
     return entry
 
 
-class Condition(ApiModel):
-    """A Kubernetes-convention condition."""
+class Condition(ConditionRow, ApiModel):
+    __doc__ = ConditionRow.__doc__  # its fields: ``mcp_checks.status.ConditionRow``, as readers see it
 
-    type: str = Field(description="Condition type, e.g. Ready or Accepted.")
-    status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
-    reason: str = Field(description="CamelCase reason for the last transition.")
-    message: str = Field(default="", description="Human readable explanation.")
-    last_transition_time: str = Field(description="When status last changed (RFC 3339).")
-    observed_generation: int | None = Field(default=None, description="Generation the condition reflects.")
+
+def field_of(model: type[BaseModel], name: str) -> Any:
+    """The field ``name`` of ``model`` (its default, bounds and description), for a model that
+    declares it again with a narrower type or reads only part of a status: the field stays
+    declared once."""
+    return copy(model.model_fields[name])
+
+
+def condition_rows(conditions: Iterable[Condition]) -> list[dict[str, Any]]:
+    """Conditions read through the model, as the status held them (no default added): what the
+    builders that set one (``mcp_operator.conditions``) extend."""
+    return [c.to_patch() for c in conditions]
+
+
+class Conditioned(BaseModel):
+    """The conditions of either resource's status, and nothing else of it: what code shared by
+    both resources reads (a wait for names, a refusal)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    conditions: list[Condition] = Field(default_factory=list)
+
+    def condition_rows(self) -> list[dict[str, Any]]:
+        return condition_rows(self.conditions)
 
 
 class TargetRef(ApiModel):

@@ -8,12 +8,13 @@ from typing import Literal
 
 from pydantic import Field
 
-from mcp_bench.plan import ClassBackend
+from mcp_bench.models import ClassBackend
 
-from .benchmark import CLASS_NAME, RequestClassSpec, RunnerSpec, class_path_field
+from .classes import CLASS_NAME, RequestClassSpec, class_path_field
 from .common import ApiModel, LabelValue, Verdict, cel, with_rules
 from .credentials import no_credentials_in_query, rules_extra
 from .drillmeasures import Autoscaling, ChaosExperiment, LoadRetry, ServerRequests
+from .runner import RunnerSpec
 
 FaultKind = Literal[
     "podKill",

@@ -1,14 +1,17 @@
-"""spec.observe's server-side sources beyond metrics endpoints: PromQL through a named
-Prometheus, and the node-level NVML sampler of the serving GPUs."""
+"""spec.observe: the server's side read around each level (metrics endpoints, Triton's statistics),
+PromQL through a named Prometheus, and the node-level NVML sampler of the serving GPUs."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from mcp_bench.models import Observe
+
 from .common import ApiModel, TargetRef, cel, with_rules
 from .credentials import no_credentials, rules_extra
+from .engine import engine_default
 from .ports import port_in_range
 
 MAX_PROMQL = 16
@@ -82,4 +85,73 @@ class GpuSamplerSpec(ApiModel):
         "into the sampler; e.g. /run/nvidia/driver/usr/lib64/libnvidia-ml.so.1 under the GPU operator).",
         pattern=r"^/[^\s]*libnvidia-ml[^/\s]*$",
         max_length=512,
+    )
+
+
+MAX_OBSERVE_SOURCES = 8
+_OBSERVE_SOURCE = r"^(triton|vllm|dcgm)(=https?://\S+)?$|^https?://\S+$"
+_STATS_SOURCE = r"^[A-Za-z0-9_.-]{1,256}(=https?://\S+)?$"
+
+
+class BenchmarkObserve(ApiModel):
+    """The server's side, read before and after each level (and sampled during it), so the run's
+    diagnosis (status.diagnostics) has the data it needs. URLs must pass the operator's target
+    policy, like spec.target."""
+
+    server_metrics: list[
+        Annotated[
+            str,
+            Field(
+                max_length=2048,
+                pattern=_OBSERVE_SOURCE,
+                json_schema_extra=rules_extra(
+                    no_credentials("serverMetrics entry"), port_in_range("serverMetrics entry")
+                ),
+            ),
+        ]
+    ] = Field(
+        default_factory=list,
+        description="Prometheus endpoints to read: 'triton' or 'vllm' (the target's own /metrics), "
+        "'triton=URL', 'vllm=URL' (e.g. Triton's :8002), 'dcgm' (the DCGM exporter at the target's host, "
+        "port 9400) or 'dcgm=URL' (the serving GPUs: utilisation, frame buffer, power per GPU per level), "
+        "or any Prometheus text URL.",
+        max_length=MAX_OBSERVE_SOURCES,
+    )
+    triton_stats: list[
+        Annotated[
+            str,
+            Field(
+                max_length=2048,
+                pattern=_STATS_SOURCE,
+                json_schema_extra=rules_extra(
+                    no_credentials("tritonStats entry"), port_in_range("tritonStats entry")
+                ),
+            ),
+        ]
+    ] = Field(
+        default_factory=list,
+        description="Triton's statistics extension of these models: MODEL (at the target) or MODEL=URL.",
+        max_length=MAX_OBSERVE_SOURCES,
+    )
+    timeline_interval_seconds: float | None = Field(
+        default=engine_default(Observe, "timeline_interval_s"),
+        ge=0.05,
+        le=60,
+        description="Also sample the endpoints' queue, KV-cache and utilisation gauges this often during "
+        "each level.",
+    )
+    settle_seconds: float = Field(
+        default=engine_default(Observe, "settle_s"),
+        ge=0,
+        le=600,
+        description="After each level, this long with no load before the next, with memory read again at "
+        "its end, so the GPU-memory forensics can tell memory a level borrowed from memory it kept.",
+    )
+    prometheus: PrometheusSource | None = Field(
+        default=None, description="PromQL read through a named Prometheus before and after each level."
+    )
+    gpu_sampler: GpuSamplerSpec | None = Field(
+        default=None,
+        description="The serving GPUs' NVML telemetry from a sampler pod on each node of the target's "
+        "pods (no GPU request); the shards' own GPUs stay reported as the load generator's.",
     )

@@ -4,56 +4,23 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
-from .common import ApiModel, cel, with_rules
+from mcp_bench.models import MAX_PROBES as MAX_SEARCH_PROBES
+from mcp_bench.models import SearchSpec
 
-MAX_SEARCH_PROBES = 32  # every probe is a status row, and status keeps at most 32
+from .common import ApiModel, cel
+from .engine import engine_rules
 
 
-class BenchmarkSearch(ApiModel):
+class BenchmarkSearch(SearchSpec, ApiModel):
     """Find the highest load (rate, or concurrency) that still meets spec.slo by a bounded search
     from the one level in spec.load.rate or spec.load.concurrency: bracket by factor, then bisect.
     Runs in one shard only (SearchNeedsOneShard otherwise): each probe is chosen from what the
-    last one measured, which shards running apart cannot share."""
+    last one measured, which shards running apart cannot share. Fields and defaults:
+    ``mcp_bench.saturation.SearchSpec``."""
 
-    model_config = with_rules(cel("self.floor <= self.ceiling", "floor must not be above ceiling"))
-
-    floor: float = Field(
-        gt=0,
-        le=1_000_000,
-        description="Lowest load to try; missed there, the search ends (SloNeverMet).",
-    )
-    ceiling: float = Field(
-        gt=0,
-        le=1_000_000,
-        description="Highest load to try; met there, the search ends (CeilingReached).",
-    )
-    factor: float = Field(default=2.0, gt=1, le=10, description="Bracket step: load times or over this.")
-    tolerance: float = Field(
-        default=0.05,
-        ge=0.001,
-        le=0.5,
-        description="Converged once the lowest load missed is within this share above the highest met.",
-    )
-    max_probes: int = Field(
-        default=8, ge=2, le=MAX_SEARCH_PROBES, description="Levels run at most (each one a status row)."
-    )
-    knee_efficiency: float = Field(
-        default=0.5,
-        gt=0,
-        lt=1,
-        description="Knee: a higher load's throughput grew by less than this share of its load step...",
-    )
-    knee_latency_rise: float = Field(
-        default=0.2, gt=0, le=100, description="...while mean latency rose by more than this share."
-    )
-
-    @model_validator(mode="after")
-    def _ordered(self) -> BenchmarkSearch:
-        if self.floor > self.ceiling:
-            raise ValueError("floor must not be above ceiling")
-        return self
+    model_config = engine_rules(cel("self.floor <= self.ceiling", "floor must not be above ceiling"))
 
 
 SEARCH_RULES = (

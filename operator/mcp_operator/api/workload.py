@@ -3,8 +3,9 @@ dataset, and images (OpenAI chat content parts, V2 image tensors).
 
 Each model maps 1:1 onto the run plan's (``mcp_bench.workload``, ``mcp_bench.multimodal``):
 the same fields in camelCase, and :meth:`to_plan` gives the plan's snake_case mapping, which the
-plan's own model validates (so the operator and ``mcp-bench`` accept exactly the same thing).
-The API server checks the cross-field rules itself (CEL), naming the field path.
+plan's own model validates (so the operator and ``mcp-bench`` accept exactly the same thing). The
+image models derive from the plan's, whose fields and defaults they share; the API server checks
+the cross-field rules itself (CEL), naming the field path.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter, model_validator
 
-from mcp_bench.multimodal import MAX_POOL, MAX_SIDE, ImageParts, ImageTensor
-from mcp_bench.workload import MAX_HISTOGRAM_BINS, Distribution
+from mcp_bench.models import MAX_HISTOGRAM_BINS, DatasetWorkload, Distribution, ImageParts, ImageTensor
 
 from .common import DNS_SUBDOMAIN, SECRET_DATA_KEY, ApiModel, cel, with_rules
 from .credentials import no_credentials, rules_extra
+from .engine import engine_default, engine_rules
 from .ports import port_in_range
 
 DistKind = Literal["fixed", "uniform", "normal", "exponential", "histogram"]
@@ -149,7 +150,10 @@ class DatasetSpec(ApiModel):
     config_map: ConfigMapFile | None = Field(default=None, description="The file as a ConfigMap key.")
     persistent_volume_claim: VolumeFile | None = Field(default=None, description="The file on a volume.")
     default_max_tokens: int = Field(
-        default=64, ge=1, le=1_000_000, description="Output tokens of a line that names none."
+        default=engine_default(DatasetWorkload, "default_max_tokens"),
+        ge=1,
+        le=1_000_000,
+        description="Output tokens of a line that names none.",
     )
 
     @model_validator(mode="after")
@@ -159,24 +163,23 @@ class DatasetSpec(ApiModel):
         return self
 
 
-class ImagePartsSpec(ApiModel):
+class ImagePartsSpec(ImageParts, ApiModel):
     """Images sent as OpenAI chat image_url content parts (backend openai-chat), from a pool
-    generated deterministically from the seed."""
+    generated deterministically from the seed. Fields and defaults: ``mcp_bench.multimodal.
+    ImageParts``; the distributions are this API's model, absent for the plan's default."""
 
-    model_config = with_rules(
+    model_config = engine_rules(
         cel(
             "(has(self.encoding) && self.encoding == 'url') == has(self.urlBase)",
             "urlBase is set exactly when encoding is url",
         )
     )
 
-    count: DistributionSpec | None = Field(default=None, description="Images per request (default 1).")
-    width: DistributionSpec | None = Field(default=None, description="Pixels (default 224).")
-    height: DistributionSpec | None = Field(default=None, description="Pixels (default 224).")
-    format: Literal["png", "jpeg"] = Field(default="png", description="png (RGB noise) or jpeg (greyscale).")
-    encoding: Literal["base64", "url"] = Field(
-        default="base64", description="base64: a data: URL in the request; url: a link under urlBase."
+    count: DistributionSpec | None = Field(  # type: ignore[assignment]
+        default=None, description="Images per request (default 1)."
     )
+    width: DistributionSpec | None = Field(default=None, description="Pixels (default 224).")  # type: ignore[assignment]
+    height: DistributionSpec | None = Field(default=None, description="Pixels (default 224).")  # type: ignore[assignment]
     url_base: str | None = Field(
         default=None,
         description="encoding url: images are named under it (no credentials: CredentialsInUrl).",
@@ -184,8 +187,6 @@ class ImagePartsSpec(ApiModel):
         pattern=r"^https?://",
         json_schema_extra=rules_extra(no_credentials("urlBase"), port_in_range("urlBase")),
     )
-    pool_size: int = Field(default=16, ge=1, le=MAX_POOL, description="Distinct images generated.")
-    seed: int = Field(default=0, ge=0, le=2**31 - 1, description="Seed of the images and of their draws.")
 
     def to_plan(self) -> dict[str, Any]:
         out = self.model_dump(mode="json", exclude_none=True, exclude={"count", "width", "height"})
@@ -202,27 +203,11 @@ class ImagePartsSpec(ApiModel):
         return self
 
 
-class ImageTensorSpec(ApiModel):
-    """One V2 (Triton/KServe) input holding a batch of images: [batch, *shape] of datatype."""
+class ImageTensorSpec(ImageTensor, ApiModel):
+    """One V2 (Triton/KServe) input holding a batch of images: [batch, *shape] of datatype.
+    Fields and defaults: ``mcp_bench.multimodal.ImageTensor``."""
 
-    name: str = Field(default="INPUT0", description="The model's input name.", min_length=1, max_length=256)
-    shape: list[Annotated[int, Field(ge=1, le=MAX_SIDE)]] = Field(
-        default_factory=lambda: [3, 224, 224],
-        description="One image's shape, e.g. [3, 224, 224].",
-        min_length=1,
-        max_length=4,
-    )
-    datatype: Literal["UINT8", "FP16", "FP32"] = Field(default="UINT8", description="Element type.")
-    batch: int = Field(default=1, ge=1, le=1024, description="Images per request (the leading dimension).")
-    pool_size: int = Field(default=4, ge=1, le=MAX_POOL, description="Distinct tensors generated.")
-    seed: int = Field(default=0, ge=0, le=2**31 - 1, description="Seed of the tensors and of their draws.")
+    model_config = engine_rules()
 
     def to_plan(self) -> dict[str, Any]:
-        out = self.model_dump(mode="json")
-        ImageTensor.model_validate(out)
-        return out
-
-    @model_validator(mode="after")
-    def _as_the_plan(self) -> ImageTensorSpec:
-        self.to_plan()
-        return self
+        return self.model_dump(mode="json")

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
 from typing import Any
 
-from ..api.benchmark import MAX_SHARDS, MCPBenchmarkSpec
+from ..api.benchmark import MAX_SHARDS, MCPBenchmarkSpec, MCPBenchmarkStatus
 from ..api.common import TargetHeader
 from ..children import MAX_DNS_LABEL, dns_label
 from ..targets.guarded import pod_env
@@ -79,12 +78,12 @@ def job_name(benchmark: str, spec: MCPBenchmarkSpec, run: int | None = None) -> 
     return dns_label(benchmark, MAX_JOB_NAME, f"-{digest}")
 
 
-def run_job_name(benchmark: str, spec: MCPBenchmarkSpec, generation: int, status: Mapping[str, Any]) -> str:
+def run_job_name(benchmark: str, spec: MCPBenchmarkSpec, generation: int, status: MCPBenchmarkStatus) -> str:
     """The Job this generation's spec runs as: the one status records when only ``suspend``
     changed or the operator restarted (same spec digest), else a new one: the object's first run
     by the spec alone, a later one by the spec and this generation."""
     digest = spec_digest(spec)
-    recorded, recorded_digest = status.get("jobName"), status.get("specDigest")
+    recorded, recorded_digest = status.job_name, status.spec_digest
     legacy = recorded_digest is None and recorded == job_name(benchmark, spec)  # before specDigest
     if recorded and (recorded_digest == digest or legacy):
         return str(recorded)  # the same run

@@ -12,7 +12,8 @@ from typing import Any
 
 from mcp_bench.api import ObserverArgError, PlanError, RunPlan, build_observers, plan_feature_problem
 
-from ..api.benchmark import MCPBenchmarkSpec, RunnerSpec
+from ..api.benchmark import MCPBenchmarkSpec
+from ..api.runner import RunnerSpec
 from ..settings import OperatorSettings
 from ..targets import ServiceExists, SpecProblem, credentials_problem, join_url, resolve_url
 from ..targets.policy import TargetPolicy

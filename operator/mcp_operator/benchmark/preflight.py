@@ -14,7 +14,9 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity
 
-from ..api.benchmark import MAX_PREFLIGHT_FINDINGS, MCPBenchmarkSpec, PreflightStatus, Toleration
+from ..api.benchmark import MCPBenchmarkSpec
+from ..api.results import MAX_PREFLIGHT_FINDINGS, PreflightStatus
+from ..api.runner import Toleration
 from ..bounded import MAX_MESSAGE, clip
 from ..conditions import condition, set_condition
 from ..rejection import rejected_fields

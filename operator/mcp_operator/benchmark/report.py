@@ -13,6 +13,7 @@ from typing import Any
 import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+from pydantic.alias_generators import to_camel
 
 from mcp_bench.api import (
     ChecksumMismatchError,
@@ -25,8 +26,9 @@ from mcp_bench.api import (
 from mcp_checks.api import ExitCode
 
 from .. import kube
-from ..api.benchmark import PLURAL
+from ..api.benchmark import PLURAL, MCPBenchmarkStatus
 from ..api.common import GROUP, VERSION
+from ..api.tolerant import held, status_in
 from .contract import KEY_SECRET_KEY, RESULT_KEY, report_name, run_key_name
 from .status import result_rows
 
@@ -135,7 +137,7 @@ def read_report(
     text = (cm.data or {}).get(RESULT_KEY)
     if not text:
         raise ReportError(f"{namespace}/{name} holds no {RESULT_KEY}")
-    key, why = _run_key(api, namespace, str((obj.get("status") or {}).get("jobName") or ""))
+    key, why = _run_key(api, namespace, status_in(obj, MCPBenchmarkStatus).job_name or "")
     try:
         doc = loads_document(text, key)
     except SignatureMismatchError as exc:
@@ -152,15 +154,15 @@ def read_report(
             + (" (signed by someone who can read the run's key)" if key is not None else "")
         )
     verified = "signed with the run's key" if key is not None else f"checksum only: {why}"
-    rows = len((obj.get("status") or {}).get("results") or [])
+    rows = len(status_in(obj, MCPBenchmarkStatus).results)
     verified += (
         f"; its figures match status.results, {rows} level(s)" if rows else "; status holds no results"
     )
     return doc, obj, verified
 
 
-# the figures of a status row the report is held to (camelCase, as status spells them)
-COMPARED = ("level", "requests", "errors", "throughputRps", "meanMs", "p50Ms", "p95Ms", "p99Ms", "slo")
+# the figures of a status row (``LevelRow``) the report is held to
+COMPARED = ("level", "requests", "errors", "throughput_rps", "mean_ms", "p50_ms", "p95_ms", "p99_ms", "slo")
 
 
 def disagreements(doc: ResultDocument, obj: dict[str, Any]) -> list[str]:
@@ -169,40 +171,40 @@ def disagreements(doc: ResultDocument, obj: dict[str, Any]) -> list[str]:
     difference means the report is not that document. Status is the operator's alone to write;
     a Secret reader may re-sign a report but not rewrite status. Empty when they agree, or when
     status holds no rows to compare (a run that ended without results)."""
-    shown = [row for row in (obj.get("status") or {}).get("results") or [] if isinstance(row, dict)]
+    shown = status_in(obj, MCPBenchmarkStatus).results
     if not shown:
         return []
-    ours = [row.model_dump(by_alias=True, mode="json") for row in result_rows(doc)]
+    ours = result_rows(doc)
     if len(ours) != len(shown):
         return [f"{len(ours)} levels in the report, {len(shown)} in status"]
-    return [
-        f"level {row.get('level', index)} {field}: {mine[field]} in the report, {row[field]} in status"
-        for index, (mine, row) in enumerate(zip(ours, shown, strict=True))
-        for field in COMPARED
-        if field in row and str(mine.get(field)) != str(row[field])
-    ]
+    found = []
+    for mine, row in zip(ours, shown, strict=True):
+        for field in COMPARED:
+            theirs = held(row, field)
+            if theirs is not None and str(getattr(mine, field)) != str(theirs):
+                what = f"level {row.level} {to_camel(field)}"
+                found.append(f"{what}: {getattr(mine, field)} in the report, {theirs} in status")
+    return found
 
 
 def status_tables(obj: dict[str, Any], verified: str = "") -> list[Table]:
     """The cluster's side of the run, as the report's sections: what the status says of the
     run and its shards (rejected shard results are never in the figures), and the conditions."""
     meta = obj.get("metadata") or {}
-    status = obj.get("status") or {}
-    shards = status.get("shards") or {}
+    status = status_in(obj, MCPBenchmarkStatus)
+    shards = {} if status.shards is None else status.shards.to_patch()
+    generation = status.observed_generation
     rows = [
-        ["phase", str(status.get("phase", ""))],
-        ["verdict", str(status.get("verdict", ""))],
+        ["phase", status.phase or ""],
+        ["verdict", status.verdict or ""],
         *([f"shards {k}", str(v)] for k, v in shards.items()),
-        ["job", str(status.get("jobName", ""))],
-        ["report", str(status.get("reportName", ""))],
+        ["job", status.job_name or ""],
+        ["report", status.report_name or ""],
         ["report verified", verified],
-        ["observed generation", str(status.get("observedGeneration", ""))],
+        ["observed generation", "" if generation is None else str(generation)],
     ]
     title = f"MCPBenchmark {meta.get('namespace', '')}/{meta.get('name', '')}"
-    conditions = [
-        [str(c.get(k, "")) for k in ("type", "status", "reason", "message", "lastTransitionTime")]
-        for c in status.get("conditions") or []
-    ]
+    conditions = [[c.type, c.status, c.reason, c.message, c.last_transition_time] for c in status.conditions]
     return [
         Table("benchmark", ["Field", "Value"], [r for r in rows if r[1]], title=title),
         Table("conditions", ["Type", "Status", "Reason", "Message", "Since"], conditions, title="Conditions"),

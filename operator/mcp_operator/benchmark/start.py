@@ -12,12 +12,13 @@ refusal: ``Refused.wait``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, MutableMapping
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
 from .. import kube, metrics
 from ..api.benchmark import KIND, MCPBenchmarkSpec, MCPBenchmarkStatus
+from ..api.common import condition_rows
 from ..conditions import condition, utc_now
 from ..redact import redact_text, redact_url
 from ..rejection import Refused
@@ -52,39 +53,36 @@ class Run:
     job: str
 
 
-def already_refused(status: Mapping[str, Any], generation: int) -> bool:
+def already_refused(status: MCPBenchmarkStatus, generation: int) -> bool:
     """This generation was refused (its spec, the target policy, a strict preflight) or its
     children were refused by the API server: a refusal stands for its generation, recorded once
     and not judged again when the operator restarts (21 restarts gave 21 events, and a restart
     with a wider policy ran what had been refused) until the spec changes."""
-    conditions = list(status.get("conditions") or [])
-    ready = condition(conditions, "Ready") or {}
-    accepted = condition(conditions, "Accepted") or {}
-    if (
-        ready.get("reason") in (CHILD_REJECTED, INTERNAL_ERROR)
-        and ready.get("observedGeneration") == generation
-    ):
+    ready = condition(status.conditions, "Ready")
+    accepted = condition(status.conditions, "Accepted")
+    stands = (CHILD_REJECTED, INTERNAL_ERROR)
+    if ready is not None and ready.reason in stands and ready.observed_generation == generation:
         return True
-    return accepted.get("status") == "False" and accepted.get("observedGeneration") == generation
+    return accepted is not None and accepted.status == "False" and accepted.observed_generation == generation
 
 
-def refused(status: Mapping[str, Any], generation: int, problem: SpecProblem, now: str) -> Refused:
+def refused(status: MCPBenchmarkStatus, generation: int, problem: SpecProblem, now: str) -> Refused:
     """A refused spec's status (Accepted and Ready False), its message redacted."""
-    conditions = list(status.get("conditions") or [])
+    conditions = condition_rows(status.conditions)
     problem = SpecProblem(problem.reason, redact_text(problem.message))
     return Refused(rejected_status(conditions, generation, [problem], now), [problem])
 
 
-async def steer(run: Run, parsed: MCPBenchmarkSpec, status: Mapping[str, Any], out: Status) -> None:
+async def steer(run: Run, parsed: MCPBenchmarkSpec, status: MCPBenchmarkStatus, out: Status) -> None:
     """The Job of this spec exists: only ``suspend`` changed (or the operator restarted)."""
     await reconcile.set_suspended(run.namespace, run.job, parsed.suspend)
-    if status.get("phase") in ACTIVE_PHASES:
+    if status.phase in ACTIVE_PHASES:
         out["phase"] = "Suspended" if parsed.suspend else "Running"
     out["observedGeneration"] = run.generation
 
 
 async def start_run(
-    run: Run, parsed: MCPBenchmarkSpec, status: Mapping[str, Any], out: Status, announce: Announce
+    run: Run, parsed: MCPBenchmarkSpec, status: MCPBenchmarkStatus, out: Status, announce: Announce
 ) -> Refused | None:
     """Plan, preflight, samplers, children and the Job; the started status into ``out``. Whatever
     that raises, other than a transient API failure (kopf tries again), ends the run once for its
@@ -100,7 +98,7 @@ async def start_run(
             f"the operator failed while starting the run: {type(exc).__name__}: {exc} (its log has the "
             "traceback); started again when the spec changes"
         )
-        conditions = list(status.get("conditions") or [])
+        conditions = condition_rows(status.conditions)
         out.update(start_failed_status(conditions, run.generation, INTERNAL_ERROR, message, utc_now()))
         metrics.ERRORS.labels("start").inc()
         announce(True, INTERNAL_ERROR, message)
@@ -108,7 +106,7 @@ async def start_run(
 
 
 async def _start_run(
-    run: Run, parsed: MCPBenchmarkSpec, status: Mapping[str, Any], out: Status, announce: Announce
+    run: Run, parsed: MCPBenchmarkSpec, status: MCPBenchmarkStatus, out: Status, announce: Announce
 ) -> Refused | None:
     settings = OperatorSettings.from_env()
     image = parsed.runner.image or settings.runner_image
@@ -145,7 +143,7 @@ async def _preflight(
     parsed: MCPBenchmarkSpec,
     plan: RunPlan,
     image: str,
-    status: Mapping[str, Any],
+    status: MCPBenchmarkStatus,
     out: Status,
     announce: Announce,
 ) -> list[dict[str, Any]] | Refused:
@@ -156,7 +154,7 @@ async def _preflight(
         mode=parsed.preflight,
         found=found,
         server=server,
-        conditions=list(status.get("conditions") or []),
+        conditions=condition_rows(status.conditions),
         generation=run.generation,
         now=utc_now(),
     )

@@ -26,16 +26,11 @@ from mcp_bench.api import (
     summarize,
 )
 
-from ..api.benchmark import (
-    MAX_DIAGNOSTICS,
-    MAX_RESULT_ROWS,
-    DiagnosticFinding,
-    LevelRow,
-    MCPBenchmarkStatus,
-    ShardSummary,
-)
+from ..api.benchmark import MCPBenchmarkStatus
+from ..api.results import MAX_DIAGNOSTICS, MAX_RESULT_ROWS, DiagnosticFinding, LevelRow, ShardSummary
+from ..api.tolerant import held
 from ..bounded import MAX_URL, TIERS, Bounds, clip, clip_map, fit, json_size
-from ..conditions import set_condition
+from ..conditions import condition, set_condition
 from ..rejection import rejected_fields
 from ..targets import SpecProblem
 from .collect import PodFailure, ShardReadout
@@ -59,7 +54,7 @@ def ended(
 
 def _with_failed(fields: dict[str, Any], generation: int, now: str) -> dict[str, Any]:
     """A run that will not produce figures (its Ready reason says why): Failed True."""
-    ready: dict[str, Any] = next((c for c in fields["conditions"] if c.get("type") == "Ready"), {})
+    ready: dict[str, Any] = condition(fields["conditions"], "Ready") or {}
     conds = ended(
         fields["conditions"],
         failed=True,
@@ -256,11 +251,12 @@ def job_missing_status(conditions: Conditions, generation: int, job: str, now: s
     return MCPBenchmarkStatus.model_validate(fields).to_patch()
 
 
-def shard_progress(shards: dict[str, Any], succeeded: int, failed: int) -> dict[str, Any] | None:
+def shard_progress(shards: ShardSummary | None, succeeded: int, failed: int) -> dict[str, Any] | None:
     """The shard counts while the Job runs, or None when they have not changed."""
-    if shards.get("succeeded") == succeeded and shards.get("failed") == failed:
-        return None
-    summary = ShardSummary.model_validate({**shards, "succeeded": succeeded, "failed": failed})
+    if shards is not None and (held(shards, "succeeded"), held(shards, "failed")) == (succeeded, failed):
+        return None  # what the status holds, not the model's default: a first count is written
+    wire = {} if shards is None else shards.to_patch()
+    summary = ShardSummary.model_validate({**wire, "succeeded": succeeded, "failed": failed})
     return MCPBenchmarkStatus(shards=summary).to_patch()
 
 

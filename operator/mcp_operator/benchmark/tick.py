@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import metrics
-from ..api.benchmark import KIND, MCPBenchmarkSpec
+from ..api.barrier import BenchmarkProgress
+from ..api.benchmark import KIND, MCPBenchmarkSpec, MCPBenchmarkStatus
+from ..api.common import condition_rows
 from ..conditions import utc_now
 from ..redact import redact_text
 from . import reconcile
@@ -44,8 +46,8 @@ class Collecting:
         return MCPBenchmarkSpec.model_validate(self.spec)
 
 
-async def collect(run: Collecting, status: Mapping[str, Any], out: Status, announce: Announce) -> None:
-    job, conditions = str(status["jobName"]), list(status.get("conditions") or [])
+async def collect(run: Collecting, status: MCPBenchmarkStatus, out: Status, announce: Announce) -> None:
+    job, conditions = str(status.job_name), condition_rows(status.conditions)
     state = await reconcile.read_job(run.namespace, job)
     if state is None:
         out.update(job_missing_status(conditions, run.generation, job, utc_now()))
@@ -53,7 +55,7 @@ async def collect(run: Collecting, status: Mapping[str, Any], out: Status, annou
     pods = await reconcile.run_pods(run.namespace, job)
     state = reconcile.settled_by_pods(state, pods)
     live = await run_progress(run.namespace, job, state, pods, run.parsed(), (run.name, run.uid), announce)
-    if live is not None and live != status.get("progress"):
+    if live is not None and BenchmarkProgress.model_validate(live) != status.progress:
         out["progress"] = live  # once finished: the shards' last reports
     if not state.finished:
         _running(run, status, state, pods, out, announce)
@@ -63,18 +65,18 @@ async def collect(run: Collecting, status: Mapping[str, Any], out: Status, annou
 
 def _running(
     run: Collecting,
-    status: Mapping[str, Any],
+    status: MCPBenchmarkStatus,
     state: reconcile.JobState,
     pods: list[Any],
     out: Status,
     announce: Announce,
 ) -> None:
     """The shards' counts, and Unschedulable while a shard pod cannot be placed."""
-    progress = shard_progress(dict(status.get("shards") or {}), state.succeeded, state.failed)
+    progress = shard_progress(status.shards, state.succeeded, state.failed)
     if progress is not None:
         out.update(progress)
     stuck = unschedulable_message(pods)
-    conditions = list(status.get("conditions") or [])
+    conditions = condition_rows(status.conditions)
     placed = scheduling_conditions(conditions, run.generation, stuck, utc_now())
     if placed is not None:
         out["conditions"] = placed

@@ -12,7 +12,8 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
-from ..api.benchmark import BenchmarkWorkload, MCPBenchmarkSpec, RequestClassSpec
+from ..api.benchmark import MCPBenchmarkSpec
+from ..api.classes import BenchmarkWorkload, RequestClassSpec
 from ..api.workload import DatasetSpec
 
 DATASET_DIR = "/var/run/mcp-bench/dataset"

@@ -15,28 +15,28 @@ from typing import Any
 
 from mcp_checks.api import ExitCode, for_verdict
 
+from ..api.benchmark import KIND as BENCHMARK_KIND
+from ..conditions import condition
 from .read import ReadError
-
-
-def _ready(status: Mapping[str, Any]) -> Mapping[str, Any]:
-    return next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+from .status import benchmark as benchmark_status
+from .status import readiness as readiness_status
 
 
 def object_code(obj: Mapping[str, Any]) -> ExitCode:
     """The code of an object read (an MCPReadiness or an MCPBenchmark, as the API returns it)."""
-    meta, status = obj.get("metadata") or {}, obj.get("status") or {}
-    ready = _ready(status)
-    generation = meta.get("generation")
-    if (
-        generation is not None
-        and ready.get("observedGeneration", status.get("observedGeneration")) != generation
-    ):
+    read = benchmark_status(obj) if obj.get("kind") == BENCHMARK_KIND else readiness_status(obj)
+    status = read.status
+    ready = condition(status.conditions, "Ready")
+    observed = status.observed_generation
+    if ready is not None and ready.observed_generation is not None:
+        observed = ready.observed_generation  # the verdict's own generation
+    if read.generation is not None and observed != read.generation:
         return ExitCode.NOT_VERIFIED  # the spec changed: the verdict shown is of an older one
-    if ready.get("status") == "True":
+    if ready is not None and ready.status == "True":
         return ExitCode.PASS
-    if ready.get("status") != "False":
+    if ready is None or ready.status != "False":
         return ExitCode.NOT_VERIFIED  # an evaluation or a run in progress, or none yet
-    code = for_verdict(str(status.get("verdict") or ""))
+    code = for_verdict(str(status.verdict or ""))
     return ExitCode.NOT_VERIFIED if code == ExitCode.PASS else code  # never 0 unless Ready
 
 

@@ -8,7 +8,8 @@ where P99 jumped, state); its faults (injected, reverted, how long held, the rec
 An MCPBenchmark: its verdict, Ready, phase, shards, live progress, one row per level (the SLO
 judgement is the level's verdict), the trap detectors' findings and the preflight's.
 
-Only what the status holds is shown, as it spells it; a figure it does not hold is ``-``.
+The status is read through its API model (``board.status``, tolerant of what it lacks); only
+what it holds is shown, as it spells it; a figure it does not hold is ``-``.
 """
 
 from __future__ import annotations
@@ -22,8 +23,16 @@ from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
 from ..api import benchmark, readiness
+from ..api.common import Condition
+from ..api.drill import FaultRecord, KpiRow, StageSummary
+from ..api.readiness import CheckResult, MCPReadinessStatus
+from ..api.results import LevelRow
+from ..conditions import condition
 from .fit import Column, FittedTable
 from .marks import NO_MARK, mark
+from .status import Shown, held
+from .status import benchmark as benchmark_status
+from .status import readiness as readiness_status
 
 EVALUATING = "Evaluating"
 STYLES = {
@@ -72,12 +81,8 @@ def _str(value: object) -> str:
     return NONE if value in (None, "") else str(value)
 
 
-def _condition(status: Obj, kind: str) -> Obj:
-    return next((c for c in status.get("conditions") or [] if c.get("type") == kind), {})
-
-
-def _figures(values: Mapping[str, Any] | None, limit: int = CELL) -> str:
-    return _cut(", ".join(f"{k}={v}" for k, v in (values or {}).items()), limit) or NONE
+def _figures(values: Mapping[str, str], limit: int = CELL) -> str:
+    return _cut(", ".join(f"{k}={v}" for k, v in values.items()), limit) or NONE
 
 
 def _time(value: object) -> dt.datetime | None:
@@ -93,7 +98,7 @@ def _clock(value: object) -> str:
     return NONE if at is None else at.strftime("%H:%M:%S") + "Z"
 
 
-def _held(start: object, end: object) -> str:
+def _held_for(start: object, end: object) -> str:
     began, ended = _time(start), _time(end)
     if began is None or end is None or ended is None:
         return NONE
@@ -126,82 +131,88 @@ def _facts(*pairs: tuple[str, object]) -> Text:
     return line
 
 
-def _title(obj: Obj, kind: str) -> Text:
-    meta = obj.get("metadata") or {}
-    status = obj.get("status") or {}
-    title = Text(f"{kind} {meta.get('namespace', '')}/{meta.get('name', '')}", style="bold")
-    generation, observed = meta.get("generation"), status.get("observedGeneration")
-    if generation is not None:
-        seen = "" if observed in (None, generation) else f", status is of generation {observed}"
-        title.append(f"  generation {generation}{seen}", style="dim")
+def _title(obj: Shown[Any], kind: str, observed: int | None) -> Text:
+    title = Text(f"{kind} {obj.namespace}/{obj.name}", style="bold")
+    if obj.generation is not None:
+        seen = "" if observed in (None, obj.generation) else f", status is of generation {observed}"
+        title.append(f"  generation {obj.generation}{seen}", style="dim")
     return title
 
 
-def _ready(status: Obj) -> Text:
-    ready = _condition(status, "Ready")
-    text = _styled(ready.get("status") or "Unknown")
-    if ready.get("reason"):
-        text.append(f" ({ready['reason']})")
+def _ready(conditions: list[Condition]) -> Text:
+    ready = condition(conditions, "Ready")
+    text = _styled(ready.status if ready else "Unknown")
+    if ready is not None and ready.reason:
+        text.append(f" ({ready.reason})")
     return text
+
+
+def _message(conditions: list[Condition]) -> list[Text]:
+    """Ready's message, where it has one."""
+    ready = condition(conditions, "Ready")
+    return [Text(_cut(ready.message, MESSAGE), style="dim")] if ready and ready.message else []
 
 
 def shown_verdict(obj: Obj) -> str:
     """The verdict the board leads with: ``Evaluating`` while a round that made Ready Unknown
     runs (its status holds no verdict then), else the status's verdict, else its phase."""
-    status = obj.get("status") or {}
-    if _condition(status, "Ready").get("status") == "Unknown" and not status.get("verdict"):
+    return _verdict(readiness_status(obj).status)
+
+
+def _verdict(status: MCPReadinessStatus) -> str:
+    ready = condition(status.conditions, "Ready")
+    if ready is not None and ready.status == "Unknown" and not status.verdict:
         return EVALUATING
-    return str(status.get("verdict") or status.get("phase") or "Pending")
+    return str(status.verdict or status.phase or "Pending")
 
 
 # --- MCPReadiness ---
 
 
-def _recoveries(kpis: Sequence[Obj], marks: bool = True) -> dict[str, str]:
+def _recoveries(kpis: Sequence[KpiRow], marks: bool = True) -> dict[str, str]:
     """The recovery KPI of each fault, by fault id (one recoverySeconds row per fault): its value
     and its mark (``marks.MARKS``, by its verdict), or without ``marks`` its verdict in words."""
-    judged = {str(k["fault"]): k for k in kpis if k.get("name") == "recoverySeconds" and k.get("fault")}
+    judged = {k.fault: k for k in kpis if k.name == "recoverySeconds" and k.fault}
     return {
-        fault: f"{k.get('measured', '')} {mark(k.get('verdict')) if marks else k.get('verdict', '')}".strip()
+        fault: f"{k.measured} {mark(k.verdict) if marks else k.verdict}".strip()
         for fault, k in judged.items()
     }
 
 
-def kpi_rows(kpis: Sequence[Obj], limit: int = CELL, marks: bool = True) -> list[list[Text | str]]:
+def kpi_rows(kpis: Sequence[KpiRow], limit: int = CELL, marks: bool = True) -> list[list[Text | str]]:
     """One row per KPI: name (and the fault it judges), value, bound, warn band, verdict, evidence;
     cells cut at ``limit`` characters; the verdict after its mark (``marks.MARKS``, by the verdict:
     a status may still hold emoji marks) where ``marks`` and it has one."""
     rows: list[list[Text | str]] = []
     for k in kpis:
-        name = str(k.get("name", "")) + (f" {k['fault']}" if k.get("fault") else "")
-        verdict, shown = _styled(k.get("verdict")), mark(k.get("verdict"))
+        verdict, shown = _styled(k.verdict), mark(k.verdict)
         if marks and shown != NO_MARK:
             verdict = Text(f"{shown} ").append_text(verdict)
         rows.append(
             [
-                name,
-                _cut(_str(k.get("measured")), limit),
-                _cut(_str(k.get("threshold")), limit),
-                _str(k.get("warn")),
+                k.name + (f" {k.fault}" if k.fault else ""),
+                _cut(_str(k.measured), limit),
+                _cut(_str(k.threshold), limit),
+                _str(k.warn),
                 verdict,
-                _cut(_str(k.get("evidence")), limit),
+                _cut(_str(k.evidence), limit),
             ]
         )
     return rows
 
 
-def check_rows(checks: Sequence[Obj], limit: int = CELL) -> list[list[Text | str]]:
+def check_rows(checks: Sequence[CheckResult], limit: int = CELL) -> list[list[Text | str]]:
     """The verdict table's rows, less a drill's KPI rows (``kpi:...``: the KPI table has them)."""
     return [
         [
-            str(c.get("name", "")),
-            _figures(c.get("observed"), limit),
-            _figures(c.get("thresholds"), limit),
-            _styled(c.get("verdict")),
-            _str(c.get("reason")),
+            c.name,
+            _figures(c.observed, limit),
+            _figures(c.thresholds, limit),
+            _styled(c.verdict),
+            _str(c.reason),
         ]
         for c in checks
-        if not str(c.get("name", "")).startswith("kpi:")
+        if not c.name.startswith("kpi:")
     ]
 
 
@@ -209,96 +220,88 @@ def _ms(value: object) -> str:
     return NONE if value in (None, "") else f"{value} ms"
 
 
-def stage_rows(stages: Sequence[Obj]) -> list[list[Text | str]]:
-    rows: list[list[Text | str]] = []
-    for s in stages:
-        achieved = s.get("achievedRps")
-        jump = s.get("p99JumpAtSeconds")
-        rows.append(
-            [
-                str(s.get("name", "")),
-                _styled(s.get("phase")),
-                _str(s.get("requested")),
-                NONE if achieved in (None, "") else f"{achieved} req/s",
-                _ms(s.get("p50Ms")),
-                _ms(s.get("p99Ms")),
-                NONE if jump is None else f"at {jump:g} s",
-                _str(s.get("errors")),
-                _str(s.get("dropped")),
-            ]
-        )
-    return rows
+def stage_rows(stages: Sequence[StageSummary]) -> list[list[Text | str]]:
+    return [
+        [
+            s.name,
+            _styled(s.phase),
+            _str(s.requested),
+            NONE if not s.achieved_rps else f"{s.achieved_rps} req/s",
+            _ms(s.p50_ms),
+            _ms(s.p99_ms),
+            NONE if s.p99_jump_at_seconds is None else f"at {s.p99_jump_at_seconds:g} s",
+            _str(held(s, "errors")),
+            _str(held(s, "dropped")),
+        ]
+        for s in stages
+    ]
 
 
 def fault_rows(
-    faults: Sequence[Obj], kpis: Sequence[Obj], limit: int = 48, marks: bool = True
+    faults: Sequence[FaultRecord], kpis: Sequence[KpiRow], limit: int = 48, marks: bool = True
 ) -> list[list[Text | str]]:
     """One row per journal entry: when it was injected and reverted, how long it was held, and
     the recovery KPI that judged it (with its mark, or without ``marks`` its verdict)."""
     recovery = _recoveries(kpis, marks)
     return [
         [
-            str(f.get("id", "")),
-            str(f.get("kind", "")),
-            str(f.get("stage", "")),
-            _cut(_str(f.get("target")), limit),
-            _styled(f.get("phase")),
-            _clock(f.get("injectedAt")),
-            _clock(f.get("revertedAt")),
-            _held(f.get("injectedAt"), f.get("revertedAt")),
-            recovery.get(str(f.get("id")), NONE),
+            f.id,
+            f.kind,
+            f.stage,
+            _cut(_str(f.target), limit),
+            _styled(f.phase),
+            _clock(f.injected_at),
+            _clock(f.reverted_at),
+            _held_for(f.injected_at, f.reverted_at),
+            recovery.get(f.id, NONE),
         ]
         for f in faults
     ]
 
 
 def readiness_board(obj: Obj) -> RenderableType:
-    status = obj.get("status") or {}
-    verdict = shown_verdict(obj)
-    history = status.get("history") or []
+    shown = readiness_status(obj)
+    status = shown.status
+    verdict = _verdict(status)
     evaluating = verdict == EVALUATING
-    last = history[-1].get("verdict") if history and evaluating else None
-    score = status.get("score")
+    last = status.history[-1].verdict if status.history and evaluating else None
     head = _facts(
         ("Verdict", verdict),
         ("last", last),
-        ("Ready", _ready(status)),
-        ("Score", None if score is None else f"{score} %"),
-        ("Phase", status.get("phase")),
-        ("Stage", status.get("stage")),
+        ("Ready", _ready(status.conditions)),
+        ("Score", None if status.score is None else f"{status.score} %"),
+        ("Phase", status.phase),
+        ("Stage", status.stage),
     )
-    release = status.get("release") or {}
-    reverted = _condition(status, "FaultsReverted")
-    completed = status.get("completedAt") if not evaluating else None  # the last round's, not this one's
+    reverted = condition(status.conditions, "FaultsReverted")
+    completed = status.completed_at if not evaluating else None  # the last round's, not this one's
     where = _facts(
-        ("Target", status.get("targetUrl")),
-        ("release", release.get("revision")),
-        ("started", _clock(status.get("startedAt")) if status.get("startedAt") else None),
+        ("Target", status.target_url),
+        ("release", status.release.revision if status.release else None),
+        ("started", _clock(status.started_at) if status.started_at else None),
         ("completed", _clock(completed) if completed else None),
-        ("faults reverted", reverted.get("status")),
+        ("faults reverted", reverted.status if reverted else None),
     )
-    parts: list[RenderableType] = [_title(obj, readiness.KIND), head]
-    message = str(_condition(status, "Ready").get("message") or "")
-    if message:
-        parts.append(Text(_cut(message, MESSAGE), style="dim"))
+    parts: list[RenderableType] = [
+        _title(shown, readiness.KIND, status.observed_generation),
+        head,
+        *_message(status.conditions),
+    ]
     if where:
         parts.append(where)
-    kpis = list(status.get("kpis") or [])
-    if kpis:
-        parts.append(_table("KPIs", KPI_HEADERS, kpi_rows(kpis)))
-    checks = check_rows(list(status.get("checks") or []))
+    if status.kpis:
+        parts.append(_table("KPIs", KPI_HEADERS, kpi_rows(status.kpis)))
+    checks = check_rows(status.checks)
     if checks:
         parts.append(_table("Checks", CHECK_HEADERS, checks))
-    stages = list(status.get("stages") or [])
-    if stages:
-        parts.append(_table("Stages", STAGE_HEADERS, stage_rows(stages)))
-        bound = [f"{s.get('name')}: {s['clientBound']}" for s in stages if s.get("clientBound")]
+    if status.stages:
+        parts.append(_table("Stages", STAGE_HEADERS, stage_rows(status.stages)))
+        bound = [f"{s.name}: {s.client_bound}" for s in status.stages if s.client_bound]
         parts.extend(Text(_cut(f"client bound in {b}", MESSAGE), style="yellow") for b in bound)
-    faults = list(status.get("faults") or [])
-    if faults:
+    if status.faults:
         # at 80 columns: the stage is in the fault's id, how long it held in its two times
-        parts.append(_table("Faults", FAULT_HEADERS, fault_rows(faults, kpis), FAULT_DROP))
-    if not (kpis or checks or stages or faults):
+        parts.append(_table("Faults", FAULT_HEADERS, fault_rows(status.faults, status.kpis), FAULT_DROP))
+    if not (status.kpis or checks or status.stages or status.faults):
         parts.append(Text("no rows yet: nothing has been measured", style="dim"))
     return Group(*parts)
 
@@ -306,65 +309,64 @@ def readiness_board(obj: Obj) -> RenderableType:
 # --- MCPBenchmark ---
 
 
-def level_rows(results: Sequence[Obj]) -> list[list[Text | str]]:
+def level_rows(results: Sequence[LevelRow]) -> list[list[Text | str]]:
     return [
         [
-            str(r.get("level", "")),
-            str(r.get("requests", "")),
-            str(r.get("errors", "")),
-            _str(r.get("throughputRps")),
-            _ms(r.get("p50Ms")),
-            _ms(r.get("p99Ms")),
-            _styled(r.get("slo") or None),
+            r.level,
+            str(r.requests),
+            str(r.errors),
+            _str(r.throughput_rps),
+            _ms(r.p50_ms),
+            _ms(r.p99_ms),
+            _styled(r.slo or None),
         ]
         for r in results
     ]
 
 
 def benchmark_board(obj: Obj) -> RenderableType:
-    status = obj.get("status") or {}
-    shards = status.get("shards") or {}
-    progress = status.get("progress") or {}
-    reported = f"{shards.get('reported', 0)}/{shards.get('expected')}" if shards else None
-    if shards.get("rejected"):
-        reported = f"{reported} ({shards['rejected']} rejected)"
+    shown = benchmark_status(obj)
+    status = shown.status
+    shards, progress = status.shards, status.progress
+    reported = None
+    if shards is not None:
+        reported = f"{shards.reported}/{shards.expected}"
+        if shards.rejected:
+            reported = f"{reported} ({shards.rejected} rejected)"
     head = _facts(
-        ("Verdict", status.get("verdict") or status.get("phase") or "Pending"),
-        ("Ready", _ready(status)),
-        ("Phase", status.get("phase")),
+        ("Verdict", status.verdict or status.phase or "Pending"),
+        ("Ready", _ready(status.conditions)),
+        ("Phase", status.phase),
         ("Shards", reported),
-        ("P99", _ms(status.get("p99Ms")) if status.get("p99Ms") else None),
-        ("Throughput", f"{status['throughputRps']} req/s" if status.get("throughputRps") else None),
+        ("P99", _ms(status.p99_ms) if status.p99_ms else None),
+        ("Throughput", f"{status.throughput_rps} req/s" if status.throughput_rps else None),
     )
-    parts: list[RenderableType] = [_title(obj, benchmark.KIND), head]
-    message = str(_condition(status, "Ready").get("message") or "")
-    if message:
-        parts.append(Text(_cut(message, MESSAGE), style="dim"))
-    if status.get("phase") == "Running" and progress:
-        eta = progress.get("etaSeconds")
+    parts: list[RenderableType] = [
+        _title(shown, benchmark.KIND, status.observed_generation),
+        head,
+        *_message(status.conditions),
+    ]
+    if status.phase == "Running" and progress is not None:
+        rate = held(progress, "rate_rps")
         parts.append(
             _facts(
-                ("Level", progress.get("level")),
-                ("sent", progress.get("sent")),
-                ("errors", progress.get("errors")),
-                ("rate", f"{progress.get('rateRps')} req/s" if progress.get("rateRps") else None),
-                ("ETA", None if eta is None else f"{eta} s"),
+                ("Level", progress.level),
+                ("sent", held(progress, "sent")),
+                ("errors", held(progress, "errors")),
+                ("rate", f"{rate} req/s" if rate else None),
+                ("ETA", None if progress.eta_seconds is None else f"{progress.eta_seconds} s"),
             )
         )
-    parts.append(_facts(("Target", status.get("targetUrl")), ("Job", status.get("jobName"))))
-    results = list(status.get("results") or [])
-    if results:
+    parts.append(_facts(("Target", status.target_url), ("Job", status.job_name)))
+    if status.results:
         headers = ["Level", "Requests", "Errors", "Throughput rps", "P50", "P99", "SLO"]
-        parts.append(_table("Levels", headers, level_rows(results)))
-    found = [d for d in status.get("diagnostics") or [] if d.get("state") == "Found"]
+        parts.append(_table("Levels", headers, level_rows(status.results)))
+    found = [d for d in status.diagnostics if d.state == "Found"]
     if found:
-        rows = [
-            [str(d.get("key", "")), _str(d.get("level")), _cut(_str(d.get("summary")), 120)] for d in found
-        ]
+        rows = [[d.key, _str(d.level), _cut(_str(d.summary), 120)] for d in found]
         parts.append(_table("Traps found", ["Trap", "Level", "Summary"], rows))
-    preflight = (status.get("preflight") or {}).get("findings") or []
-    if preflight:
-        rows = [[str(f.get("reason", "")), _cut(_str(f.get("message")), 120)] for f in preflight]
+    if status.preflight is not None and status.preflight.findings:
+        rows = [[f.reason, _cut(_str(f.message), 120)] for f in status.preflight.findings]
         parts.append(_table("Preflight", ["Reason", "Message"], rows))
     return Group(*parts)
 

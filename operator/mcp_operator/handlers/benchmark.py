@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from mcp_bench.api import format_validation_error
 
 from .. import metrics
-from ..api.benchmark import KIND, PLURAL, MCPBenchmarkSpec
+from ..api.benchmark import KIND, PLURAL, MCPBenchmarkSpec, benchmark_glance, benchmark_status
 from ..api.common import GROUP, VERSION
 from ..benchmark import start, tick
 from ..benchmark.job import run_job_name
@@ -32,21 +32,21 @@ from .common import about_object, announcer, reject, wait_for_names
 async def start_benchmark(
     spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta, body: kopf.Body, patch: kopf.Patch, **_: Any
 ) -> None:
-    generation = int(meta["generation"])
-    if start.already_refused(status, generation):
+    generation, found = int(meta["generation"]), benchmark_status(status)
+    if start.already_refused(found, generation):
         return
     try:
         parsed = MCPBenchmarkSpec.model_validate(spec)
     except ValidationError as exc:
         problem = SpecProblem("InvalidSpec", f"spec: {format_validation_error(exc)}")
-        _reject(body, patch, start.refused(status, generation, problem, utc_now()))
+        _reject(body, patch, start.refused(found, generation, problem, utc_now()))
         return
-    job = run_job_name(meta["name"], parsed, generation, status)
+    job = run_job_name(meta["name"], parsed, generation, found)
     run = start.Run(str(meta["namespace"]), str(meta["name"]), str(meta["uid"]), generation, job)
-    if status.get("jobName") == job:
-        await start.steer(run, parsed, status, patch.status)
+    if found.job_name == job:
+        await start.steer(run, parsed, found, patch.status)
         return
-    refused = await start.start_run(run, parsed, status, patch.status, announcer(body))
+    refused = await start.start_run(run, parsed, found, patch.status, announcer(body))
     if refused is not None and refused.wait:  # not a refusal: DNS may be late; looked at again
         await wait_for_names(body, PLURAL, status, generation, refused.problems)
     if refused is not None:
@@ -60,7 +60,7 @@ async def start_benchmark(
     interval=2.0,
     initial_delay=1.0,
     backoff=2.0,  # after a failure kopf would wait 60 s; the next tick is the retry
-    when=lambda status, **_: status.get("phase") == "Running" and bool(status.get("jobName")),
+    when=lambda status, **_: benchmark_glance(status).collecting,
 )
 @metrics.counted_errors("collect_benchmark")
 @about_object
@@ -69,7 +69,7 @@ async def collect_benchmark(
 ) -> None:
     generation = int(meta["generation"])
     run = tick.Collecting(str(meta["namespace"]), str(meta["name"]), str(meta["uid"]), generation, spec)
-    await tick.collect(run, status, patch.status, announcer(body))
+    await tick.collect(run, benchmark_status(status), patch.status, announcer(body))
 
 
 def _reject(body: kopf.Body, patch: kopf.Patch, refused: start.Refused) -> None:

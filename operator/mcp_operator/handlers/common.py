@@ -14,6 +14,8 @@ from typing import Any, NoReturn, TypeVar, cast
 import kopf
 
 from .. import events, kube, logs, metrics
+from ..api.common import Conditioned
+from ..api.tolerant import tolerant
 from ..conditions import utc_now
 from ..readiness.drill.run import Announce
 from ..rejection import problems_message
@@ -84,7 +86,7 @@ async def wait_for_names(
 ) -> NoReturn:
     """A spec whose names do not resolve yet: say so (an event when that is news) and look again
     after a while (``unresolved``); never a refusal that stands for the generation."""
-    conds, changed = waiting_conditions(status, generation, problems, utc_now())
+    conds, changed = waiting_conditions(tolerant(Conditioned, status), generation, problems, utc_now())
     await kube.patch_status(
         plural, str(body.metadata.namespace), str(body.metadata.name), {"conditions": conds}
     )

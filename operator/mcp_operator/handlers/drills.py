@@ -12,6 +12,7 @@ import kopf
 from .. import metrics
 from ..api.common import GROUP, VERSION
 from ..api.readiness import PLURAL
+from ..api.readinessstatus import glance
 from ..readiness import drills, runtime
 from .common import about_object, announcer
 
@@ -22,7 +23,7 @@ from .common import about_object, announcer
     PLURAL,
     interval=drills.REVERT_RETRY_INTERVAL_S,
     initial_delay=drills.REVERT_RETRY_INTERVAL_S,
-    when=lambda status, **_: any(f.get("phase") == "RevertFailed" for f in status.get("faults") or []),
+    when=lambda status, **_: glance(status).revert_failed,
 )
 @metrics.counted_errors("retry_reverts")
 @about_object

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from .. import metrics
 from ..api.common import GROUP, VERSION
 from ..api.readiness import DECIDED_PHASES, KIND, PLURAL, MCPReadinessSpec, PodReadinessGate
+from ..api.readinessstatus import glance, read_status, status_of
 from ..conditions import condition, utc_now
 from ..readiness import change, drills, due, podgate, readers, runtime
 from ..readiness.claim import skip_reason
@@ -44,7 +45,7 @@ async def evaluate_readiness(
         if obj is None:
             return  # deleted, or a newer spec whose own event follows
         status = await drills.settle(rt, gate.generation, obj, gate.announce)
-        why = skip_reason(status, gate.generation, rt.claims.running)
+        why = skip_reason(read_status(status), gate.generation, rt.claims.running)
         if why is not None:
             log.debug("%s/%s generation %d not evaluated again: %s", *gate.where, gate.generation, why)
             return
@@ -71,7 +72,7 @@ async def evaluate_readiness(
     interval=5.0,
     initial_delay=5.0,
     when=lambda spec, status, **_: (
-        bool(spec.get("recheckIntervalSeconds")) and status.get("phase") in DECIDED
+        bool(spec.get("recheckIntervalSeconds")) and glance(status).phase in DECIDED
     ),
 )
 @metrics.counted_errors("recheck_readiness")
@@ -86,7 +87,7 @@ async def recheck_readiness(spec: kopf.Spec, meta: kopf.Meta, body: kopf.Body, *
         if obj is None or parsed is None:
             return  # deleted or changed (the change handler's), or rejected by it already
         now = dt.datetime.now(dt.UTC)
-        recheck = await due.recheck(parsed, obj.get("status") or {}, gate.generation, gate.namespace, now)
+        recheck = await due.recheck(parsed, status_of(obj), gate.generation, gate.namespace, now)
         if recheck is not None:  # a lost claim: changed meanwhile, the next tick looks again
             await run_round(rt, gate, obj, parsed, "Recheck", recheck.observation)
 
@@ -97,9 +98,7 @@ async def recheck_readiness(spec: kopf.Spec, meta: kopf.Meta, body: kopf.Body, *
     PLURAL,
     interval=RETRY_TICK_S,
     initial_delay=RETRY_TICK_S,
-    when=lambda status, **_: (
-        bool((status.get("retry") or {}).get("nextAt")) and status.get("phase") in DECIDED
-    ),
+    when=lambda status, **_: bool(glance(status).retry_due_at) and glance(status).phase in DECIDED,
 )
 @metrics.counted_errors("retry_readiness")
 @about_object
@@ -113,7 +112,7 @@ async def retry_readiness(spec: kopf.Spec, meta: kopf.Meta, body: kopf.Body, **_
         if obj is None or parsed is None:
             return
         now = dt.datetime.now(dt.UTC)
-        retry = await due.retry(parsed, obj.get("status") or {}, gate.generation, gate.namespace, now)
+        retry = await due.retry(parsed, status_of(obj), gate.generation, gate.namespace, now)
         if retry is not None:  # a lost claim: changed meanwhile, the next tick looks again
             await run_round(rt, gate, obj, parsed, "Recheck", retry.observation)
 
@@ -125,7 +124,7 @@ async def retry_readiness(spec: kopf.Spec, meta: kopf.Meta, body: kopf.Body, **_
     id="watch_release",
     initial_delay=WATCH_INTERVAL_S,
     when=lambda spec, status, **_: (
-        bool(spec.get("watch")) and not spec.get("suspend") and status.get("phase") in (*DECIDED, "Running")
+        bool(spec.get("watch")) and not spec.get("suspend") and glance(status).phase in (*DECIDED, "Running")
     ),
 )
 async def watch_releases(stopped: kopf.DaemonStopped, **kwargs: Any) -> None:
@@ -147,7 +146,7 @@ async def watch_release(spec: kopf.Spec, meta: kopf.Meta, body: kopf.Body, **_: 
         obj, parsed = readers.of_generation(found, gate.generation), _valid(spec)
         if obj is None or parsed is None:
             return found is not None  # deleted: False ends the watch; changed: the next tick
-        status, running = obj.get("status") or {}, rt.claims.running
+        status, running = status_of(obj), rt.claims.running
         release = await due.new_release(parsed, status, gate.generation, gate.namespace, running)
         if release is not None:  # a lost claim: changed meanwhile, the next tick looks again
             await run_round(rt, gate, obj, parsed, "Watch", release.observation)
@@ -161,7 +160,7 @@ async def watch_release(spec: kopf.Spec, meta: kopf.Meta, body: kopf.Body, **_: 
     interval=5.0,
     initial_delay=2.0,
     when=lambda spec, status, **_: (
-        bool(spec.get("podReadinessGate")) and status.get("phase") in (*DECIDED, "Invalid")
+        bool(spec.get("podReadinessGate")) and glance(status).phase in (*DECIDED, "Invalid")
     ),
 )
 @metrics.counted_errors("sync_pod_gate")
@@ -174,9 +173,9 @@ async def sync_pod_gate(
         gate = PodReadinessGate.model_validate(spec["podReadinessGate"])
     except ValidationError:
         return  # the change handler has already rejected the spec
-    ready = condition(list(status.get("conditions") or []), "Ready") or {}
-    gated = await podgate.sync_pods(gate, meta["namespace"], ready, utc_now())
-    if status.get("gatedPods") != gated:
+    now = read_status(status)
+    gated = await podgate.sync_pods(gate, meta["namespace"], condition(now.conditions, "Ready"), utc_now())
+    if now.gated_pods != gated:
         patch.status["gatedPods"] = gated
 
 

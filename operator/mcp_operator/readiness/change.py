@@ -20,7 +20,8 @@ from pydantic import ValidationError
 from mcp_bench.api import format_validation_error
 
 from .. import kube
-from ..api.readiness import MCPReadinessSpec
+from ..api.readiness import MCPReadinessSpec, MCPReadinessStatus
+from ..api.readinessstatus import read_status
 from ..conditions import set_condition, utc_now
 from ..rejection import Refused
 from ..targets import SpecProblem
@@ -43,21 +44,21 @@ class Accepted:
 
 
 def refused(
-    status: Mapping[str, Any],
+    status: MCPReadinessStatus,
     generation: int,
     problems: list[SpecProblem],
     release: Mapping[str, Any] | None = None,
 ) -> Refused:
-    conditions = list(status.get("conditions") or [])
+    conditions = status.condition_rows()
     return Refused(rejected_status(conditions, generation, problems, utc_now(), release), problems)
 
 
-def suspended_status(status: Mapping[str, Any], generation: int) -> dict[str, Any]:
+def suspended_status(status: MCPReadinessStatus, generation: int) -> dict[str, Any]:
     """A suspended gate says so in ``Accepted`` (Unknown: the spec is judged once it runs), so a
     gate created suspended is never without a condition; Ready keeps the last verdict, which
     consumers go on reading."""
     conditions = set_condition(
-        list(status.get("conditions") or []),
+        status.condition_rows(),
         "Accepted",
         None,
         "Suspended",
@@ -69,10 +70,11 @@ def suspended_status(status: Mapping[str, Any], generation: int) -> dict[str, An
 
 
 async def accept(
-    spec: Mapping[str, Any], status: Mapping[str, Any], gate: Gate, out: MutableMapping[str, Any]
+    spec: Mapping[str, Any], wire: Mapping[str, Any], gate: Gate, out: MutableMapping[str, Any]
 ) -> Accepted | Refused | None:
     """The spec and its target for a round; a refusal; or None when nothing more runs for this
     generation (suspended, a drill ended: its status is in ``out``)."""
+    status = read_status(wire)
     try:
         parsed = MCPReadinessSpec.model_validate(spec)
     except ValidationError as exc:
@@ -89,14 +91,14 @@ async def accept(
         out.update(fields)
         gate.announce(True, reason, message)
         return None
-    left = journal.not_reverted(list(status.get("faults") or []))
+    left = journal.not_reverted(status.fault_rows())
     if parsed.drill is not None and left:  # no new fault while an old one is in place, and no
         await drills.hold(gate.namespace, gate.name, status, gate.generation, left, gate.announce)
         raise drills.Held("an earlier drill's fault is not reverted yet")  # new journal over it
     return await _target(parsed, status, gate)
 
 
-async def _target(parsed: MCPReadinessSpec, status: Mapping[str, Any], gate: Gate) -> Accepted | Refused:
+async def _target(parsed: MCPReadinessSpec, status: MCPReadinessStatus, gate: Gate) -> Accepted | Refused:
     target = await resolve_target(parsed, gate.namespace, kube.service_exists)
     problems = semantic_problems(parsed) + await dial_problems(parsed)
     if isinstance(target, SpecProblem):

@@ -22,7 +22,7 @@ from kubernetes.client.exceptions import ApiException
 
 from .. import kube
 from ..api.common import GROUP, VERSION
-from ..api.readiness import DECIDED_PHASES, PLURAL
+from ..api.readiness import DECIDED_PHASES, PLURAL, MCPReadinessStatus
 
 INSTANCE = uuid.uuid4().hex[:12]  # this operator process
 FINAL_PHASES = (*DECIDED_PHASES, "Invalid", "Suspended")
@@ -65,25 +65,26 @@ class Claims:
         return lock
 
 
-def skip_reason(status: Mapping[str, Any], generation: int, running: set[str]) -> str | None:
+def skip_reason(status: MCPReadinessStatus, generation: int, running: set[str]) -> str | None:
     """Why a change handler must not evaluate, judged on the fresh status; None: claim and run."""
-    marker = status.get("evaluation") or {}
-    if marker.get("id") in running:
+    if status.evaluation is not None and status.evaluation.id in running:
         return "InProgress"
-    if status.get("observedGeneration") == generation and status.get("phase") in FINAL_PHASES:
+    if status.observed_generation == generation and status.phase in FINAL_PHASES:
         return "AlreadyEvaluated"
     return None
 
 
-def orphaned_watch_round(status: Mapping[str, Any], generation: int, running: set[str]) -> bool:
+def orphaned_watch_round(status: MCPReadinessStatus, generation: int, running: set[str]) -> bool:
     """A watch round of this generation still marked Running that no task here runs: it failed
     before its verdict (a change handler's round is retried by kopf itself)."""
-    marker = status.get("evaluation") or {}
+    marker = status.evaluation
     return (
-        status.get("phase") == "Running"
-        and (status.get("release") or {}).get("trigger") == "Watch"
-        and marker.get("generation") == generation
-        and marker.get("id") not in running
+        status.phase == "Running"
+        and status.release is not None
+        and status.release.trigger == "Watch"
+        and marker is not None
+        and marker.generation == generation
+        and marker.id not in running
     )
 
 

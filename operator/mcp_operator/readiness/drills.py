@@ -16,12 +16,14 @@ from collections.abc import Coroutine, Mapping
 from typing import Any
 
 from .. import kube, metrics
-from ..api.readiness import PLURAL, MCPReadinessSpec
+from ..api.readiness import PLURAL, MCPReadinessSpec, MCPReadinessStatus
+from ..api.readinessstatus import read_status, status_of
 from ..conditions import set_condition, utc_now
 from .claim import Marker
 from .drill import journal
-from .drill.run import Announce, Drill, DrillContext, DrillOutcome, StageLoader, ended_stages, replay_journal
+from .drill.run import Announce, Drill, DrillContext, DrillOutcome, StageLoader, replay_journal
 from .drill.shardload import ShardedStageLoader
+from .drill.summary import ended_stages
 from .readers import fresh
 from .runtime import Runtime
 
@@ -54,12 +56,11 @@ async def settle(rt: Runtime, generation: int, obj: Mapping[str, Any], announce:
         await rt.drills.stop(uid)
         refreshed = await fresh(meta["namespace"], meta["name"])
         status = dict((refreshed or {}).get("status") or {})
-    if rt.drills.get(uid) is None and journal.open_entries(list(status.get("faults") or [])):
-        before = {e["id"] for e in journal.open_entries(list(status["faults"]))}
-        faults = await replay_journal(list(status["faults"]), kube.api_client())
-        conds = journal.revert_condition(
-            list(status.get("conditions") or []), faults, int(meta["generation"]), utc_now()
-        )
+    found = read_status(status)
+    if rt.drills.get(uid) is None and journal.open_entries(found.fault_rows()):
+        before = {e["id"] for e in journal.open_entries(found.fault_rows())}
+        faults = await replay_journal(found.fault_rows(), kube.api_client())
+        conds = journal.revert_condition(found.condition_rows(), faults, int(meta["generation"]), utc_now())
         await write_status(meta["namespace"], meta["name"], {"faults": faults, "conditions": conds})
         status.update(faults=faults, conditions=conds)
         for entry in faults:
@@ -81,7 +82,7 @@ def holds_finalizer(spec: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
     while its journal shows a fault not known to be undone, whatever the spec says now (a drill
     removed from the spec after its revert failed would otherwise let the gate go, the fault in
     place and no FaultsAbandoned event)."""
-    return bool(spec.get("drill")) or bool(journal.open_entries(list(status.get("faults") or [])))
+    return bool(spec.get("drill")) or bool(journal.open_entries(read_status(status).fault_rows()))
 
 
 async def revert_deleted(
@@ -92,7 +93,7 @@ async def revert_deleted(
     all reverted, or released by a person's annotation (announced with what is left)."""
     await rt.drills.stop(str(meta["uid"]))
     now = await fresh(meta["namespace"], meta["name"])
-    faults = list(((now or {}).get("status") or status or {}).get("faults") or [])
+    faults = (status_of(now) if now is not None else read_status(status)).fault_rows()
     if not journal.open_entries(faults):
         return None
     faults = await replay_journal(faults, kube.api_client())
@@ -109,14 +110,14 @@ async def revert_deleted(
     return named(left)
 
 
-def interrupted(status: Mapping[str, Any], generation: int) -> bool:
+def interrupted(status: MCPReadinessStatus, generation: int) -> bool:
     """A drill of this generation claimed by a process that no longer runs it."""
-    marker = status.get("evaluation") or {}
-    return status.get("phase") == "Running" and marker.get("generation") == generation
+    marker = status.evaluation
+    return status.phase == "Running" and marker is not None and marker.generation == generation
 
 
 def ended_status(
-    status: Mapping[str, Any], generation: int, release: Mapping[str, Any], now: str, *, aborted: bool
+    status: MCPReadinessStatus, generation: int, release: Mapping[str, Any], now: str, *, aborted: bool
 ) -> tuple[dict[str, Any], str, str]:
     """An aborted drill, or one the operator lost mid-run: its faults are already reverted
     (``settle``); the run proved nothing, so it is Inconclusive and not Ready. Its
@@ -129,19 +130,17 @@ def ended_status(
         else "the operator stopped during the drill; its faults were reverted; change the spec to run it "
         "again"
     )
-    conds = set_condition(
-        list(status.get("conditions") or []), "Ready", False, reason, message, generation, now
-    )
+    conds = set_condition(status.condition_rows(), "Ready", False, reason, message, generation, now)
     # Complete: the run is over (kubectl wait --for=condition=Complete returns); Ready says how
     conds = set_condition(conds, "Complete", True, reason, message, generation, now)
-    conds = journal.revert_condition(conds, list(status.get("faults") or []), generation, now)
+    conds = journal.revert_condition(conds, status.fault_rows(), generation, now)
     fields = {
         "observedGeneration": generation,
         "phase": "Aborted" if aborted else "Inconclusive",
         "verdict": "Inconclusive",
         "completedAt": now,
         "conditions": conds,
-        "stages": ended_stages(list(status.get("stages") or [])),
+        "stages": ended_stages(status.stage_rows()),
         "release": {**release, "completedAt": now},
     }
     return fields, reason, message
@@ -150,7 +149,7 @@ def ended_status(
 async def hold(
     namespace: str,
     name: str,
-    status: Mapping[str, Any],
+    status: MCPReadinessStatus,
     generation: int,
     left: list[dict[str, Any]],
     announce: Announce,
@@ -158,8 +157,9 @@ async def hold(
     """No new fault while an old one is in place, and no new journal over an open entry: Ready
     says why the drill waits (the change handler retries later)."""
     message = f"not started: an earlier drill's faults are not reverted yet ({named(left)}); retrying"
-    conds = list(status.get("conditions") or [])
-    conds = set_condition(conds, "Ready", False, "FaultsNotReverted", message, generation, utc_now())
+    conds = set_condition(
+        status.condition_rows(), "Ready", False, "FaultsNotReverted", message, generation, utc_now()
+    )
     await write_status(namespace, name, {"conditions": conds})
     announce(True, "FaultsNotReverted", message)
 
@@ -227,22 +227,20 @@ async def _task(
         log.exception("drill of %s/%s failed", namespace, name)
         metrics.ERRORS.labels("drill").inc()
         message = f"the drill failed: {type(exc).__name__}: {exc}"[:1000]
-        now_status = ((await fresh(namespace, name)) or {}).get("status") or {}
+        now_status = status_of((await fresh(namespace, name)) or {})
         announce(True, "DrillFailed", message)
         await write_status(namespace, name, failed_status(now_status, generation, message, utc_now()))
     finally:
         rt.claims.running.discard(marker.id)
 
 
-def failed_status(status: Mapping[str, Any], generation: int, message: str, now: str) -> dict[str, Any]:
+def failed_status(status: MCPReadinessStatus, generation: int, message: str, now: str) -> dict[str, Any]:
     """A drill whose round raised: not Ready, over (Complete), Error, its stages ended."""
-    conds = set_condition(
-        list(status.get("conditions") or []), "Ready", False, "DrillFailed", message, generation, now
-    )
+    conds = set_condition(status.condition_rows(), "Ready", False, "DrillFailed", message, generation, now)
     conds = set_condition(conds, "Complete", True, "DrillFailed", message, generation, now)
-    conds = journal.revert_condition(conds, list(status.get("faults") or []), generation, now)
+    conds = journal.revert_condition(conds, status.fault_rows(), generation, now)
     return {
-        "stages": ended_stages(list(status.get("stages") or [])),
+        "stages": ended_stages(status.stage_rows()),
         "phase": "Failed",
         "verdict": "Error",
         "observedGeneration": generation,

@@ -6,11 +6,9 @@ Each answers the observation the round records, or None: nothing to do at this t
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from ..api.readiness import DECIDED_PHASES, MCPReadinessSpec
+from ..api.readiness import DECIDED_PHASES, MCPReadinessSpec, MCPReadinessStatus
 from .claim import orphaned_watch_round
 from .evaluate import recheck_due
 from .readers import readers
@@ -30,11 +28,11 @@ class Due:
 
 
 async def recheck(
-    parsed: MCPReadinessSpec, status: Mapping[str, Any], generation: int, namespace: str, now: dt.datetime
+    parsed: MCPReadinessSpec, status: MCPReadinessStatus, generation: int, namespace: str, now: dt.datetime
 ) -> Due | None:
     """The interval has passed since the last verdict of this generation, and the release is
     the one it judged (a new release is ``new_release``'s, with Ready Unknown meanwhile)."""
-    if status.get("observedGeneration") != generation:
+    if status.observed_generation != generation:
         return None  # the spec changed; the change handler evaluates it
     if not recheck_due(parsed, status, now):
         return None
@@ -46,11 +44,11 @@ async def recheck(
 
 
 async def retry(
-    parsed: MCPReadinessSpec, status: Mapping[str, Any], generation: int, namespace: str, now: dt.datetime
+    parsed: MCPReadinessSpec, status: MCPReadinessStatus, generation: int, namespace: str, now: dt.datetime
 ) -> Due | None:
     """An operator-caused verdict of this generation is due to be evaluated again
     (``readiness.retry``), against the release it judged; never a drill, never a suspended gate."""
-    if status.get("observedGeneration") != generation or status.get("phase") not in DECIDED:
+    if status.observed_generation != generation or status.phase not in DECIDED:
         return None
     if parsed.suspend or parsed.drill is not None or not retry_due(status, now):
         return None
@@ -62,14 +60,14 @@ async def retry(
 
 
 async def new_release(
-    parsed: MCPReadinessSpec, status: Mapping[str, Any], generation: int, namespace: str, running: set[str]
+    parsed: MCPReadinessSpec, status: MCPReadinessStatus, generation: int, namespace: str, running: set[str]
 ) -> Due | None:
     """What ``spec.watch`` shows (the workload's pod template, the Application's synced revision)
     differs from what the last evaluation recorded; or a watch round of this generation was left
     Running by a failure (nothing here runs it any more) and is taken over."""
     orphaned = orphaned_watch_round(status, generation, running)
-    decided = status.get("phase") in DECIDED
-    if not orphaned and (status.get("observedGeneration") != generation or not decided):
+    decided = status.phase in DECIDED
+    if not orphaned and (status.observed_generation != generation or not decided):
         return None  # the change handler's business, or a round in progress
     if parsed.watch is None or parsed.suspend or parsed.drill is not None:
         return None

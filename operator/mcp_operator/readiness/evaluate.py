@@ -8,7 +8,7 @@ through a small callable (``ServiceExists``) rather than a client object.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from typing import Any
@@ -25,7 +25,7 @@ from mcp_checks.api import (
 )
 from mcp_checks.api import run_checks as run_suite
 
-from ..api.readiness import DECIDED_PHASES, MCPReadinessSpec
+from ..api.readiness import DECIDED_PHASES, MCPReadinessSpec, MCPReadinessStatus, ReadinessChecks
 from ..targets import ServiceExists, SpecProblem, credentials_problem, resolve_url
 from ..targets.guarded import check_hooks
 from .dialing import dialed_addresses
@@ -121,23 +121,18 @@ async def run_checks(
     return await run_suite(plan_checks(suite_checks(spec)), context)
 
 
-def suite_checks(spec: MCPReadinessSpec) -> dict[str, Any]:
-    """``spec.checks`` as the suite plans it: the health probe and xdsSync as their typed specs
-    (a null probe is off; the suite otherwise turns it on, as a manifest without the key means),
-    the other checks camelCase."""
-    checks: dict[str, Any] = spec.checks.to_wire()
-    checks["healthProbe"] = spec.checks.health_probe
-    if spec.checks.xds_sync is not None:
-        checks["xdsSync"] = spec.checks.xds_sync
-    return checks
+def suite_checks(spec: MCPReadinessSpec) -> ReadinessChecks:
+    """``spec.checks`` as the suite plans it: each check its typed spec (``mcp_checks.specs``, with
+    the API's rules on top); a null probe is off, as is a check left out."""
+    return spec.checks
 
 
-def recheck_due(spec: MCPReadinessSpec, status: Mapping[str, Any], now: dt.datetime) -> bool:
+def recheck_due(spec: MCPReadinessSpec, status: MCPReadinessStatus, now: dt.datetime) -> bool:
     """A standing gate is evaluated again once its interval has passed since the last verdict."""
     if spec.recheck_interval_seconds is None or spec.suspend:
         return False
-    completed = status.get("completedAt")
-    if status.get("phase") not in DECIDED_PHASES or not completed:
+    completed = status.completed_at
+    if status.phase not in DECIDED_PHASES or not completed:
         return False
     last = dt.datetime.strptime(completed, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
     return (now - last).total_seconds() >= spec.recheck_interval_seconds

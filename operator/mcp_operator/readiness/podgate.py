@@ -9,16 +9,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import kube
+from ..api.common import Condition
 from ..api.readiness import PodReadinessGate
 
 
-def gate_condition(condition_type: str, ready: Mapping[str, Any], now: str) -> dict[str, str]:
-    """The pod condition for a Ready condition of the MCPReadiness (Unknown stays False)."""
+def gate_condition(condition_type: str, ready: Condition | None, now: str) -> dict[str, str]:
+    """The pod condition for the Ready condition of the MCPReadiness (Unknown stays False; none
+    yet: NotEvaluated)."""
     return {
         "type": condition_type,
-        "status": "True" if ready.get("status") == "True" else "False",
-        "reason": str(ready.get("reason") or "NotEvaluated"),
-        "message": str(ready.get("message") or "")[:1024],
+        "status": "True" if ready is not None and ready.status == "True" else "False",
+        "reason": ready.reason if ready is not None and ready.reason else "NotEvaluated",
+        "message": ("" if ready is None else ready.message)[:1024],
         "lastTransitionTime": now,
     }
 
@@ -32,7 +34,7 @@ def selector(match_labels: Mapping[str, str]) -> str:
     return ",".join(f"{key}={value}" for key, value in sorted(match_labels.items()))
 
 
-async def sync_pods(gate: PodReadinessGate, namespace: str, ready: Mapping[str, Any], now: str) -> int:
+async def sync_pods(gate: PodReadinessGate, namespace: str, ready: Condition | None, now: str) -> int:
     """Write the gate condition on every matching pod that does not carry it yet; returns how
     many pods the gate covers."""
     wanted = gate_condition(gate.condition_type, ready, now)

@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from mcp_checks.api import CheckOutcome, Verdict
 
-from ..api.readiness import MCPReadinessSpec, ReleaseWatch
+from ..api.readiness import MCPReadinessSpec, MCPReadinessStatus, ReleaseWatch
 from ..bounded import clip
 
 ROW = "rollout"
@@ -262,9 +262,7 @@ def release_record(
     return record
 
 
-def recorded_fingerprint(status: Mapping[str, Any]) -> str | None:
+def recorded_fingerprint(status: MCPReadinessStatus) -> str | None:
     """The fingerprint of the evaluation that ran (or was claimed) last."""
-    release = status.get("release") or {}
-    marker = status.get("evaluation") or {}
-    found = release.get("fingerprint") or marker.get("fingerprint")
-    return None if found is None else str(found)
+    release = None if status.release is None else status.release.fingerprint
+    return release or (None if status.evaluation is None else status.evaluation.fingerprint)

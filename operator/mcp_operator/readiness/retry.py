@@ -20,7 +20,7 @@ from typing import Any
 
 from mcp_checks.api import CheckOutcome, Verdict
 
-from ..api.readiness import RetryRecord
+from ..api.readiness import MCPReadinessStatus, RetryRecord
 
 BASE_S = 5.0
 CAP_S = 120.0
@@ -71,9 +71,9 @@ def retry_record(
     return {**RetryRecord(attempts=attempts, reason=reason).to_wire(), "nextAt": next_at}
 
 
-def retry_due(status: Mapping[str, Any], now: dt.datetime) -> bool:
+def retry_due(status: MCPReadinessStatus, now: dt.datetime) -> bool:
     """A retry is scheduled and its time has come."""
-    next_at = (status.get("retry") or {}).get("nextAt")
+    next_at = None if status.retry is None else status.retry.next_at
     if not next_at:
         return False
     return dt.datetime.strptime(str(next_at), STAMP).replace(tzinfo=dt.UTC) <= now

@@ -29,7 +29,8 @@ from typing import Any
 from mcp_checks.api import CheckOutcome, RunVerdict, Verdict, XdsMemory
 
 from .. import kube, logs, metrics
-from ..api.readiness import KIND, PLURAL, MCPReadinessSpec, XdsMemoryStatus
+from ..api.readiness import KIND, PLURAL, MCPReadinessSpec, MCPReadinessStatus, XdsMemoryStatus
+from ..api.readinessstatus import read_status
 from ..conditions import condition, utc_now
 from ..targets import SpecProblem
 from . import drills, podgate
@@ -106,19 +107,19 @@ def running_message(release: Mapping[str, Any]) -> str:
     return message
 
 
-def ready_status(status: Mapping[str, Any]) -> str | None:
-    ready = condition(list(status.get("conditions") or []), "Ready")
-    return None if ready is None else str(ready.get("status"))
+def ready_status(status: MCPReadinessStatus) -> str | None:
+    ready = condition(status.conditions, "Ready")
+    return None if ready is None else ready.status
 
 
 def checked_target(
-    target: str | SpecProblem, status: Mapping[str, Any]
+    target: str | SpecProblem, status: MCPReadinessStatus
 ) -> tuple[str, list[CheckOutcome] | None]:
     """A standing gate whose Service went away is not ready, and keeps checking for its return:
     the round's one row says why, against the target it judged last."""
     if isinstance(target, SpecProblem):
         row = CheckOutcome("target", Verdict.ERROR, target.reason, target.message)
-        return str(status.get("targetUrl") or ""), [row]
+        return status.target_url or "", [row]
     return target, None
 
 
@@ -137,9 +138,10 @@ async def run_round(
     ``target`` is resolved here unless the caller has (and has refused what does not resolve);
     ``status`` is ``obj``'s unless the caller has brought it up to date (drills settled)."""
     status = status if status is not None else obj.get("status") or {}
+    found = read_status(status)
     if target is None:
         url, outcomes = checked_target(
-            await resolve_target(parsed, gate.namespace, kube.service_exists), status
+            await resolve_target(parsed, gate.namespace, kube.service_exists), found
         )
     else:
         url, outcomes = target, None
@@ -151,7 +153,7 @@ async def run_round(
         previous = {**status, "startedAt": now}
     else:
         progress = running_status(
-            list(status.get("conditions") or []), gate.generation, url, now, running_message(release)
+            [c.to_wire() for c in found.conditions], gate.generation, url, now, running_message(release)
         )
         previous = {**status, **progress}
     if not await write_claim(obj, {**progress, "evaluation": marker.to_wire(), "release": release}):
@@ -161,11 +163,11 @@ async def run_round(
             "%s/%s: release changed (%s -> %s); evaluating",
             gate.namespace,
             gate.name,
-            recorded_fingerprint(status),
+            recorded_fingerprint(found),
             marker.fingerprint,
         )
     claimed = Claimed(
-        parsed, url, previous, marker, release, trigger not in QUIET, ready_status(status), outcomes
+        parsed, url, previous, marker, release, trigger not in QUIET, ready_status(found), outcomes
     )
     if drill_task(trigger, parsed):
         drills.start(
@@ -239,7 +241,7 @@ async def _evaluate(rt: Runtime, gate: Gate, claimed: Claimed) -> None:
         drill = None
         if claimed.outcomes is None and claimed.parsed.drill is not None:
             drill = await drills.run(rt, claimed.parsed, claimed.target, *gate.where, gate.announce)
-        memory = xds_memory(claimed.parsed, claimed.previous)
+        memory = xds_memory(claimed.parsed, read_status(claimed.previous))
         if claimed.outcomes is not None:
             outcomes = claimed.outcomes
         else:
@@ -283,12 +285,12 @@ async def _settled(gate: Gate, claimed: Claimed) -> tuple[Claimed, list[CheckOut
     return replace(claimed, release=release), [row]
 
 
-def xds_memory(parsed: MCPReadinessSpec, status: Mapping[str, Any]) -> XdsMemory | None:
+def xds_memory(parsed: MCPReadinessSpec, status: MCPReadinessStatus) -> XdsMemory | None:
     """What the gate's xDS check saw in earlier rounds, as its status keeps it (a restarted or
     new leader judges as the last one did); None when the gate has no xDS check."""
     if parsed.checks.xds_sync is None:
         return None
-    return XdsMemory.from_wire(status.get("xdsMemory"))
+    return XdsMemory.from_wire(None if status.xds_memory is None else status.xds_memory.to_wire())
 
 
 async def _run_checks(
@@ -327,7 +329,7 @@ async def _verdict(
         )
     pod_gate = claimed.parsed.pod_readiness_gate
     if pod_gate is not None:
-        ready = condition(new_status["conditions"], "Ready") or {}
+        ready = condition(read_status(new_status).conditions, "Ready")
         new_status["gatedPods"] = await podgate.sync_pods(pod_gate, gate.namespace, ready, utc_now())
     return new_status, verdict
 

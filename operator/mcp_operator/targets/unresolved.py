@@ -7,9 +7,9 @@ stands (``policy``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
+from ..api.common import Conditioned
 from ..conditions import condition, set_condition
 from ..rejection import problems_message
 from . import SpecProblem
@@ -26,15 +26,19 @@ def split(problems: list[SpecProblem]) -> tuple[list[SpecProblem], list[SpecProb
 
 
 def waiting_conditions(
-    status: Mapping[str, Any], generation: int, problems: list[SpecProblem], now: str
+    status: Conditioned, generation: int, problems: list[SpecProblem], now: str
 ) -> tuple[list[dict[str, Any]], bool]:
     """The conditions while waiting for the names, and whether they say something new (an event
     then, not one per retry)."""
-    conditions = list(status.get("conditions") or [])
+    conditions = status.condition_rows()
     message = f"{problems_message(problems)}; nothing is dialled until it resolves"
-    before = condition(conditions, "Ready") or {}
+    before = condition(status.conditions, "Ready")
     conds = set_condition(conditions, "Accepted", None, UNRESOLVED, message, generation, now)
     conds = set_condition(conds, "Ready", False, UNRESOLVED, message, generation, now)
-    after = condition(conds, "Ready") or {}
-    changed = any(before.get(k) != after.get(k) for k in ("reason", "message", "observedGeneration"))
+    after = Conditioned.model_validate({"conditions": conds}).conditions[-1]  # Ready, set last
+    changed = before is None or (before.reason, before.message, before.observed_generation) != (
+        after.reason,
+        after.message,
+        after.observed_generation,
+    )
     return conds, changed

@@ -12,14 +12,15 @@ from mcp_bench.consistency.compare import (
     Comparison,
     answer_tokens,
     compare_answers,
+    counts,
     l2_distance,
     mismatch_rate,
     relative_l2,
     token_mismatch,
 )
-from mcp_bench.consistency.judge import counts, judge, merge_figures
-from mcp_bench.consistency.spread import L2Spread
 from mcp_bench.plan import Consistency, PlanError, RunPlan
+from mcp_bench.results.consistency import judge, merge_figures
+from mcp_bench.results.l2spread import L2Spread
 
 
 def test_token_mismatch_counts_changed_and_missing_tokens() -> None:

@@ -168,7 +168,8 @@ def test_cli_diagnose(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def test_cli_server_metrics_interval() -> None:
-    from mcp_bench.cli import UsageError, with_timeline_interval
+    from mcp_bench.cli.common import UsageError
+    from mcp_bench.cli.runflags import with_timeline_interval
 
     p = plan()
     assert with_timeline_interval(p, "250ms").observe.timeline_interval_s == 0.25

@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import pytest
 
+from mcp_bench.saturation import Knee, SearchSpec
 from mcp_bench.search.knee import Point, find_knee
-from mcp_bench.search.model import Knee, SearchSpec
 from mcp_bench.search.policy import Next, Stop, Tried, next_step
 
 

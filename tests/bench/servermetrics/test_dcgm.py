@@ -15,11 +15,11 @@ from aiohttp import web
 from mcp_bench.cli_observers import server_metrics_probes
 from mcp_bench.engines import run_plan
 from mcp_bench.plan import RunPlan
+from mcp_bench.results.serving import serving_cell, serving_gpus
 from mcp_bench.servermetrics.dcgm import dcgm_gpus, memory_peak_pct
 from mcp_bench.servermetrics.names import DCGM_METRICS
 from mcp_bench.servermetrics.observer import ServerMetricsObserver
 from mcp_bench.servermetrics.probes import dcgm_probe
-from mcp_bench.telemetry.serving import serving_cell, serving_gpus
 from mcp_refserver import RefServerConfig, start_refserver
 
 TOTAL_MIB = 143_771  # an H200's frame buffer as DCGM reports used + free

@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from mcp_bench.telemetry.fairness import fairness, gpu_fairness
+from mcp_bench.fairness import fairness
+from mcp_bench.telemetry.fairness import gpu_fairness
 from mcp_bench.telemetry.series import FIELDS, GpuInfo, SampleWindow
 
 

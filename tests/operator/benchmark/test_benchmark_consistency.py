@@ -11,10 +11,10 @@ import pytest
 from pydantic import ValidationError
 
 from mcp_bench.cli_observers import plan_observers
-from mcp_bench.consistency.compare import Comparison
-from mcp_bench.consistency.judge import counts, judge
+from mcp_bench.consistency.compare import Comparison, counts
 from mcp_bench.consistency.observer import ConsistencyObserver
 from mcp_bench.plan import Consistency, PlanError
+from mcp_bench.results.consistency import judge
 from mcp_bench.results.document import EngineFingerprint, LevelResult, ResultDocument
 from mcp_bench.results.summary import summarize
 from mcp_operator.api import MCPBenchmarkSpec

@@ -15,7 +15,7 @@ from tests.operator.attested import honest_logs
 from mcp_bench.engines import run_plan
 from mcp_bench.results.document import dumps_document
 from mcp_operator.api import MCPBenchmarkSpec, MCPBenchmarkStatus
-from mcp_operator.api.benchmark import MAX_DIAGNOSTICS
+from mcp_operator.api.results import MAX_DIAGNOSTICS
 from mcp_operator.benchmark.collect import PublishedObject, RunIdentity, read_shards
 from mcp_operator.benchmark.contract import shard_object_name
 from mcp_operator.benchmark.plan import plan_from_spec, prepare_plan

@@ -13,10 +13,10 @@ from mcp_bench.cli_observers import build_observers
 from mcp_bench.plan import RunPlan
 from mcp_bench.results import EngineFingerprint, ResultDocument
 from mcp_bench.results.document import LevelResult
+from mcp_bench.results.serving import serving_gpus
 from mcp_bench.results.summary import summarize
 from mcp_bench.servermetrics.observer import ServerMetricsObserver
 from mcp_bench.servermetrics.probes import PrometheusQueryProbe
-from mcp_bench.telemetry.serving import serving_gpus
 from mcp_operator.api import MCPBenchmarkSpec
 from mcp_operator.api.observe import GpuSamplerSpec
 from mcp_operator.benchmark.gpusampler import (

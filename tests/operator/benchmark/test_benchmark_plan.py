@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from mcp_bench.api import RunPlan
+from mcp_bench.plan import RunPlan
 from mcp_operator.api import MCPBenchmarkSpec
 from mcp_operator.benchmark.plan import MAX_WORKERS, prepare_plan, workers_for_cpu
 from mcp_operator.targets import SpecProblem

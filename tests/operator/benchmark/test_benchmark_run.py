@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from mcp_bench.api import RunPlan
+from mcp_bench.plan import RunPlan
 from mcp_common.redact import REDACTED
 from mcp_operator.api import MCPBenchmarkSpec
 from mcp_operator.benchmark import reconcile

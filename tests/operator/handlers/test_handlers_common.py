@@ -14,6 +14,7 @@ import pytest
 from tests.operator.fakekube import EventLog, FakeKube, custom_kind
 
 from mcp_operator.api.benchmark import KIND as BENCHMARK
+from mcp_operator.api.benchmark import benchmark_status
 from mcp_operator.api.common import API_VERSION, GROUP
 from mcp_operator.api.readiness import DECIDED_PHASES
 from mcp_operator.api.readiness import KIND as READINESS
@@ -128,7 +129,7 @@ async def test_a_benchmark_waits_for_its_target_name_instead_of_a_refusal_that_s
         await _call(benchmark_handlers.start_benchmark, stored)
     stored = kube_fake.get(cr, NS, "late-bench") or {}
     _waiting(stored["status"], "spec.target.url")
-    assert not start.already_refused(stored["status"], 1)
+    assert not start.already_refused(benchmark_status(stored["status"]), 1)
     assert kube_fake.names("Job", NS) == []  # nothing started
 
     _dns_answers(monkeypatch, "10.96.0.20")

@@ -15,6 +15,7 @@ from tests.operator.fakekube import EventLog, FakeKube, custom_kind
 
 from mcp_operator.api.common import API_VERSION, GROUP
 from mcp_operator.api.readiness import KIND, PLURAL
+from mcp_operator.api.readinessstatus import read_status
 from mcp_operator.conditions import condition
 from mcp_operator.readiness import change, drills
 from mcp_operator.readiness.claim import new_marker
@@ -72,7 +73,7 @@ def _reason(status: dict[str, Any], type_: str = "Ready") -> tuple[str, str]:
     return found.get("status", ""), found.get("reason", "")
 
 
-STAGES = [{"name": "baseline", "phase": "Succeeded"}, {"name": "spike", "phase": "Running"}, {"name": "x"}]
+STAGES = [{"name": "baseline", "phase": "Done"}, {"name": "spike", "phase": "Running"}, {"name": "x"}]
 
 
 async def test_an_aborted_drill_ends_inconclusive_and_not_ready(events: Events) -> None:
@@ -81,19 +82,20 @@ async def test_an_aborted_drill_ends_inconclusive_and_not_ready(events: Events) 
     assert await change.accept(_spec(abort=True), status, _gate(events), out) is None
     assert (out["phase"], out["verdict"], out["observedGeneration"]) == ("Aborted", "Inconclusive", 1)
     assert _reason(out) == ("False", "DrillAborted") and _reason(out, "Complete") == ("True", "DrillAborted")
-    assert [s["phase"] for s in out["stages"]] == ["Succeeded", "Stopped", "Skipped"]
+    assert [s["phase"] for s in out["stages"]] == ["Done", "Stopped", "Skipped"]
     assert out["release"]["trigger"] == "Spec" and out["release"]["completedAt"] == out["completedAt"]
     assert [(warning, reason) for warning, reason, _ in events] == [(True, "DrillAborted")]
 
 
 async def test_a_drill_the_operator_lost_mid_run_ends_interrupted(events: Events) -> None:
     out: dict[str, Any] = {}
-    status = {"phase": "Running", "evaluation": {"generation": 1, "id": "gone"}, "stages": STAGES[:2]}
+    marker = {"generation": 1, "id": "gone", "instance": "op-gone", "startedAt": "2026-01-01T00:00:00Z"}
+    status = {"phase": "Running", "evaluation": marker, "stages": STAGES[:2]}
     assert await change.accept(_spec(), status, _gate(events), out) is None
     assert (out["phase"], out["verdict"]) == ("Inconclusive", "Inconclusive")
     assert _reason(out) == ("False", "DrillInterrupted")
     assert "change the spec to run it again" in events[0][2]
-    assert drills.interrupted(status, 1) and not drills.interrupted(status, 2)
+    assert drills.interrupted(read_status(status), 1) and not drills.interrupted(read_status(status), 2)
 
 
 async def test_a_new_drill_waits_while_an_older_fault_is_not_reverted(
@@ -145,7 +147,7 @@ async def test_a_drill_task_that_fails_writes_the_failure_as_its_verdict(
         "True",
         "DrillFailed",
     )
-    assert [s["phase"] for s in status["stages"]] == ["Succeeded", "Stopped"]
+    assert [s["phase"] for s in status["stages"]] == ["Done", "Stopped"]
     assert status["release"] == {"trigger": "Spec", "completedAt": status["completedAt"]}
     assert events == [(True, "DrillFailed", "the drill failed: RuntimeError: the load did not run")]
     assert rt.claims.running == set() and rt.drills.get(UID) is None

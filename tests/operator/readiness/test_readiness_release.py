@@ -10,6 +10,7 @@ import pytest
 
 from mcp_checks.verdict import Verdict
 from mcp_operator.api.readiness import MCPReadinessSpec, ReleaseWatch
+from mcp_operator.api.readinessstatus import read_status
 from mcp_operator.readiness import release
 from mcp_operator.readiness.release import (
     Abandoned,
@@ -25,6 +26,9 @@ from mcp_operator.readiness.release import (
 )
 
 NS = "serving"
+
+
+MARKER = {"generation": 3, "id": "round-1", "instance": "op-1", "startedAt": "2026-05-01T12:00:00Z"}
 
 
 def deployment(
@@ -221,9 +225,9 @@ def test_release_record_revision_and_reset_keys() -> None:
     unnamed = MCPReadinessSpec.model_validate({"target": {"url": "http://t"}})
     assert release_record(unnamed, observation, "Spec", 1, "t")["revision"] == "bbb"
     assert release_record(unnamed, None, "Spec", 1, "t")["revision"] is None
-    assert recorded_fingerprint({"release": record}) == observation.fingerprint
-    assert recorded_fingerprint({"evaluation": {"fingerprint": "abc"}}) == "abc"
-    assert recorded_fingerprint({}) is None
+    assert recorded_fingerprint(read_status({"release": record})) == observation.fingerprint
+    assert recorded_fingerprint(read_status({"evaluation": {**MARKER, "fingerprint": "abc"}})) == "abc"
+    assert recorded_fingerprint(read_status({})) is None
 
 
 def test_watch_and_drill_do_not_combine() -> None:

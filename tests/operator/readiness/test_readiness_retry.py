@@ -11,6 +11,7 @@ import pytest
 
 from mcp_checks.api import CheckOutcome, Verdict
 from mcp_operator.api.readiness import MCPReadinessStatus
+from mcp_operator.api.readinessstatus import read_status
 from mcp_operator.readiness.retry import (
     BASE_S,
     CAP_S,
@@ -116,8 +117,8 @@ def test_a_round_that_was_no_retry_starts_from_none() -> None:
 
 
 def test_due_only_once_its_time_has_come() -> None:
-    assert not retry_due({}, NOW)
-    assert not retry_due({"retry": {"attempts": 5, "reason": "ProberOverloaded"}}, NOW)
-    assert not retry_due({"retry": {"attempts": 0, "nextAt": "2026-03-01T12:00:01Z"}}, NOW)
-    assert retry_due({"retry": {"attempts": 0, "nextAt": "2026-03-01T12:00:00Z"}}, NOW)
-    assert retry_due({"retry": {"attempts": 0, "nextAt": "2026-03-01T11:00:00Z"}}, NOW)
+    assert not retry_due(read_status({}), NOW)
+    assert not retry_due(read_status({"retry": {"attempts": 5, "reason": "ProberOverloaded"}}), NOW)
+    assert not retry_due(read_status({"retry": {"attempts": 0, "nextAt": "2026-03-01T12:00:01Z"}}), NOW)
+    assert retry_due(read_status({"retry": {"attempts": 0, "nextAt": "2026-03-01T12:00:00Z"}}), NOW)
+    assert retry_due(read_status({"retry": {"attempts": 0, "nextAt": "2026-03-01T11:00:00Z"}}), NOW)

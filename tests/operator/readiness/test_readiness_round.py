@@ -17,6 +17,7 @@ from mcp_checks.xds.model import TYPE_URLS
 from mcp_operator.api import MCPReadinessSpec
 from mcp_operator.api.common import API_VERSION, GROUP
 from mcp_operator.api.readiness import KIND, PLURAL
+from mcp_operator.api.readinessstatus import read_status
 from mcp_operator.conditions import condition, set_condition
 from mcp_operator.readiness.release import Trigger
 from mcp_operator.readiness.round import (
@@ -77,13 +78,15 @@ def test_the_running_message_names_the_release_and_the_wait() -> None:
 
 
 def test_a_target_that_went_away_is_one_error_row_against_the_last_url() -> None:
-    url, rows = checked_target(SpecProblem("TargetNotFound", "Service serving/gone does not exist"), DECIDED)
+    url, rows = checked_target(
+        SpecProblem("TargetNotFound", "Service serving/gone does not exist"), read_status(DECIDED)
+    )
     assert url == DECIDED["targetUrl"]
     assert rows is not None and [(r.name, r.outcome.value, r.reason) for r in rows] == [
         ("target", "Error", "TargetNotFound")
     ]
-    assert checked_target("http://x:1", DECIDED) == ("http://x:1", None)
-    assert ready_status(DECIDED) == "True" and ready_status({}) is None
+    assert checked_target("http://x:1", read_status(DECIDED)) == ("http://x:1", None)
+    assert ready_status(read_status(DECIDED)) == "True" and ready_status(read_status({})) is None
 
 
 @pytest.mark.parametrize(

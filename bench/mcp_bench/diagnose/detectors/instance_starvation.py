@@ -3,7 +3,7 @@ idle. Per level, the utilisation share of each instance: the server's per-instan
 (``*instance_busy_seconds_total``), its per-GPU utilisation gauges (Triton's
 ``nv_gpu_utilization``, DCGM's ``DCGM_FI_DEV_GPU_UTIL``; sampled during the level when the run
 sampled them), or the run's own GPU telemetry; judged with the fairness figures of
-:mod:`mcp_bench.telemetry.fairness` (std < 0.18, min/max > 0.65, Jain > 0.85) and no instance
+:mod:`mcp_bench.fairness` (std < 0.18, min/max > 0.65, Jain > 0.85) and no instance
 under 15% while another is busy."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from mcp_bench.diagnose.finding import Finding
 from mcp_bench.diagnose.inputs import DiagnoseInputs
 from mcp_bench.diagnose.registry import Detector, detector
 from mcp_bench.diagnose.sources.levels import counter_series, gauge_series, probe_deltas, timeline
+from mcp_bench.fairness import fairness
 from mcp_bench.results.document import LevelResult
-from mcp_bench.telemetry.fairness import fairness
 
 GAUGES = (("nv_gpu_utilization", 1.0, "gpu_uuid"), ("DCGM_FI_DEV_GPU_UTIL", 100.0, "gpu"))
 

@@ -1,13 +1,10 @@
-"""A stage's load, run by the project's engine in a process of its own, as consecutive windows
-of the same load: the
-windows say when within the stage P99 jumps, and their histograms add up to the stage's exact
-percentiles."""
+"""A stage's load, run by the project's engine in a process of its own (the stage's plan,
+``stageplan.stage_plan``), and read back into the stage's figures: its windows (when within the
+stage P99 jumps) and its exact percentiles (their histograms added up)."""
 
 from __future__ import annotations
 
 import asyncio
-import json
-import math
 import os
 import sys
 import tempfile
@@ -15,15 +12,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from mcp_bench.api import ENV as DIAL_GUARD_ENV
 from mcp_bench.api import LatencyHistogram, ResultDocument, loads_document
 
 from ...api.drill import StageLoad
-from ...benchmark.workload import plan_class
-from ...targets import join_url
 from ...targets.guarded import rule
+from .stageplan import requested, stage_plan
 
 OnStart = Callable[[float], None]  # when a stage's load started, on the monotonic clock
 
@@ -82,48 +77,6 @@ class StageFigures:
         return self.completed + self.errors
 
 
-def window_count(load: StageLoad, most: int | None = None) -> tuple[int, float]:
-    """How many windows the stage has and how long each is: whole windows that fill it; at most
-    ``most`` (longer ones then), where each window is a level of a benchmark, which has a limit."""
-    windows = max(1, math.ceil(load.duration_seconds / load.window_seconds))
-    if most is not None:
-        windows = min(windows, most)
-    return windows, load.duration_seconds / windows
-
-
-def load_plan(load: StageLoad, base_url: str) -> dict[str, Any]:
-    """The engine's plan: one level per window, back to back."""
-    windows, window_s = window_count(load)
-    levels: dict[str, Any] = (
-        {"rate": [load.rate] * windows, "arrival": "poisson", "overload": "drop"}
-        if load.rate is not None
-        else {"concurrency": [load.concurrency] * windows}
-    )
-    plan: dict[str, Any] = {
-        "url": join_url(base_url, load.path),
-        "backend": "http",
-        "levels": levels,
-        "stage": {"duration_s": window_s},
-        "request_timeout_s": 5.0,
-        "labels": {"component": "mcp-readiness-drill"},
-    }
-    if load.classes:  # a mix: each class its own protocol and path against the service
-        plan.update(
-            url=base_url,
-            backend="mix",
-            payload={"classes": [plan_class(c.as_request_class()) for c in load.classes]},
-        )
-    if load.retry is not None:
-        retry = load.retry
-        plan["retry"] = {
-            "attempts": retry.attempts,
-            "backoff_ms": retry.backoff_ms,
-            "max_backoff_ms": retry.max_backoff_ms,
-            "jitter": retry.jitter,
-        }
-    return plan
-
-
 def figures(doc: ResultDocument, load: StageLoad, source: str = "") -> StageFigures:
     total, sent_total = LatencyHistogram(), LatencyHistogram()
     windows = []
@@ -160,9 +113,8 @@ def figures(doc: ResultDocument, load: StageLoad, source: str = "") -> StageFigu
         offset += window_s
     achieved = completed / load.duration_seconds if load.duration_seconds else None
     classes = class_figures(doc)
-    requested = f"{load.rate:g} req/s" if load.rate is not None else f"concurrency {load.concurrency}"
     return StageFigures(
-        requested=requested,
+        requested=requested(load),
         achieved_rps=achieved,
         p50_ms=total.percentile_ms(50) if total.count else None,
         p99_ms=total.percentile_ms(99) if total.count else None,
@@ -215,7 +167,7 @@ class LoadRunner:
         stage's faults count from."""
         with tempfile.TemporaryDirectory(prefix="mcp-drill-") as work:
             plan, out = Path(work) / "plan.json", Path(work) / "result.json"
-            plan.write_text(json.dumps(load_plan(load, base_url)), encoding="utf-8")
+            plan.write_text(stage_plan(load, base_url).model_dump_json(exclude_unset=True), encoding="utf-8")
             proc = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-m",

@@ -28,7 +28,7 @@ from mcp_checks.api import (
 )
 
 from ... import metrics
-from ...api.drill import MAX_WINDOWS, DrillSpec, FaultSpec, Stage, StageLoad
+from ...api.drill import DrillSpec, FaultRecord, FaultSpec, Stage, StageLoad, StageSummary
 from ...targets import join_url
 from ...targets.guarded import check_hooks
 from ..faults import FaultRefused, PlannedFault, inject_fault, plan_fault, revert_fault
@@ -39,6 +39,7 @@ from .load import OnStart, StageFigures
 from .measures import Measures
 from .preflight import preflight
 from .profile import expand
+from .summary import ended, stage_summary, wire
 
 log = logging.getLogger(__name__)
 WriteStatus = Callable[[dict[str, Any]], Awaitable[None]]
@@ -68,7 +69,7 @@ class DrillContext:
 class DrillOutcome:
     outcomes: list[CheckOutcome]
     kpis: list[dict[str, str]]
-    stages: list[dict[str, Any]]
+    stages: list[StageSummary]
     journal: jr.Journal
     reverted: bool
 
@@ -77,7 +78,7 @@ class DrillOutcome:
 class _State:
     """What the drill has written so far; every status write sends the whole of it."""
 
-    stages: list[dict[str, Any]]
+    stages: list[StageSummary]
     journal: jr.Journal = field(default_factory=list)
     refused: list[CheckOutcome] = field(default_factory=list)
     timings: list[FaultTiming] = field(default_factory=list)
@@ -87,95 +88,27 @@ class _State:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
-def window_rows(figures: StageFigures) -> list[dict[str, Any]]:
-    """The stage's windows for status (the first ``MAX_WINDOWS``; the stage's totals stay whole)."""
-    return [
-        {
-            "offsetSeconds": round(w.offset_s, 3),
-            "p99Ms": None if w.p99_ms is None else round(w.p99_ms, 3),
-            "completed": w.completed,
-            "errors": w.errors,
-            "dropped": w.dropped,
-        }
-        for w in figures.windows[:MAX_WINDOWS]
-    ]
-
-
-def _summary(
-    stage: Stage,
-    phase: str,
-    figures: StageFigures | None = None,
-    *,
-    started_at: str | None = None,
-    ended_at: str | None = None,
-) -> dict[str, Any]:
-    row: dict[str, Any] = {"name": stage.name, "phase": phase}
-    if started_at is not None:
-        row["startedAt"] = started_at
-    if ended_at is not None:
-        row["endedAt"] = ended_at
-    if stage.load is not None:
-        row["requested"] = (
-            f"{stage.load.rate:g} req/s"
-            if stage.load.rate is not None
-            else f"concurrency {stage.load.concurrency}"
-        )
-    if figures is not None:
-        row.update(
-            achievedRps="" if figures.achieved_rps is None else f"{figures.achieved_rps:.1f}",
-            p50Ms="" if figures.p50_ms is None else f"{figures.p50_ms:.2f}",
-            p99Ms="" if figures.p99_ms is None else f"{figures.p99_ms:.2f}",
-            errors=figures.errors,
-            dropped=figures.dropped,
-        )
-        if figures.client_bound:
-            row["clientBound"] = "; ".join(figures.client_bound)[:1024]
-        if figures.source:
-            row["loadFrom"] = figures.source
-        if figures.classes:
-            row["classes"] = [
-                {
-                    "name": c.name,
-                    "completed": c.completed,
-                    "errors": c.errors,
-                    "p50Ms": "" if c.p50_ms is None else f"{c.p50_ms:.2f}",
-                    "p99Ms": "" if c.p99_ms is None else f"{c.p99_ms:.2f}",
-                }
-                for c in figures.classes
-            ]
-        if figures.windows:
-            row["windows"] = window_rows(figures)
-    return row
-
-
-def ended_stages(stages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A drill that ended early (aborted, or its operator lost): no stage stays Running or
-    Pending for ever; the one running is Stopped, those not reached are Skipped."""
-    after = {"Running": "Stopped", "Pending": "Skipped"}
-    return [{**row, "phase": after.get(str(row.get("phase")), row.get("phase"))} for row in stages]
-
-
 class Drill:
     def __init__(self, spec: DrillSpec, ctx: DrillContext, loads: StageLoader) -> None:
         self.spec = spec
         self.ctx = ctx
         self.loads = loads
         self.stages = expand(spec, ctx.health_path)
-        self.state = _State([_summary(s, "Pending") for s in self.stages])
+        self.state = _State([stage_summary(s, "Pending") for s in self.stages])
         self.sentinel = SentinelRecord()
         self.measures = Measures(spec, ctx.api, ctx.namespace)
 
     async def _write(self, **extra: Any) -> None:
         async with self.state.lock:
             await self.ctx.write_status(
-                {"stages": self.state.stages, "faults": self.state.journal[-64:], **extra}
+                {"stages": [wire(s) for s in self.state.stages], "faults": self.state.journal[-64:], **extra}
             )
 
     async def run(self) -> DrillOutcome:
         url = join_url(self.ctx.base_url, self.ctx.health_path)
         refused = await preflight(url)
         if refused is not None:  # nothing injected, no stage run: the drill could prove nothing
-            self.state.stages = ended_stages(self.state.stages)
+            self.state.stages = ended(self.state.stages)
             await self._write(stage=f"0/{len(self.stages)}")
             return DrillOutcome([refused], [], self.state.stages, self.state.journal, reverted=True)
         stop = asyncio.Event()
@@ -186,12 +119,12 @@ class Drill:
             await self._write(stage=f"0/{len(self.stages)}", plan=[s.to_wire() for s in self.stages], kpis=[])
             for index, stage in enumerate(self.stages):
                 started_at = utc_now()
-                self.state.stages[index] = _summary(stage, "Running", started_at=started_at)
+                self.state.stages[index] = stage_summary(stage, "Running", started_at=started_at)
                 await self._write(stage=f"{index + 1}/{len(self.stages)}")
                 result = await self._stage(stage)
                 if result is not None:
                     figures.append((stage.name, result))
-                self.state.stages[index] = _summary(
+                self.state.stages[index] = stage_summary(
                     stage, "Done", result, started_at=started_at, ended_at=utc_now()
                 )
                 await self._write()
@@ -214,8 +147,8 @@ class Drill:
         )
         jumped = {j.stage: j.offset_s for j in jump_points(figures, self.spec.kpis.p99_jump_factor)}
         for row in self.state.stages:
-            if row["name"] in jumped:
-                row["p99JumpAtSeconds"] = round(jumped[row["name"]], 2)
+            if row.name in jumped:
+                row.p99_jump_at_seconds = round(jumped[row.name], 2)
         return DrillOutcome(
             outcomes=[r.outcome() for r in rows] + self.state.refused,
             kpis=[r.to_wire() for r in rows],
@@ -228,15 +161,13 @@ class Drill:
         """One timing per fault: the outage it caused is the first failure from its injection
         until a recovery window after its revert (a failure later than that is not its doing)."""
         window = self.spec.kpis.recovery_window_seconds
-        for entry in self.state.journal:
-            if entry["kind"] not in RECOVERY_KINDS or entry["id"] not in self.state.injected_at:
+        for entry in map(jr.record, self.state.journal):
+            if entry.kind not in RECOVERY_KINDS or entry.id not in self.state.injected_at:
                 continue
-            since = self.state.injected_at[entry["id"]]
-            until = self.state.reverted_at.get(entry["id"], float("inf")) + window
+            since = self.state.injected_at[entry.id]
+            until = self.state.reverted_at.get(entry.id, float("inf")) + window
             outage, recovery = self.sentinel.outage_recovery(since, until, window)
-            self.state.timings.append(
-                FaultTiming(entry["id"], entry["stage"], entry["kind"], recovery, outage)
-            )
+            self.state.timings.append(FaultTiming(entry.id, entry.stage, entry.kind, recovery, outage))
 
     async def _stage(self, stage: Stage) -> StageFigures | None:
         """The stage's load and its faults; the faults' offsets count from when the load starts
@@ -349,7 +280,7 @@ class Drill:
         if fault.hold_seconds:  # held for its full time once in, however long injecting took
             hold_until = max(hold_until, time.monotonic() + fault.hold_seconds)
         self.state.journal = jr.updated(
-            self.state.journal, fault_id, phase="Injected", injectedAt=utc_now(), message=message
+            self.state.journal, fault_id, phase="Injected", injected_at=utc_now(), message=message
         )
         self.ctx.announce(False, "FaultInjected", f"{fault.kind} {fault_id} in {stage.name}: {message}")
         await self._write()
@@ -382,45 +313,44 @@ class Drill:
         return None
 
     async def _revert(self, fault_id: str, why: str = "") -> None:
-        entry = next(e for e in self.state.journal if e["id"] == fault_id)
-        if entry["phase"] not in jr.OPEN_PHASES:
+        entry = next(e for e in map(jr.record, self.state.journal) if e.id == fault_id)
+        if entry.phase not in jr.OPEN_PHASES:
             return
         try:
             message = await revert_with_backoff(entry, self.ctx.api, REVERT_BACKOFF_S)
         except Exception as exc:  # recorded in the journal and the FaultsReverted condition
-            fields = {"phase": "RevertFailed", "message": f"{type(exc).__name__}: {exc}"}
-            self.ctx.announce(True, "RevertFailed", f"{entry['kind']} {fault_id}: {fields['message']}")
+            failed = f"{type(exc).__name__}: {exc}"
+            self.ctx.announce(True, "RevertFailed", f"{entry.kind} {fault_id}: {failed}")
+            self.state.journal = jr.updated(
+                self.state.journal, fault_id, phase="RevertFailed", message=failed
+            )
         else:
             self.state.reverted_at[fault_id] = time.time()
-            fields = {
-                "phase": "Reverted",
-                "revertedAt": utc_now(),
-                "message": "; ".join(x for x in (why, message) if x),
-            }
-            self.ctx.announce(False, "FaultReverted", f"{entry['kind']} {fault_id}: {fields['message']}")
-        self.state.journal = jr.updated(self.state.journal, fault_id, **fields)
+            done = "; ".join(x for x in (why, message) if x)
+            self.ctx.announce(False, "FaultReverted", f"{entry.kind} {fault_id}: {done}")
+            self.state.journal = jr.updated(
+                self.state.journal, fault_id, phase="Reverted", reverted_at=utc_now(), message=done
+            )
         await self._write()
 
     async def revert_open(self) -> None:
         """Revert whatever is still open; shielded so a cancellation cannot stop it half way."""
-        for entry in jr.open_entries(self.state.journal):
-            await asyncio.shield(self._revert(entry["id"]))
+        for entry in map(jr.record, jr.open_entries(self.state.journal)):
+            await asyncio.shield(self._revert(entry.id))
 
 
 REVERT_BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0)  # a drill's own revert: about 15 s of retries
 
 
-async def revert_with_backoff(
-    entry: dict[str, Any], api: client.ApiClient, backoff_s: tuple[float, ...]
-) -> str:
+async def revert_with_backoff(entry: FaultRecord, api: client.ApiClient, backoff_s: tuple[float, ...]) -> str:
     """Revert one journal entry, retrying with backoff (a transient API error must not leave a
     fault in place); the last failure is raised. Every failed try is counted."""
     for attempt, delay in enumerate((*backoff_s, None)):
         try:
-            return await revert_fault(entry["kind"], jr.undo_of(entry), api)
+            return await revert_fault(entry.kind, jr.undo_of(entry), api)
         except Exception:
-            metrics.FAULT_REVERT_FAILURES.labels(entry["kind"]).inc()
-            log.warning("reverting %s failed (try %d)", entry["id"], attempt + 1, exc_info=True)
+            metrics.FAULT_REVERT_FAILURES.labels(entry.kind).inc()
+            log.warning("reverting %s failed (try %d)", entry.id, attempt + 1, exc_info=True)
             if delay is None:
                 raise
             await asyncio.sleep(delay)
@@ -432,20 +362,19 @@ async def replay_journal(
 ) -> jr.Journal:
     """Revert what a journal left open: an operator that died mid-drill, a deleted resource, a
     revert that failed before (retried each time this runs)."""
-    for entry in jr.open_entries(journal):
+    for entry in map(jr.record, jr.open_entries(journal)):
         try:
             message = await revert_with_backoff(entry, api, backoff_s)
         except Exception as exc:
-            tries = int(entry.get("revertTries") or 0) + 1
             journal = jr.updated(
                 journal,
-                entry["id"],
+                entry.id,
                 phase="RevertFailed",
-                revertTries=tries,
+                revert_tries=(entry.revert_tries or 0) + 1,
                 message=f"{type(exc).__name__}: {exc}",
             )
         else:
             journal = jr.updated(
-                journal, entry["id"], phase="Reverted", revertedAt=utc_now(), message=f"replayed: {message}"
+                journal, entry.id, phase="Reverted", reverted_at=utc_now(), message=f"replayed: {message}"
             )
     return journal

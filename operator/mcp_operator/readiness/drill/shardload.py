@@ -4,9 +4,11 @@ benchmark, and the drill only orchestrates. The benchmark is owned by the gate (
 it) and named for the gate and the stage; the next drill of the gate replaces it, so the last
 drill's evidence stays readable (``kubectl get mcpb``, ``mcp-operator report``).
 
-The stage's windows are the benchmark's levels, run back to back: the barrier holds only the
-first (``startBarrier.everyLevel: false``), and its start time, which the operator writes, is
-when the drill's faults count their offsets from. Each shard sends its share of the rate.
+The stage's plan (``stageplan.stage_plan``) is the benchmark's load: its windows are the
+benchmark's levels, run back to back, each shard sending its share. The barrier holds only the
+first level (``startBarrier.everyLevel: false``), and its start time, which the operator writes,
+is when the drill's faults count their offsets from. The benchmark package is used through its
+public entry (``benchmark.public``).
 """
 
 from __future__ import annotations
@@ -19,18 +21,21 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from mcp_bench.api import RunPlan
+
 from ... import kube
-from ...api.benchmark import MAX_LEVELS
 from ...api.benchmark import PLURAL as BENCHMARK_PLURAL
+from ...api.benchmark import MCPBenchmarkStatus
 from ...api.common import API_VERSION, GROUP, VERSION
 from ...api.drill import DrillShards, StageLoad
+from ...api.load import MAX_LEVELS
 from ...api.readiness import KIND as READINESS_KIND
-from ...benchmark.barrier import parse_starts
-from ...benchmark.contract import START_KEY, start_object_name
-from ...benchmark.reconcile import read_run_key
-from ...benchmark.report import read_report
+from ...api.tolerant import tolerant
+from ...benchmark.public import first_level_start, read_report
 from ...children import MAX_OBJECT_NAME, bounded_name, dns_label, owner_reference
-from .load import OnStart, StageFigures, figures, window_count
+from ...conditions import condition
+from .load import OnStart, StageFigures, figures
+from .stageplan import stage_plan
 
 LABEL_DRILL_OF = "mcp2026.io/drill-of"  # the gate whose drill a benchmark loads a stage of
 LABEL_STAGE = "mcp2026.io/drill-stage"
@@ -60,20 +65,13 @@ def stage_benchmark(
     base_url: str,
     shards: DrillShards,
 ) -> dict[str, Any]:
-    """The MCPBenchmark that runs one stage's load: one level per window (at most the levels a
+    """The MCPBenchmark that runs one stage's load: its plan's levels (at most the levels a
     benchmark takes, longer windows then), each shard its share."""
-    windows, window_s = window_count(load, most=MAX_LEVELS)
-    levels: dict[str, Any]
-    if load.rate is not None:
-        share = round(load.rate / shards.count, 6)
-        levels = {"rate": [share] * windows, "arrival": "poisson", "overload": "drop"}
-    else:
-        assert load.concurrency is not None
-        levels = {"concurrency": [max(1, math.ceil(load.concurrency / shards.count))] * windows}
-    target: dict[str, Any] = {"url": base_url, "path": load.path, "backend": "http"}
+    plan = stage_plan(load, base_url, most=MAX_LEVELS)
+    target: dict[str, Any] = {"url": base_url, "path": load.path, "backend": plan.backend}
     workload: dict[str, Any] = {}
     if load.classes:  # a mix: each class its own protocol and path
-        target = {"url": base_url, "backend": "mix"}
+        target = {"url": base_url, "backend": plan.backend}
         workload = {
             "workload": {"classes": [c.model_dump(by_alias=True, exclude_none=True) for c in load.classes]}
         }
@@ -89,12 +87,7 @@ def stage_benchmark(
         "spec": {
             "target": target,
             **workload,
-            "load": {
-                **levels,
-                "durationSeconds": window_s,
-                "warmupSeconds": 0,
-                "requestTimeoutSeconds": 5,
-            },
+            "load": shard_load(plan, shards.count),
             "shards": shards.count,
             "runner": shards.runner.model_dump(by_alias=True, exclude_none=True, mode="json"),
             "startBarrier": {
@@ -105,6 +98,27 @@ def stage_benchmark(
                 "timeoutSeconds": math.ceil(shards.start_timeout_seconds),
             },
         },
+    }
+
+
+def shard_load(plan: RunPlan, count: int) -> dict[str, Any]:
+    """A benchmark's ``spec.load`` whose ``count`` shards together send the plan's load: each its
+    share of the rate (its arrivals as the plan's), or of the concurrency (rounded up)."""
+    levels = plan.levels
+    share: dict[str, Any] = (
+        {
+            "rate": [round(rate / count, 6) for rate in levels.rate],
+            "arrival": levels.arrival,
+            "overload": levels.overload,
+        }
+        if levels.rate is not None
+        else {"concurrency": [max(1, math.ceil(c / count)) for c in levels.concurrency or ()]}
+    )
+    return {
+        **share,
+        "durationSeconds": plan.stage.duration_s,
+        "warmupSeconds": plan.stage.warmup_s,
+        "requestTimeoutSeconds": plan.request_timeout_s,
     }
 
 
@@ -136,15 +150,15 @@ class ShardedStageLoader:
         await self._replace(name, body)
         started = await self._wait_for_start(name, time.monotonic() + self.shards.start_timeout_seconds)
         on_start(started)
-        obj = await self._wait_until_done(name, started + load.duration_seconds + COLLECT_SLACK_S)
-        status = obj.get("status") or {}
-        if status.get("phase") != "Succeeded":
-            raise StageLoadFailed(f"MCPBenchmark {self.namespace}/{name}: {_ready_message(obj)}")
+        status = await self._wait_until_done(name, started + load.duration_seconds + COLLECT_SLACK_S)
+        if status.phase != "Succeeded":
+            raise StageLoadFailed(f"MCPBenchmark {self.namespace}/{name}: {_ready_message(status)}")
         doc, _, _ = await asyncio.to_thread(read_report, name, self.namespace, self.api)
         shown = f"MCPBenchmark {name}, {self.shards.count} shard(s)"
         return figures(doc, load, source=shown)
 
-    async def _get(self, name: str) -> dict[str, Any] | None:
+    async def _get(self, name: str) -> MCPBenchmarkStatus | None:
+        """The benchmark's status, None when it is not there."""
         try:
             obj: dict[str, Any] = await kube.call(
                 kube.custom().get_namespaced_custom_object,
@@ -158,7 +172,7 @@ class ShardedStageLoader:
             if exc.status == 404:
                 return None
             raise
-        return obj
+        return tolerant(MCPBenchmarkStatus, obj.get("status") or {})
 
     async def _replace(self, name: str, body: dict[str, Any]) -> None:
         """The previous drill's benchmark of this stage goes (its Job and results with it), then
@@ -191,13 +205,11 @@ class ShardedStageLoader:
     async def _wait_for_start(self, name: str, deadline: float) -> float:
         """When the first level starts, as the operator wrote it into the run's start object."""
         while time.monotonic() < deadline:
-            obj = await self._get(name)
-            status = (obj or {}).get("status") or {}
-            if status.get("phase") in TERMINAL_PHASES:
-                raise StageLoadFailed(f"MCPBenchmark {self.namespace}/{name}: {_ready_message(obj or {})}")
-            job = str(status.get("jobName") or "")
-            if job:
-                start = await self._first_start(job)
+            status = await self._get(name) or MCPBenchmarkStatus()
+            if status.phase in TERMINAL_PHASES:
+                raise StageLoadFailed(f"MCPBenchmark {self.namespace}/{name}: {_ready_message(status)}")
+            if status.job_name:
+                start = await first_level_start(self.namespace, status.job_name)
                 if start is not None:
                     return monotonic_of(start)
             await asyncio.sleep(POLL_S)
@@ -207,35 +219,21 @@ class ShardedStageLoader:
             f"kubectl get pods -l job-name)"
         )
 
-    async def _first_start(self, job: str) -> int | None:
-        try:
-            start = await kube.call(
-                kube.core().read_namespaced_config_map, start_object_name(job), self.namespace
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        key = await read_run_key(self.namespace, job)
-        return parse_starts((start.data or {}).get(START_KEY), key).get(0)
-
-    async def _wait_until_done(self, name: str, deadline: float) -> dict[str, Any]:
+    async def _wait_until_done(self, name: str, deadline: float) -> MCPBenchmarkStatus:
         while True:
-            obj = await self._get(name)
-            if obj is None:
+            status = await self._get(name)
+            if status is None:
                 raise StageLoadFailed(f"MCPBenchmark {self.namespace}/{name} was deleted during the stage")
-            if ((obj.get("status") or {}).get("phase")) in TERMINAL_PHASES:
-                return obj
+            if status.phase in TERMINAL_PHASES:
+                return status
             if time.monotonic() > deadline:
                 raise StageLoadFailed(
                     f"MCPBenchmark {self.namespace}/{name} has no result {COLLECT_SLACK_S:g} s after "
-                    f"its load's planned end: {_ready_message(obj)}"
+                    f"its load's planned end: {_ready_message(status)}"
                 )
             await asyncio.sleep(POLL_S)
 
 
-def _ready_message(obj: dict[str, Any]) -> str:
-    for cond in (obj.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "Ready":
-            return f"{cond.get('reason', '')}: {cond.get('message', '')}"
-    return f"phase {(obj.get('status') or {}).get('phase', 'unknown')}"
+def _ready_message(status: MCPBenchmarkStatus) -> str:
+    ready = condition(status.conditions, "Ready")
+    return f"{ready.reason}: {ready.message}" if ready else f"phase {status.phase or 'unknown'}"

@@ -10,8 +10,9 @@ from mcp_checks.verdict import Verdict
 from mcp_operator.api.drill import DrillSpec, KpiThresholds
 from mcp_operator.readiness.drill import journal as jr
 from mcp_operator.readiness.drill.kpi import FaultTiming, Jump, board, jump_points, success_kpi
-from mcp_operator.readiness.drill.load import StageFigures, WindowFigures, load_plan
+from mcp_operator.readiness.drill.load import StageFigures, WindowFigures
 from mcp_operator.readiness.drill.profile import expand
+from mcp_operator.readiness.drill.stageplan import stage_plan
 
 T0 = "2026-01-01T00:00:00Z"
 
@@ -84,9 +85,10 @@ def test_load_plan_splits_the_stage_into_windows() -> None:
     )
     load = spec.stages[0].load
     assert load is not None
-    plan = load_plan(load, "http://svc:8000/")
-    assert plan["url"] == "http://svc:8000/x"
-    assert plan["levels"]["rate"] == [50.0, 50.0, 50.0] and plan["stage"]["duration_s"] == pytest.approx(4.0)
+    plan = stage_plan(load, "http://svc:8000/")
+    assert plan.url == "http://svc:8000/x"
+    assert plan.levels.rate == [50.0, 50.0, 50.0] and plan.stage.duration_s == pytest.approx(4.0)
+    assert (plan.levels.arrival, plan.levels.overload, plan.request_timeout_s) == ("poisson", "drop", 5.0)
 
 
 def test_journal_keeps_undo_and_knows_what_is_open() -> None:
@@ -101,9 +103,9 @@ def test_journal_keeps_undo_and_knows_what_is_open() -> None:
     )
     journal = jr.skipped(journal, fault_id="f2", stage="s", kind="podKill", message="NothingSelected", now=T0)
     assert [e["id"] for e in jr.open_entries(journal)] == ["f1"]
-    assert jr.undo_of(journal[0]) == {"replicas": 3}
+    assert jr.undo_of(jr.record(journal[0])) == {"replicas": 3}
     assert not jr.all_reverted(journal)
-    journal = jr.updated(journal, "f1", phase="Reverted", revertedAt=T0)
+    journal = jr.updated(journal, "f1", phase="Reverted", reverted_at=T0)
     assert jr.open_entries(journal) == [] and jr.all_reverted(journal)
     assert jr.all_reverted(jr.updated(journal, "f1", phase="RevertFailed")) is False
 
@@ -243,7 +245,7 @@ def test_a_busy_client_whose_findings_stand_passes_and_drops_are_not_failures() 
 
 
 def test_a_drill_that_ended_early_leaves_no_stage_running_or_pending() -> None:
-    from mcp_operator.readiness.drill.run import ended_stages
+    from mcp_operator.readiness.drill.summary import ended_stages
 
     stages = [
         {"name": "a", "phase": "Done"},

@@ -11,8 +11,9 @@ from mcp_checks.verdict import Verdict
 from mcp_operator.api.drill import KpiThresholds, StageLoad
 from mcp_operator.api.drillmeasures import ServerRequests
 from mcp_operator.readiness.drill.autoscaling import LoadRise, ScaleSample, hpa_kpis, lags, load_rises
-from mcp_operator.readiness.drill.load import figures, load_plan
+from mcp_operator.readiness.drill.load import figures
 from mcp_operator.readiness.drill.retries import Reading, amplification_kpi, counter_total, stage_requests
+from mcp_operator.readiness.drill.stageplan import stage_plan
 from mcp_operator.readiness.drill.writeprobe import FaultWrites, Write, longest_outage, write_outage_kpi
 from mcp_operator.readiness.faults.base import FaultRefused
 from mcp_operator.readiness.faults.chaos import pinned_spec, taken
@@ -180,9 +181,9 @@ def test_the_load_plan_carries_the_clients_retry_policy() -> None:
             "retry": {"attempts": 5, "backoffMs": 100, "jitter": True},
         }
     )
-    plan = load_plan(load, "http://127.0.0.1:1")
+    plan = stage_plan(load, "http://127.0.0.1:1").model_dump(exclude_unset=True)
     assert plan["retry"] == {"attempts": 5, "backoff_ms": 100.0, "max_backoff_ms": 10000.0, "jitter": True}
-    assert "retry" not in load_plan(StageLoad(rate=10, duration_seconds=4), "http://127.0.0.1:1")
+    assert stage_plan(StageLoad(rate=10, duration_seconds=4), "http://127.0.0.1:1").retry is None
 
 
 def test_several_counters_are_summed_as_triton_counts_successes_and_failures_apart() -> None:
@@ -201,7 +202,7 @@ async def test_stage_figures_keep_drops_apart_from_failures(refserver: RunningSe
     """A real open-loop run whose in-flight cap (1) drops most arrivals against a 50 ms server:
     the stage's failures are the requests sent that failed (none), the drops are counted apart."""
     load = StageLoad(rate=100, duration_seconds=1.0, window_seconds=0.5, path="/delay?ms=50")
-    plan = load_plan(load, refserver.url)
+    plan = stage_plan(load, refserver.url).model_dump(exclude_unset=True)
     plan["levels"]["max_concurrency"] = 1
     doc = await run_plan(RunPlan.model_validate(plan))
     stage = figures(doc, load)

@@ -70,5 +70,6 @@ async def test_a_drill_against_an_unreachable_target_runs_no_stage_and_injects_n
     outcome = await Drill(spec, ctx, LoadRunner()).run()
     assert [o.reason for o in outcome.outcomes] == ["TargetUnreachable"]
     assert outcome.journal == [] and outcome.reverted and outcome.kpis == []
-    assert [s["phase"] for s in outcome.stages] == ["Skipped"]
+    assert [s.phase for s in outcome.stages] == ["Skipped"]
+    assert [s["phase"] for s in writes[-1]["stages"]] == ["Skipped"]  # as status holds it
     assert all(not w.get("faults") for w in writes)

@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
-from mcp_bench.plan import RunPlan
 from mcp_operator.api import MCPBenchmarkSpec
-from mcp_operator.api.benchmark import MAX_LEVELS
 from mcp_operator.api.drill import DrillShards, DrillSpec, StageLoad
+from mcp_operator.api.load import MAX_LEVELS
 from mcp_operator.benchmark.barrier import barrier_on, first_level_only
 from mcp_operator.benchmark.plan import plan_from_spec
-from mcp_operator.readiness.drill.load import LoadRunner, load_plan
+from mcp_operator.readiness.drill.load import LoadRunner
 from mcp_operator.readiness.drill.profile import expand
 from mcp_operator.readiness.drill.shardload import LABEL_DRILL_OF, stage_benchmark, stage_benchmark_name
+from mcp_operator.readiness.drill.stageplan import stage_plan
 from mcp_refserver import RefServerConfig, start_refserver
 
 UID = "0b9f3c5e-8d57-4d6a-9a55-1f3c1e2d7a10"
@@ -42,8 +42,9 @@ def test_a_stage_becomes_a_benchmark_whose_shards_share_its_rate_window_by_windo
     assert spec.shards == 4 and spec.runner.node_selector == {"pool": "load"}
     assert spec.load.rate == [800.0] * 4 and spec.load.duration_seconds == 1.5
     assert spec.load.arrival == "poisson" and spec.load.overload == "drop"
-    # the same windows as the operator's own engine would run
-    assert len(load_plan(load, "http://srv:8000")["levels"]["rate"]) == len(spec.load.rate)
+    # the same windows as the operator's own engine would run, each shard a quarter of each
+    assert stage_plan(load, "http://srv:8000").levels.rate == [rate * 4 for rate in spec.load.rate]
+    assert spec.load.request_timeout_seconds == stage_plan(load, "http://srv:8000").request_timeout_s == 5
     assert spec.target.url == "http://srv:8000" and spec.target.path == "/v2/health/ready"
     # held once, at the first level, and so for one shard too (the drill's faults count from it)
     assert spec.start_barrier is not None and first_level_only(spec) and barrier_on(spec)
@@ -130,7 +131,7 @@ MIX = [
 
 def test_a_mixed_stage_is_a_mix_in_the_operators_engine_and_in_shard_jobs() -> None:
     load = StageLoad.model_validate({"rate": 100, "durationSeconds": 2, "windowSeconds": 1, "classes": MIX})
-    plan = RunPlan.from_dict(load_plan(load, "http://srv:8000"))
+    plan = stage_plan(load, "http://srv:8000")
     assert plan.backend == "mix" and plan.url == "http://srv:8000"
     assert [(c.name, c.backend, c.path) for c in plan.payload.classes] == [
         ("health", "http", "/health"),

@@ -1,58 +1,24 @@
-"""A level's consistency figures and verdict, from its comparisons or from shards' figures.
+"""A level's consistency judged: its figures against the plan's thresholds, and several shards'
+(or worker processes') figures merged and judged again.
 
 The figures are sums (probes, compared, token positions and mismatches) and a mergeable L2
-histogram, so merging shards or worker processes adds them and judges again: the merged
-mismatch rate is pooled over every token compared and the merged P99 is over every distance.
-No comparison is never a pass: ``NoData`` says why (no probe answered, no at-rest answer to
-compare with, or the at-rest answers already disagreed, so there is no baseline to drift from).
+histogram (:mod:`mcp_bench.results.l2spread`), so merging adds them: the merged mismatch rate is
+pooled over every token compared and the merged P99 is over every distance. No comparison is
+never a pass: ``NoData`` says why (no probe answer, no at-rest answer to compare with, or the
+at-rest answers already disagreed, so there is no baseline to drift from). The observer that
+counts the comparisons (``consistency``) and the shard merge and the views (``results`` and
+above) all judge with it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from mcp_bench.consistency.compare import Comparison
-from mcp_bench.consistency.spread import L2Spread
 from mcp_bench.plan import Consistency
+from mcp_bench.results.l2spread import L2Spread
 
 FOUND, NOT_FOUND, NO_DATA = "Found", "NotFound", "NoData"
-
-
-def counts(
-    comparisons: Iterable[Comparison],
-    *,
-    probes: int,
-    failed: int,
-    no_baseline: int = 0,
-    unstable: str | None = None,
-    error: str | None = None,
-) -> dict[str, Any]:
-    """The additive part of a level's figures: probes sent, failed, answered without an at-rest
-    answer to compare with, answers compared, token positions and mismatches, unmatched shapes,
-    the L2 histogram; ``unstable`` says why there is no baseline at all, ``error`` what the first
-    probe that failed was told (evidence for a NoData)."""
-    spread = L2Spread()
-    compared = positions = mismatched = unmatched = 0
-    for c in comparisons:
-        compared += 1
-        positions += c.positions
-        mismatched += c.mismatched
-        unmatched += int(c.unmatched)
-        if c.l2 is not None:
-            spread.add(c.l2)
-    return {
-        "probes": probes,
-        "failed": failed,
-        "no_baseline": no_baseline,
-        "compared": compared,
-        "tokens": positions,
-        "mismatched_tokens": mismatched,
-        "unmatched": unmatched,
-        "l2_spread": spread.encode(),
-        "unstable": unstable,
-        "error": error,
-    }
 
 
 def judge(figures: dict[str, Any], cfg: Consistency) -> dict[str, Any]:

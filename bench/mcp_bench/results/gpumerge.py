@@ -16,8 +16,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from mcp_bench.telemetry.fairness import fairness
-from mcp_bench.telemetry.series import STATUS_OK
+from mcp_bench.fairness import fairness
+from mcp_bench.observed import STATUS_OK
 
 PLOT_VALUES = 20_000  # numbers in a merged plot, over all shards, GPUs and fields
 FIGURE_DIGITS = 6

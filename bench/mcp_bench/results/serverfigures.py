@@ -5,7 +5,7 @@ figures. Each metric the server served becomes ``<probe>/<metric>`` with its lev
 over label sets: a counter's increase (``+N``), a gauge's largest reading (``max N``), a
 histogram's or summary's observations and mean (``n N, mean M``). A probe that could not be read
 is ``unavailable: <why>``; a metric asked for and not served is ``missing``, never a zero. The
-serving GPUs' samplers are summarised apart (``telemetry.serving``).
+serving GPUs' samplers are summarised apart (``results.serving``).
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mcp_bench.servermetrics.snapshot import COUNTER, HISTOGRAM, SUMMARY
+from mcp_bench.observed import COUNTER, HISTOGRAM, SUMMARY
+from mcp_bench.results.serving import SAMPLER_PREFIX
 
-SKIP_PREFIXES = ("gpu-sampler:",)
+SKIP_PREFIXES = (SAMPLER_PREFIX,)
 
 
 def _num(value: Any) -> float | None:

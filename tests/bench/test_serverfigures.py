@@ -7,8 +7,8 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from mcp_bench.records import ErrorKind
+from mcp_bench.results.serverfigures import level_figures
 from mcp_bench.servermetrics.delta import delta
-from mcp_bench.servermetrics.figures import level_figures
 from mcp_bench.servermetrics.snapshot import Snapshot, parse_prometheus_text
 
 

@@ -1,4 +1,9 @@
-"""What a plan asks of a saturation search, and what the result document records of one."""
+"""What a plan asks of a saturation search, and what the result document records of one.
+
+Both the plan and the result document read these shapes, and the search package above them runs
+them, so they sit at the bottom of ``mcp_bench``'s layers. ``SearchSpec`` is also MCPBenchmark's
+spec.load.search (the operator's model subclasses it): its descriptions are ``kubectl explain``'s.
+"""
 
 from __future__ import annotations
 
@@ -6,34 +11,48 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from mcp_bench.specmodel import SpecModel
+
 SearchStop = Literal["converged", "budget_exhausted", "slo_never_met", "ceiling_reached"]
 SearchOver = Literal["rate", "concurrency"]
 MAX_PROBES = 32  # every probe is a level, and a status keeps at most 32 rows
+MAX_LOAD = 1_000_000  # requests/s or concurrency: the highest bound a search may have
 
 
-class SearchSpec(BaseModel):
+class SearchSpec(SpecModel):
     """Bracket, then bisect, between ``floor`` and ``ceiling``. The first probe is the plan's one
     level (``levels.rate`` or ``levels.concurrency``); the bracket multiplies (or divides) by
     ``factor`` until the SLO is missed (or met), bisection halves the bracket until its width is at
     most ``tolerance`` of the load that met the SLO, and no search runs more than ``max_probes``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    floor: float = Field(gt=0, description="lowest load to try: missed there, the SLO is never met")
-    ceiling: float = Field(gt=0, description="highest load to try: met there, the search stops")
-    factor: float = Field(default=2.0, gt=1, le=10, description="bracket step: load multiplied or divided")
-    tolerance: float = Field(
-        default=0.05, ge=0.001, le=0.5, description="converged once (missed - met) <= tolerance x met"
+    floor: float = Field(
+        gt=0,
+        le=MAX_LOAD,
+        description="Lowest load to try; missed there, the search ends (SloNeverMet).",
     )
-    max_probes: int = Field(default=8, ge=2, le=MAX_PROBES, description="levels run at most")
+    ceiling: float = Field(
+        gt=0,
+        le=MAX_LOAD,
+        description="Highest load to try; met there, the search ends (CeilingReached).",
+    )
+    factor: float = Field(default=2.0, gt=1, le=10, description="Bracket step: load times or over this.")
+    tolerance: float = Field(
+        default=0.05,
+        ge=0.001,
+        le=0.5,
+        description="Converged once the lowest load missed is within this share above the highest met.",
+    )
+    max_probes: int = Field(
+        default=8, ge=2, le=MAX_PROBES, description="Levels run at most (each one a status row)."
+    )
     knee_efficiency: float = Field(
         default=0.5,
         gt=0,
         lt=1,
-        description="knee: a higher load's throughput grew by less than this share of its load step...",
+        description="Knee: a higher load's throughput grew by less than this share of its load step...",
     )
     knee_latency_rise: float = Field(
-        default=0.2, gt=0, le=100, description="...while mean latency rose by more than this (relative)"
+        default=0.2, gt=0, le=100, description="...while mean latency rose by more than this share."
     )
 
     @model_validator(mode="after")
