@@ -4,7 +4,7 @@ models must not import). Each field is declared once, in the module behind this 
 
 from __future__ import annotations
 
-from mcp_checks.defaults import MAX_XDS_SOURCES
+from mcp_checks.defaults import DEFAULT_ANNOTATION, MAX_XDS_SOURCES
 from mcp_checks.specs import (
     ApplicationRef,
     ConfigConsistency,
@@ -31,6 +31,7 @@ from mcp_checks.status import (
 from mcp_checks.verdict import Verdict
 
 __all__ = [
+    "DEFAULT_ANNOTATION",
     "MAX_CHECK_HISTORY",
     "MAX_FINDINGS",
     "MAX_HISTORY",

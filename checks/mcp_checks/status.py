@@ -234,7 +234,9 @@ class ReadinessStatusView(StatusPart):
 
     @classmethod
     def read(cls, status: Mapping[str, Any] | None) -> Self:
-        """``status`` as ``kubectl get -o json`` gives it (absent: nothing written yet)."""
+        """``status`` as ``kubectl get -o json`` gives it (absent: nothing written yet). Strict, unlike
+        the operator's own reads (``mcp_common.tolerant``): a row the gate cannot read is never left
+        out, since the rows left would be judged as if they were all."""
         return cls.model_validate(status or {})
 
 

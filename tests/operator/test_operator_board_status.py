@@ -8,9 +8,9 @@ import pytest
 from pydantic import ValidationError
 from tests.operator.drillstatus import drill_object
 
+from mcp_common.tolerant import held, tolerant
 from mcp_operator.api.drill import StageSummary
 from mcp_operator.api.readiness import MCPReadinessStatus
-from mcp_operator.api.tolerant import held, tolerant
 from mcp_operator.board.codes import object_code
 from mcp_operator.board.render import board_text
 from mcp_operator.board.status import readiness

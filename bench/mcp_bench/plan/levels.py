@@ -147,10 +147,16 @@ class Retry(Strict):
     is measured from its first attempt to its last; the attempts are counted in the run's notes."""
 
     attempts: int = Field(default=3, ge=1, le=20, description="attempts per request, the first included")
-    backoff_ms: float = Field(
-        default=0.0, ge=0, le=60_000, description="wait before the first retry, doubled for each next one"
+    backoff_ms: float = Field(  # 0.0 and 10000.0, shown as 0 and 10000 in the CRD
+        default=0,
+        ge=0,
+        le=60_000,
+        validate_default=True,
+        description="wait before the first retry, doubled for each next one",
     )
-    max_backoff_ms: float = Field(default=10_000.0, gt=0, le=600_000, description="longest wait")
+    max_backoff_ms: float = Field(
+        default=10_000, gt=0, le=600_000, validate_default=True, description="longest wait"
+    )
     jitter: bool = Field(default=False, description="full jitter: each wait drawn uniformly in [0, backoff]")
     statuses: list[int] = Field(
         default_factory=lambda: [429, 502, 503, 504],

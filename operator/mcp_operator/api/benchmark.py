@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from mcp_bench.models import Backend, RunPlan
+from mcp_common.tolerant import tolerant
 
 from .barrier import BenchmarkProgress, StartBarrierSpec
 from .classes import BenchmarkWorkload
@@ -45,7 +46,6 @@ from .results import (
 )
 from .runner import RunnerSpec
 from .search import SearchStatus
-from .tolerant import tolerant
 
 KIND = "MCPBenchmark"
 PLURAL = "mcpbenchmarks"

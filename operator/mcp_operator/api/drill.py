@@ -8,12 +8,14 @@ from typing import Literal
 
 from pydantic import Field
 
-from mcp_bench.models import ClassBackend
+from mcp_bench.models import ClassBackend, RequestClass
+from mcp_checks.models import DEFAULT_ANNOTATION
 
 from .classes import CLASS_NAME, RequestClassSpec, class_path_field
 from .common import ApiModel, LabelValue, Verdict, cel, with_rules
 from .credentials import no_credentials_in_query, rules_extra
 from .drillmeasures import Autoscaling, ChaosExperiment, LoadRetry, ServerRequests
+from .engine import engine_default
 from .runner import RunnerSpec
 
 FaultKind = Literal[
@@ -100,7 +102,7 @@ class FaultSpec(ApiModel):
     config_map: str | None = Field(default=None, description="configHotUpdate: the ConfigMap patched.")
     data: dict[str, str] | None = Field(default=None, description="configHotUpdate: keys written into it.")
     annotation: str = Field(
-        default="checksum/config",
+        default=DEFAULT_ANNOTATION,
         description="configHotUpdate: the pod-template annotation that carries the config hash (rolled out).",
     )
     rollout: bool = Field(
@@ -131,7 +133,12 @@ class TrafficClass(ApiModel):
     """One class of a stage's traffic mix: its share of the requests and how they are sent."""
 
     name: str = Field(description="Class name, reported per class.", max_length=63, pattern=CLASS_NAME)
-    weight: float = Field(default=1.0, gt=0, le=1_000_000, description="Share of the requests, relative.")
+    weight: float = Field(
+        default=engine_default(RequestClass, "weight"),
+        gt=0,
+        le=1_000_000,
+        description="Share of the requests, relative.",
+    )
     backend: ClassBackend = Field(
         description="Its protocol: http, openai, openai-chat, triton-http or triton-grpc."
     )

@@ -8,8 +8,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from mcp_bench.models import Retry
+
 from .common import ApiModel
 from .credentials import no_credentials, rules_extra
+from .engine import engine_default
 from .ports import port_in_range
 
 PROMETHEUS_NAME = r"^[a-zA-Z_:][a-zA-Z0-9_:]*$"
@@ -62,12 +65,25 @@ class LoadRetry(ApiModel):
     """How the load's clients retry, to reproduce the service's real clients on purpose: retries
     without backoff turn an overload into a retry storm, which the retry-amplification KPI shows."""
 
-    attempts: int = Field(default=3, ge=1, le=20, description="Attempts per request, the first included.")
-    backoff_ms: float = Field(
-        default=0, ge=0, le=60_000, description="Wait before the first retry, doubled for each next one."
+    attempts: int = Field(
+        default=engine_default(Retry, "attempts"),
+        ge=1,
+        le=20,
+        description="Attempts per request, the first included.",
     )
-    max_backoff_ms: float = Field(default=10_000, gt=0, le=600_000, description="The longest wait.")
-    jitter: bool = Field(default=False, description="Full jitter: each wait drawn uniformly below it.")
+    backoff_ms: float = Field(
+        default=engine_default(Retry, "backoff_ms"),
+        ge=0,
+        le=60_000,
+        description="Wait before the first retry, doubled for each next one.",
+    )
+    max_backoff_ms: float = Field(
+        default=engine_default(Retry, "max_backoff_ms"), gt=0, le=600_000, description="The longest wait."
+    )
+    jitter: bool = Field(
+        default=engine_default(Retry, "jitter"),
+        description="Full jitter: each wait drawn uniformly below it.",
+    )
 
 
 class ChaosExperiment(ApiModel):

@@ -24,10 +24,10 @@ from mcp_checks.models import (
     RetryRow,
 )
 from mcp_checks.models import ReadinessStatusView as StatusView
+from mcp_common.tolerant import status_in, tolerant
 
 from .common import ApiModel, Condition, Verdict, condition_rows, field_of
 from .drill import FaultRecord, KpiRow, Stage, StageSummary
-from .tolerant import status_in, tolerant
 
 __all__ = [
     "MAX_CHECK_HISTORY",

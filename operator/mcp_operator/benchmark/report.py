@@ -24,11 +24,11 @@ from mcp_bench.api import (
     loads_document,
 )
 from mcp_checks.api import ExitCode
+from mcp_common.tolerant import held, status_in
 
 from .. import kube
 from ..api.benchmark import PLURAL, MCPBenchmarkStatus
 from ..api.common import GROUP, VERSION
-from ..api.tolerant import held, status_in
 from .contract import KEY_SECRET_KEY, RESULT_KEY, report_name, run_key_name
 from .status import result_rows
 

@@ -25,10 +25,10 @@ from mcp_bench.api import (
     merge_documents,
     summarize,
 )
+from mcp_common.tolerant import held
 
 from ..api.benchmark import MCPBenchmarkStatus
 from ..api.results import MAX_DIAGNOSTICS, MAX_RESULT_ROWS, DiagnosticFinding, LevelRow, ShardSummary
-from ..api.tolerant import held
 from ..bounded import MAX_URL, TIERS, Bounds, clip, clip_map, fit, json_size
 from ..conditions import condition, set_condition
 from ..rejection import rejected_fields

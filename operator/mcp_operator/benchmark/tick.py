@@ -17,7 +17,7 @@ from typing import Any
 
 from .. import metrics
 from ..api.barrier import BenchmarkProgress
-from ..api.benchmark import KIND, MCPBenchmarkSpec, MCPBenchmarkStatus
+from ..api.benchmark import KIND, MCPBenchmarkSpec, MCPBenchmarkStatus, benchmark_status
 from ..api.common import condition_rows
 from ..conditions import utc_now
 from ..redact import redact_text
@@ -112,14 +112,13 @@ async def _collected(
     refused = None
     if collected.merged is not None:
         try:
-            collected.status["reportName"] = await reconcile.write_report(
-                run.namespace, run.name, run.uid, collected.merged, key
-            )
+            report = await reconcile.write_report(run.namespace, run.name, run.uid, collected.merged, key)
+            collected.status.update(MCPBenchmarkStatus(report_name=report).to_patch())
         except reconcile.ChildRejectedError as exc:  # once: the timer runs only while Running
             refused = str(exc)
     if refused is None:
         out.update(collected.status)
-        metrics.VERDICTS.labels(KIND, collected.status["verdict"]).inc()
+        metrics.VERDICTS.labels(KIND, benchmark_status(collected.status).verdict).inc()
     else:
         out.update(report_rejected_status(collected.status, run.generation, refused, utc_now()))
         metrics.RECONCILIATIONS.labels(KIND, "child-rejected").inc()

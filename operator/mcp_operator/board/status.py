@@ -11,9 +11,10 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
+from mcp_common.tolerant import held, status_in
+
 from ..api.benchmark import MCPBenchmarkStatus
 from ..api.readiness import MCPReadinessStatus
-from ..api.tolerant import held, status_in
 
 __all__ = ["Shown", "benchmark", "held", "readiness", "shown"]
 M = TypeVar("M", bound=BaseModel)

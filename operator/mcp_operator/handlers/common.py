@@ -13,9 +13,10 @@ from typing import Any, NoReturn, TypeVar, cast
 
 import kopf
 
+from mcp_common.tolerant import tolerant
+
 from .. import events, kube, logs, metrics
 from ..api.common import Conditioned
-from ..api.tolerant import tolerant
 from ..conditions import utc_now
 from ..readiness.drill.run import Announce
 from ..rejection import problems_message

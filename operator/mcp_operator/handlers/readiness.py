@@ -17,7 +17,14 @@ from pydantic import ValidationError
 
 from .. import metrics
 from ..api.common import GROUP, VERSION
-from ..api.readiness import DECIDED_PHASES, KIND, PLURAL, MCPReadinessSpec, PodReadinessGate
+from ..api.readiness import (
+    DECIDED_PHASES,
+    KIND,
+    PLURAL,
+    MCPReadinessSpec,
+    MCPReadinessStatus,
+    PodReadinessGate,
+)
 from ..api.readinessstatus import glance, read_status, status_of
 from ..conditions import condition, utc_now
 from ..readiness import change, drills, due, podgate, readers, runtime
@@ -176,7 +183,7 @@ async def sync_pod_gate(
     now = read_status(status)
     gated = await podgate.sync_pods(gate, meta["namespace"], condition(now.conditions, "Ready"), utc_now())
     if now.gated_pods != gated:
-        patch.status["gatedPods"] = gated
+        patch.status.update(MCPReadinessStatus(gated_pods=gated).to_patch())
 
 
 def _gate(meta: kopf.Meta, body: kopf.Body) -> Gate:

@@ -41,7 +41,8 @@ async def write_status(namespace: str, name: str, fields: dict[str, Any]) -> Non
 
 def named(entries: list[dict[str, Any]]) -> str:
     """Journal entries as a person reads them: kind and target, the first eight."""
-    return ", ".join(f"{e.get('kind')} {e.get('target') or e.get('id')}" for e in entries[:8])
+    shown = [journal.record(e) for e in entries[:8]]
+    return ", ".join(f"{e.kind} {e.target or e.id}" for e in shown)
 
 
 async def settle(rt: Runtime, generation: int, obj: Mapping[str, Any], announce: Announce) -> dict[str, Any]:
@@ -58,14 +59,14 @@ async def settle(rt: Runtime, generation: int, obj: Mapping[str, Any], announce:
         status = dict((refreshed or {}).get("status") or {})
     found = read_status(status)
     if rt.drills.get(uid) is None and journal.open_entries(found.fault_rows()):
-        before = {e["id"] for e in journal.open_entries(found.fault_rows())}
+        before = {journal.record(e).id for e in journal.open_entries(found.fault_rows())}
         faults = await replay_journal(found.fault_rows(), kube.api_client())
         conds = journal.revert_condition(found.condition_rows(), faults, int(meta["generation"]), utc_now())
         await write_status(meta["namespace"], meta["name"], {"faults": faults, "conditions": conds})
         status.update(faults=faults, conditions=conds)
-        for entry in faults:
-            if entry["id"] in before and entry.get("phase") == "Reverted":
-                announce(False, "FaultReverted", f"{entry['kind']} {entry['id']}: {entry.get('message', '')}")
+        for entry in map(journal.record, faults):
+            if entry.id in before and entry.phase == "Reverted":
+                announce(False, "FaultReverted", f"{entry.kind} {entry.id}: {entry.message}")
     return status
 
 

@@ -15,7 +15,7 @@ Pure: outcome rows, attempts and the time in; a delay, or the status record, out
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from mcp_checks.api import CheckOutcome, Verdict
@@ -53,22 +53,22 @@ def retry_after(outcomes: Sequence[CheckOutcome], attempts: int) -> float | None
 
 
 def retry_record(
-    previous: Mapping[str, Any] | None, retried: bool, outcomes: Sequence[CheckOutcome], now: dt.datetime
+    previous: RetryRecord | None, retried: bool, outcomes: Sequence[CheckOutcome], now: dt.datetime
 ) -> dict[str, Any] | None:
     """``status.retry`` after a verdict. ``retried``: this round was the one ``previous`` had
     scheduled (its attempts carry over, one more); any other round starts from none. None: no
     retry was made or is due (a merge patch's null removes an older record); ``nextAt`` None:
     no more are due, the verdict stands."""
-    attempts = int((previous or {}).get("attempts") or 0) + 1 if retried else 0
+    attempts = (0 if previous is None else previous.attempts) + 1 if retried else 0
     delay = retry_after(outcomes, attempts)
     if delay is None and attempts == 0:
         return None
     causes = [o.reason for o in outcomes if operator_caused(o)]
-    reason = causes[0] if causes else str((previous or {}).get("reason") or "")
+    reason = causes[0] if causes else ("" if previous is None else previous.reason)
     next_at = None if delay is None else (now + dt.timedelta(seconds=delay)).strftime(STAMP)
     # nextAt null, not left out: a merge patch keeps what it leaves out, and an old nextAt would
     # schedule retries forever
-    return {**RetryRecord(attempts=attempts, reason=reason).to_wire(), "nextAt": next_at}
+    return RetryRecord(attempts=attempts, reason=reason, next_at=next_at).to_patch()
 
 
 def retry_due(status: MCPReadinessStatus, now: dt.datetime) -> bool:

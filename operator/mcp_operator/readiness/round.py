@@ -250,7 +250,8 @@ async def _evaluate(rt: Runtime, gate: Gate, claimed: Claimed) -> None:
             outcomes = drill.outcomes + outcomes
         new_status, verdict = await _verdict(gate, claimed, rollout + outcomes, drill)
         if memory is not None:
-            new_status["xdsMemory"] = XdsMemoryStatus.model_validate(memory.to_wire()).to_patch()
+            remembered = XdsMemoryStatus.model_validate(memory.to_wire())
+            new_status.update(MCPReadinessStatus(xds_memory=remembered).to_patch())
         too_large = await kube.patch_status_or(
             PLURAL,
             gate.namespace,
@@ -317,20 +318,27 @@ async def _verdict(
 ) -> tuple[dict[str, Any], RunVerdict]:
     """The verdict's status (with the drill's part, and the gated pods at once rather than at
     the next gate sync) and the verdict."""
-    previous, generation = claimed.previous, gate.generation
+    previous, generation = read_status(claimed.previous), gate.generation
     new_status, verdict = verdict_status(
-        previous, generation, claimed.target, str(previous["startedAt"]), outcomes, utc_now(), claimed.release
+        claimed.previous,
+        generation,
+        claimed.target,
+        str(previous.started_at),
+        outcomes,
+        utc_now(),
+        claimed.release,
     )
     if drill is not None:
-        new_status.update(drill_status(drill, new_status["conditions"], generation, utc_now()))
+        conditions = read_status(new_status).condition_rows()
+        new_status.update(drill_status(drill, conditions, generation, utc_now()))
     if claimed.parsed.drill is None:  # a drill is never run again for the operator's load
-        new_status["retry"] = retry_record(
-            previous.get("retry"), retried(claimed), outcomes, dt.datetime.now(dt.UTC)
-        )
+        retry = retry_record(previous.retry, retried(claimed), outcomes, dt.datetime.now(dt.UTC))
+        new_status.update(MCPReadinessStatus.model_validate({"retry": retry}).to_patch())
     pod_gate = claimed.parsed.pod_readiness_gate
     if pod_gate is not None:
         ready = condition(read_status(new_status).conditions, "Ready")
-        new_status["gatedPods"] = await podgate.sync_pods(pod_gate, gate.namespace, ready, utc_now())
+        gated = await podgate.sync_pods(pod_gate, gate.namespace, ready, utc_now())
+        new_status.update(MCPReadinessStatus(gated_pods=gated).to_patch())
     return new_status, verdict
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from mcp_checks.api import SEVERITY, CheckOutcome, RunVerdict, Verdict, decide
 
 from ..api.readiness import MAX_CHECK_HISTORY, MAX_FINDINGS, MAX_HISTORY, MCPReadinessStatus
+from ..api.readinessstatus import read_status
 from ..bounded import MAX_URL, TIERS, Bounds, clip, clip_map, clip_strings, fit, json_size
 from ..conditions import condition, set_condition
 from ..redact import redact_text, redact_url
@@ -97,11 +98,11 @@ def verdict_status(
     """Status after an evaluation; ``previous`` is the status before it (conditions, history);
     ``release`` is what it judged (``status.release``), also kept in its history entry. The
     widest bounds whose status fits the budget are taken."""
-    verdict = decide(outcomes)
+    verdict, before = decide(outcomes), read_status(previous)
 
     def build(bounds: Bounds) -> dict[str, Any]:
         return _verdict_fields(
-            previous, generation, base_url, started_at, outcomes, now, release, verdict, bounds
+            before, generation, base_url, started_at, outcomes, now, release, verdict, bounds
         )
 
     status = fit(build, json_size)
@@ -117,7 +118,7 @@ def verdict_phase(verdict: RunVerdict) -> str:
 
 
 def _verdict_fields(
-    previous: Mapping[str, Any],
+    previous: MCPReadinessStatus,
     generation: int,
     base_url: str,
     started_at: str,
@@ -129,7 +130,7 @@ def _verdict_fields(
 ) -> dict[str, Any]:
     completed = now
     conds = set_condition(
-        list(previous.get("conditions") or []),
+        previous.condition_rows(),
         "Accepted",
         True,
         "SpecAccepted",
@@ -153,7 +154,7 @@ def _verdict_fields(
                 if release.get(key) is not None
             }
         )
-    history = [*list(previous.get("history") or []), record][-MAX_HISTORY:]
+    history = [*(h.to_patch() for h in previous.history), record][-MAX_HISTORY:]
     status: dict[str, Any] = {
         "observedGeneration": generation,
         "phase": verdict_phase(verdict),
@@ -163,7 +164,7 @@ def _verdict_fields(
         "startedAt": started_at,
         "completedAt": completed,
         "checks": [check_row(o, bounds) for o in worst_kept(outcomes, MAX_CHECK_HISTORY)],
-        "evaluations": int(previous.get("evaluations") or 0) + 1,
+        "evaluations": previous.evaluations + 1,
         "history": [clip_strings(h, bounds.field) for h in history],
         "conditions": conds,
     }
@@ -177,30 +178,31 @@ def too_large_status(full: Mapping[str, Any], generation: int, now: str, why: st
     as too large: the spec leaves the object no room for them. Written once, instead of the
     whole evaluation being retried forever; Ready keeps the verdict's status, its reason says
     what happened and its message keeps the verdict's own reason. A drill's fault journal is kept."""
-    kept = (
-        "observedGeneration",
+    kept = {
+        "observed_generation",
         "phase",
         "verdict",
         "score",
-        "startedAt",
-        "completedAt",
+        "started_at",
+        "completed_at",
         "evaluations",
         "history",
         "release",
         "stage",
         "faults",  # a drill's journal: what a restarted operator must not revert again
         "retry",  # with its nextAt null once none is due: left out, an old one would stay due
-    )
-    fields: dict[str, Any] = {key: full[key] for key in kept if key in full}
-    conditions = list(full.get("conditions") or [])
-    ready = condition(conditions, "Ready") or {}
-    status = {"True": True, "False": False}.get(str(ready.get("status")))
+    }
+    verdict = read_status(full)
+    fields = verdict.model_dump(by_alias=True, exclude_unset=True, mode="json", include=kept)
+    ready = condition(verdict.conditions, "Ready")
+    status = None if ready is None else {"True": True, "False": False}.get(ready.status)
+    reason, said = (None, "") if ready is None else (ready.reason, ready.message)
     message = (
-        f"{ready.get('reason')}: {clip(str(ready.get('message') or ''), 384)}; the check rows did not fit "
-        f"in the object and were left out ({clip(why, 256)})"
+        f"{reason}: {clip(said, 384)}; the check rows did not fit in the object and were left out "
+        f"({clip(why, 256)})"
     )
     fields["conditions"] = set_condition(
-        conditions, "Ready", status, STATUS_TOO_LARGE, message, generation, now
+        verdict.condition_rows(), "Ready", status, STATUS_TOO_LARGE, message, generation, now
     )
     fields["checks"] = []
     return MCPReadinessStatus.model_validate(fields).to_patch()

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from pydantic.alias_generators import to_camel
 
 from mcp_bench.multimodal import ImageParts, ImageTensor
-from mcp_bench.plan import Consistency, Levels, Observe, RequestClass, RunPlan, ShapeSweep, Stage
+from mcp_bench.plan import Consistency, Levels, Observe, RequestClass, Retry, RunPlan, ShapeSweep, Stage
 from mcp_bench.saturation import SearchSpec
 from mcp_bench.workload import DatasetWorkload
 from mcp_checks import specs, status
@@ -25,6 +25,8 @@ from mcp_operator.api import common, readinesschecks
 from mcp_operator.api.benchmark import BenchmarkTarget
 from mcp_operator.api.classes import RequestClassSpec, ShapeSweepSpec
 from mcp_operator.api.consistency import ConsistencySpec
+from mcp_operator.api.drill import FaultSpec, TrafficClass
+from mcp_operator.api.drillmeasures import LoadRetry
 from mcp_operator.api.load import BenchmarkLoad
 from mcp_operator.api.observe import BenchmarkObserve
 from mcp_operator.api.readiness import WatchedApplication
@@ -99,6 +101,18 @@ BY_REFERENCE: list[tuple[Model, Model, dict[str, str]]] = [
     ),
     (RequestClassSpec, RequestClass, {"weight": "weight"}),
     (DatasetSpec, DatasetWorkload, {"default_max_tokens": "default_max_tokens"}),
+    (TrafficClass, RequestClass, {"weight": "weight"}),
+    (
+        LoadRetry,
+        Retry,
+        {
+            "attempts": "attempts",
+            "backoff_ms": "backoff_ms",
+            "max_backoff_ms": "max_backoff_ms",
+            "jitter": "jitter",
+        },
+    ),
+    (FaultSpec, specs.ConfigConsistency, {"annotation": "annotation"}),
 ]
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from mcp_checks.api import CheckOutcome, Verdict
 from mcp_operator.api.readiness import MCPReadinessStatus
-from mcp_operator.api.readinessstatus import read_status
+from mcp_operator.api.readinessstatus import RetryRecord, read_status
 from mcp_operator.readiness.retry import (
     BASE_S,
     CAP_S,
@@ -84,14 +84,16 @@ def test_a_first_verdict_schedules_the_first_retry() -> None:
 
 def test_a_retried_round_counts_one_more_attempt_and_backs_off() -> None:
     first = retry_record(None, False, [TIMED_OUT], NOW)
-    second = retry_record(first, True, [OVERLOADED], NOW)
+    second = retry_record(RetryRecord.model_validate(first), True, [OVERLOADED], NOW)
     assert second == {"attempts": 1, "nextAt": "2026-03-01T12:00:10Z", "reason": "ProberOverloaded"}
-    third = retry_record(second, True, [OVERLOADED], NOW)
+    third = retry_record(RetryRecord.model_validate(second), True, [OVERLOADED], NOW)
     assert third is not None and (third["attempts"], third["nextAt"]) == (2, "2026-03-01T12:00:20Z")
 
 
 def test_the_last_attempt_is_recorded_with_nothing_more_due() -> None:
-    previous = {"attempts": MAX_ATTEMPTS - 1, "nextAt": "2026-03-01T11:59:00Z", "reason": "CheckTimedOut"}
+    previous = RetryRecord.model_validate(
+        {"attempts": MAX_ATTEMPTS - 1, "nextAt": "2026-03-01T11:59:00Z", "reason": "CheckTimedOut"}
+    )
     assert retry_record(previous, True, [OVERLOADED], NOW) == {
         "attempts": MAX_ATTEMPTS,
         "reason": "ProberOverloaded",
@@ -100,7 +102,9 @@ def test_the_last_attempt_is_recorded_with_nothing_more_due() -> None:
 
 
 def test_a_retry_that_passes_keeps_its_count_and_cause() -> None:
-    previous = {"attempts": 0, "nextAt": "2026-03-01T11:59:00Z", "reason": "CheckTimedOut"}
+    previous = RetryRecord.model_validate(
+        {"attempts": 0, "nextAt": "2026-03-01T11:59:00Z", "reason": "CheckTimedOut"}
+    )
     assert retry_record(previous, True, [PASSED], NOW) == {
         "attempts": 1,
         "reason": "CheckTimedOut",
@@ -110,7 +114,9 @@ def test_a_retry_that_passes_keeps_its_count_and_cause() -> None:
 
 def test_a_round_that_was_no_retry_starts_from_none() -> None:
     """A new generation, a new release or an interval recheck: the old count does not carry."""
-    previous = {"attempts": 3, "nextAt": "2026-03-01T11:59:00Z", "reason": "ProberOverloaded"}
+    previous = RetryRecord.model_validate(
+        {"attempts": 3, "nextAt": "2026-03-01T11:59:00Z", "reason": "ProberOverloaded"}
+    )
     assert retry_record(previous, False, [PASSED], NOW) is None  # null removes the record
     fresh = retry_record(previous, False, [OVERLOADED], NOW)
     assert fresh is not None and fresh["attempts"] == 0

@@ -16,8 +16,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from mcp_common.tolerant import tolerant
+
 from ...api.drill import FaultPhase, FaultRecord
-from ...api.tolerant import tolerant
 from ...conditions import set_condition
 from ...redact import redact_text
 

@@ -22,6 +22,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from mcp_bench.api import RunPlan
+from mcp_common.tolerant import tolerant
 
 from ... import kube
 from ...api.benchmark import PLURAL as BENCHMARK_PLURAL
@@ -30,7 +31,6 @@ from ...api.common import API_VERSION, GROUP, VERSION
 from ...api.drill import DrillShards, StageLoad
 from ...api.load import MAX_LEVELS
 from ...api.readiness import KIND as READINESS_KIND
-from ...api.tolerant import tolerant
 from ...benchmark.public import first_level_start, read_report
 from ...children import MAX_OBJECT_NAME, bounded_name, dns_label, owner_reference
 from ...conditions import condition

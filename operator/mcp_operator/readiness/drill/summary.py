@@ -10,8 +10,9 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from mcp_common.tolerant import tolerant
+
 from ...api.drill import MAX_WINDOWS, Stage, StageClassSummary, StageSummary, WindowSummary
-from ...api.tolerant import tolerant
 from .load import StageFigures
 from .stageplan import requested
 
