@@ -77,8 +77,8 @@ async def steer(run: Run, parsed: MCPBenchmarkSpec, status: MCPBenchmarkStatus, 
     """The Job of this spec exists: only ``suspend`` changed (or the operator restarted)."""
     await reconcile.set_suspended(run.namespace, run.job, parsed.suspend)
     if status.phase in ACTIVE_PHASES:
-        out["phase"] = "Suspended" if parsed.suspend else "Running"
-    out["observedGeneration"] = run.generation
+        out.update(MCPBenchmarkStatus(phase="Suspended" if parsed.suspend else "Running").to_patch())
+    out.update(MCPBenchmarkStatus(observed_generation=run.generation).to_patch())
 
 
 async def start_run(

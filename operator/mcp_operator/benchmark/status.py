@@ -27,7 +27,8 @@ from mcp_bench.api import (
 )
 from mcp_common.tolerant import held
 
-from ..api.benchmark import MCPBenchmarkStatus
+from ..api.benchmark import MCPBenchmarkStatus, benchmark_status
+from ..api.common import condition_rows
 from ..api.results import MAX_DIAGNOSTICS, MAX_RESULT_ROWS, DiagnosticFinding, LevelRow, ShardSummary
 from ..bounded import MAX_URL, TIERS, Bounds, clip, clip_map, fit, json_size
 from ..conditions import condition, set_condition
@@ -54,12 +55,13 @@ def ended(
 
 def _with_failed(fields: dict[str, Any], generation: int, now: str) -> dict[str, Any]:
     """A run that will not produce figures (its Ready reason says why): Failed True."""
-    ready: dict[str, Any] = condition(fields["conditions"], "Ready") or {}
+    conditions = condition_rows(benchmark_status(fields).conditions)
+    ready = condition(benchmark_status(fields).conditions, "Ready")
     conds = ended(
-        fields["conditions"],
+        conditions,
         failed=True,
-        reason=str(ready.get("reason") or "Failed"),
-        message=str(ready.get("message") or ""),
+        reason=ready.reason if ready is not None and ready.reason else "Failed",
+        message="" if ready is None else ready.message,
         generation=generation,
         now=now,
     )
@@ -204,9 +206,8 @@ def report_rejected_status(
     """The shards were merged but the API server refused the report (a quota, an admission
     webhook): Failed with ChildRejected and its message, once, as for any child; the figures the
     collected status holds stay."""
-    conds = set_condition(
-        list(collected.get("conditions") or []), "Ready", False, "ChildRejected", message, generation, now
-    )
+    conditions = condition_rows(benchmark_status(collected).conditions)
+    conds = set_condition(conditions, "Ready", False, "ChildRejected", message, generation, now)
     fields = {**collected, "phase": "Failed", "verdict": "Error", "conditions": conds}
     return MCPBenchmarkStatus.model_validate(_with_failed(fields, generation, now)).to_patch()
 

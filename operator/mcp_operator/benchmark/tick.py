@@ -55,8 +55,11 @@ async def collect(run: Collecting, status: MCPBenchmarkStatus, out: Status, anno
     pods = await reconcile.run_pods(run.namespace, job)
     state = reconcile.settled_by_pods(state, pods)
     live = await run_progress(run.namespace, job, state, pods, run.parsed(), (run.name, run.uid), announce)
-    if live is not None and BenchmarkProgress.model_validate(live) != status.progress:
-        out["progress"] = live  # once finished: the shards' last reports
+    progress = None if live is None else BenchmarkProgress.model_validate(live)
+    if progress is not None and progress != status.progress:
+        out.update(
+            MCPBenchmarkStatus(progress=progress).to_patch()
+        )  # once finished: the shards' last reports
     if not state.finished:
         _running(run, status, state, pods, out, announce)
         return
@@ -79,7 +82,7 @@ def _running(
     conditions = condition_rows(status.conditions)
     placed = scheduling_conditions(conditions, run.generation, stuck, utc_now())
     if placed is not None:
-        out["conditions"] = placed
+        out.update(MCPBenchmarkStatus.model_validate({"conditions": placed}).to_patch())
         if stuck is not None:
             announce(True, "Unschedulable", redact_text(stuck))
 

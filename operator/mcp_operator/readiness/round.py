@@ -24,12 +24,12 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 from mcp_checks.api import CheckOutcome, RunVerdict, Verdict, XdsMemory
 
 from .. import kube, logs, metrics
-from ..api.readiness import KIND, PLURAL, MCPReadinessSpec, MCPReadinessStatus, XdsMemoryStatus
+from ..api.readiness import KIND, PLURAL, MCPReadinessSpec, MCPReadinessStatus, ReleaseRecord, XdsMemoryStatus
 from ..api.readinessstatus import read_status
 from ..conditions import condition, utc_now
 from ..targets import SpecProblem
@@ -281,8 +281,9 @@ async def _settled(gate: Gate, claimed: Claimed) -> tuple[Claimed, list[CheckOut
         )
     except Abandoned:
         return None
-    trigger, started = claimed.release["trigger"], str(claimed.release["startedAt"])
-    release = release_record(claimed.parsed, observation, trigger, gate.generation, started)
+    claim = ReleaseRecord.model_validate(claimed.release)
+    trigger = cast(Trigger, claim.trigger)  # the claim wrote one of the three
+    release = release_record(claimed.parsed, observation, trigger, gate.generation, claim.started_at)
     return replace(claimed, release=release), [row]
 
 
@@ -344,8 +345,9 @@ async def _verdict(
 
 def retried(claimed: Claimed) -> bool:
     """The round is the one an operator-caused verdict scheduled (``readiness.retry``)."""
-    scheduled = (claimed.previous.get("retry") or {}).get("nextAt")
-    return claimed.release["trigger"] == "Recheck" and bool(scheduled)
+    retry = read_status(claimed.previous).retry
+    scheduled = None if retry is None else retry.next_at
+    return ReleaseRecord.model_validate(claimed.release).trigger == "Recheck" and bool(scheduled)
 
 
 def _count_and_announce(gate: Gate, claimed: Claimed, verdict: RunVerdict) -> None:
