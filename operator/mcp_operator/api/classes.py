@@ -31,7 +31,9 @@ def class_path_field(description: str) -> Any:
     )
 
 
-class RequestClassSpec(ApiModel):
+class ClassShare(ApiModel):
+    # no docstring: a model's docstring is its schema description, and its subclasses have their own
+    # what a benchmark's request class and a drill stage's traffic class both are: a named share
     name: str = Field(description="Class name, reported per class.", max_length=63, pattern=CLASS_NAME)
     weight: float = Field(
         default=engine_default(RequestClass, "weight"),
@@ -39,6 +41,9 @@ class RequestClassSpec(ApiModel):
         le=1_000_000,
         description="Share of the requests, relative.",
     )
+
+
+class RequestClassSpec(ClassShare):
     priority: int | None = Field(
         default=None,
         ge=-1_000_000,

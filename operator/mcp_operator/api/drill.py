@@ -8,14 +8,13 @@ from typing import Literal
 
 from pydantic import Field
 
-from mcp_bench.models import ClassBackend, RequestClass
+from mcp_bench.models import ClassBackend
 from mcp_checks.models import DEFAULT_ANNOTATION
 
-from .classes import CLASS_NAME, RequestClassSpec, class_path_field
+from .classes import ClassShare, RequestClassSpec, class_path_field
 from .common import ApiModel, LabelValue, Verdict, cel, with_rules
 from .credentials import no_credentials_in_query, rules_extra
 from .drillmeasures import Autoscaling, ChaosExperiment, LoadRetry, ServerRequests
-from .engine import engine_default
 from .runner import RunnerSpec
 
 FaultKind = Literal[
@@ -129,16 +128,9 @@ class FaultSpec(ApiModel):
     )
 
 
-class TrafficClass(ApiModel):
+class TrafficClass(ClassShare):
     """One class of a stage's traffic mix: its share of the requests and how they are sent."""
 
-    name: str = Field(description="Class name, reported per class.", max_length=63, pattern=CLASS_NAME)
-    weight: float = Field(
-        default=engine_default(RequestClass, "weight"),
-        gt=0,
-        le=1_000_000,
-        description="Share of the requests, relative.",
-    )
     backend: ClassBackend = Field(
         description="Its protocol: http, openai, openai-chat, triton-http or triton-grpc."
     )
