@@ -23,7 +23,6 @@ from mcp_checks.exitcodes import table as exit_code_table
 from mcp_checks.health import HealthProbeSpec, required_samples, run_health_probe, run_health_probe_blocking
 from mcp_checks.junit import write_junit
 from mcp_checks.sentinel import SentinelRecord, run_sentinel
-from mcp_checks.specs import HealthProbe, XdsProxies, XdsSourceRef, XdsSync, default_of
 from mcp_checks.status import ReadinessObject
 from mcp_checks.suite import CheckContext, HealthProbeRunner, SpecError, plan_checks, run_checks
 from mcp_checks.verdict import SEVERITY, CheckOutcome, Finding, RunVerdict, Verdict, decide, utc_now
@@ -38,7 +37,6 @@ __all__ = [
     "DialHooks",
     "ExitCode",
     "Finding",
-    "HealthProbe",
     "HealthProbeRunner",
     "HealthProbeSpec",
     "ReadinessObject",
@@ -47,12 +45,8 @@ __all__ = [
     "SpecError",
     "Verdict",
     "XdsMemory",
-    "XdsProxies",
-    "XdsSourceRef",
-    "XdsSync",
     "config_hash",
     "decide",
-    "default_of",
     "exit_code_table",
     "for_verdict",
     "kubectl_main",
