@@ -27,6 +27,7 @@ from mcp_checks.status import (
     ReadinessStatusView,
     ReleaseRow,
     RetryRow,
+    StatusPart,
 )
 from mcp_checks.verdict import Verdict
 
@@ -48,6 +49,7 @@ __all__ = [
     "ReleaseRow",
     "RetryRow",
     "RuleReference",
+    "StatusPart",
     "Verdict",
     "XdsProxies",
     "XdsSourceRef",

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import Field
 
 from mcp_bench.models import Backend, RunPlan
+from mcp_checks.models import StatusPart
 from mcp_common.tolerant import tolerant
 
 from .barrier import BenchmarkProgress, StartBarrierSpec
@@ -215,11 +215,9 @@ def benchmark_status(status: Mapping[str, Any]) -> MCPBenchmarkStatus:
     return tolerant(MCPBenchmarkStatus, status)
 
 
-class BenchmarkGlance(BaseModel):
+class BenchmarkGlance(StatusPart):
     """The fields the collect timer's filter reads on every tick of every benchmark, declared as
     ``MCPBenchmarkStatus`` declares them; nothing else of the status is parsed."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
 
     phase: str | None = field_of(MCPBenchmarkStatus, "phase")
     job_name: str | None = field_of(MCPBenchmarkStatus, "job_name")

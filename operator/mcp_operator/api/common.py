@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 from pydantic.alias_generators import to_camel
 
-from mcp_checks.models import ConditionRow, Verdict
+from mcp_checks.models import ConditionRow, StatusPart, Verdict
 from mcp_common.labels import LABEL_VALUE as LABEL_VALUE  # re-exported: the API models read it here
 from mcp_common.labels import LabelValue as LabelValue
 
@@ -87,11 +87,9 @@ def condition_rows(conditions: Iterable[Condition]) -> list[dict[str, Any]]:
     return [c.to_patch() for c in conditions]
 
 
-class Conditioned(BaseModel):
+class Conditioned(StatusPart):
     """The conditions of either resource's status, and nothing else of it: what code shared by
     both resources reads (a wait for names, a refusal)."""
-
-    model_config = ConfigDict(extra="ignore")
 
     conditions: list[Condition] = Field(default_factory=list)
 

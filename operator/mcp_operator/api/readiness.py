@@ -24,6 +24,7 @@ from .readinesschecks import (
     XdsSyncCheck,
 )
 from .readinessstatus import (
+    DECIDED_PHASES,
     MAX_CHECK_HISTORY,
     MAX_FINDINGS,
     MAX_HISTORY,
@@ -78,9 +79,6 @@ __all__ = [  # the spec here, its checks and status from the modules beside it
 
 KIND = "MCPReadiness"
 PLURAL = "mcpreadinesses"
-# the phases of an evaluation that completed: Ready, not Ready on a verdict, and not Ready because
-# nothing could be decided (an Inconclusive verdict is no failure of the release)
-DECIDED_PHASES = ("Succeeded", "Failed", "Inconclusive")
 
 
 class ReadinessTarget(ApiModel):

@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import Field
 
 from mcp_checks.models import (
     MAX_CHECK_HISTORY,
@@ -22,6 +21,7 @@ from mcp_checks.models import (
     FindingRow,
     ReleaseRow,
     RetryRow,
+    StatusPart,
 )
 from mcp_checks.models import ReadinessStatusView as StatusView
 from mcp_common.tolerant import status_in, tolerant
@@ -29,7 +29,12 @@ from mcp_common.tolerant import status_in, tolerant
 from .common import ApiModel, Condition, Verdict, condition_rows, field_of
 from .drill import FaultRecord, KpiRow, Stage, StageSummary
 
+# the phases of an evaluation that completed: Ready, not Ready on a verdict, and not Ready because
+# nothing could be decided (an Inconclusive verdict is no failure of the release)
+DECIDED_PHASES = ("Succeeded", "Failed", "Inconclusive")
+
 __all__ = [
+    "DECIDED_PHASES",
     "MAX_CHECK_HISTORY",
     "MAX_FINDINGS",
     "MAX_HISTORY",
@@ -154,20 +159,18 @@ class MCPReadinessStatus(StatusView, ApiModel):
         return [s.to_patch() for s in self.stages]
 
 
-class StatusGlance(BaseModel):
+class StatusGlance(StatusPart):
     """The fields the handlers' filters read on every event of every gate, declared as
     ``MCPReadinessStatus`` declares them; nothing else of the status is parsed (cheap at scale)."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
-
     phase: str | None = field_of(StatusView, "phase")
     retry: RetryRecord | None = field_of(StatusView, "retry")
-    gated_pods: int | None = field_of(StatusView, "gated_pods")
     faults: list[FaultRecord] = field_of(StatusView, "faults")
 
     @property
-    def retry_due_at(self) -> str | None:
-        return None if self.retry is None else self.retry.next_at
+    def retry_pending(self) -> bool:
+        """A decided verdict has a retry scheduled (``readiness.retry``)."""
+        return self.retry is not None and bool(self.retry.next_at) and self.phase in DECIDED_PHASES
 
     @property
     def revert_failed(self) -> bool:

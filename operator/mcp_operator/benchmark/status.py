@@ -55,10 +55,10 @@ def ended(
 
 def _with_failed(fields: dict[str, Any], generation: int, now: str) -> dict[str, Any]:
     """A run that will not produce figures (its Ready reason says why): Failed True."""
-    conditions = condition_rows(benchmark_status(fields).conditions)
-    ready = condition(benchmark_status(fields).conditions, "Ready")
+    found = benchmark_status(fields).conditions
+    ready = condition(found, "Ready")
     conds = ended(
-        conditions,
+        condition_rows(found),
         failed=True,
         reason=ready.reason if ready is not None and ready.reason else "Failed",
         message="" if ready is None else ready.message,

@@ -105,7 +105,7 @@ async def recheck_readiness(spec: kopf.Spec, meta: kopf.Meta, body: kopf.Body, *
     PLURAL,
     interval=RETRY_TICK_S,
     initial_delay=RETRY_TICK_S,
-    when=lambda status, **_: bool(glance(status).retry_due_at) and glance(status).phase in DECIDED,
+    when=lambda status, **_: glance(status).retry_pending,
 )
 @metrics.counted_errors("retry_readiness")
 @about_object

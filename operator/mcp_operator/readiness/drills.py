@@ -58,9 +58,10 @@ async def settle(rt: Runtime, generation: int, obj: Mapping[str, Any], announce:
         refreshed = await fresh(meta["namespace"], meta["name"])
         status = dict((refreshed or {}).get("status") or {})
     found = read_status(status)
-    if rt.drills.get(uid) is None and journal.open_entries(found.fault_rows()):
-        before = {journal.record(e).id for e in journal.open_entries(found.fault_rows())}
-        faults = await replay_journal(found.fault_rows(), kube.api_client())
+    rows = found.fault_rows()
+    if rt.drills.get(uid) is None and (left := journal.open_entries(rows)):
+        before = {journal.record(e).id for e in left}
+        faults = await replay_journal(rows, kube.api_client())
         conds = journal.revert_condition(found.condition_rows(), faults, int(meta["generation"]), utc_now())
         await write_status(meta["namespace"], meta["name"], {"faults": faults, "conditions": conds})
         status.update(faults=faults, conditions=conds)

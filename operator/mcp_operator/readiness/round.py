@@ -24,6 +24,7 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any, cast
 
 from mcp_checks.api import CheckOutcome, RunVerdict, Verdict, XdsMemory
@@ -84,6 +85,11 @@ class Claimed:
     announce: bool  # an event for every verdict, not only for a change of Ready
     previous_ready: str | None
     outcomes: list[CheckOutcome] | None = None  # already known: the checks cannot run
+
+    @cached_property
+    def before(self) -> MCPReadinessStatus:
+        """``previous`` read through its model, once per round."""
+        return read_status(self.previous)
 
 
 async def observe(parsed: MCPReadinessSpec, namespace: str) -> Observation | None:
@@ -241,7 +247,7 @@ async def _evaluate(rt: Runtime, gate: Gate, claimed: Claimed) -> None:
         drill = None
         if claimed.outcomes is None and claimed.parsed.drill is not None:
             drill = await drills.run(rt, claimed.parsed, claimed.target, *gate.where, gate.announce)
-        memory = xds_memory(claimed.parsed, read_status(claimed.previous))
+        memory = xds_memory(claimed.parsed, claimed.before)
         if claimed.outcomes is not None:
             outcomes = claimed.outcomes
         else:
@@ -319,7 +325,7 @@ async def _verdict(
 ) -> tuple[dict[str, Any], RunVerdict]:
     """The verdict's status (with the drill's part, and the gated pods at once rather than at
     the next gate sync) and the verdict."""
-    previous, generation = read_status(claimed.previous), gate.generation
+    previous, generation = claimed.before, gate.generation
     new_status, verdict = verdict_status(
         claimed.previous,
         generation,
@@ -345,7 +351,7 @@ async def _verdict(
 
 def retried(claimed: Claimed) -> bool:
     """The round is the one an operator-caused verdict scheduled (``readiness.retry``)."""
-    retry = read_status(claimed.previous).retry
+    retry = claimed.before.retry
     scheduled = None if retry is None else retry.next_at
     return ReleaseRecord.model_validate(claimed.release).trigger == "Recheck" and bool(scheduled)
 

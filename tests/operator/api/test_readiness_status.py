@@ -24,6 +24,7 @@ from mcp_operator.api.readiness import (
     RetryRecord,
 )
 from mcp_operator.api.readiness import Finding as FindingRecord
+from mcp_operator.api.readinessstatus import glance
 from mcp_operator.readiness.status import check_row
 
 Model = type[BaseModel]
@@ -83,3 +84,14 @@ def test_a_row_the_operator_writes_reads_back_as_its_outcome() -> None:
     status = MCPReadinessStatus.model_validate({"checks": [check_row(outcome)]})
     assert status.outcomes() == [outcome]
     assert ReadinessStatusView.read(status.to_wire()).outcomes() == [outcome]
+
+
+def test_a_glance_reads_only_what_the_filters_need_and_tells_a_due_retry() -> None:
+    retry = {"attempts": 0, "nextAt": "2026-03-01T12:00:05Z", "reason": "ProberOverloaded"}
+    assert glance({"phase": "Inconclusive", "retry": retry, "checks": [{"not": "a row"}]}).retry_pending
+    assert not glance({"phase": "Running", "retry": retry}).retry_pending  # a round runs: not yet
+    assert not glance({"phase": "Succeeded", "retry": {**retry, "nextAt": None}}).retry_pending
+    assert not glance({}).retry_pending and not glance({}).revert_failed
+    fault = {"id": "f", "stage": "s", "kind": "podKill", "target": "t", "plannedAt": "2026-03-01T12:00:00Z"}
+    assert glance({"faults": [{**fault, "phase": "RevertFailed"}]}).revert_failed
+    assert not glance({"faults": [{**fault, "phase": "Reverted"}]}).revert_failed
