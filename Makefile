@@ -20,7 +20,7 @@ TEST_COMPONENTS := kwok helm luahealth xdsbed kubernetes-node coredns chaos-mesh
 # both cores, one test file per worker at a time (module fixtures stay on one worker; each worker
 # that runs an e2e file starts its own control plane); the 25 slowest tests and every skip with
 # its reason
-PYTEST := $(BIN)/pytest -q -n 2 --dist loadfile --durations=25 -rs
+PYTEST := $(BIN)/pytest -q -n 2 --dist loadfile --durations=25 -rfEs
 STRESS_RUNS ?= 3
 
 .PHONY: image demo demo-vllm demo-down test test-stress mutate lint docs unit e2e toolchain demo-toolchain python-env \
