@@ -2,6 +2,9 @@
 
 Every write is a create or a replace with the resourceVersion just read, so two processes that
 race for a free or expired lease cannot both win: the API server refuses the second with 409.
+
+The calls are blocking on purpose: the leader renews from a thread of its own (see ``run``), so a
+busy event loop, a full thread pool or a backlog of handlers can never delay a renewal.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import contextlib
 import datetime as dt
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -56,12 +60,12 @@ class Elector:
     def _api(self) -> client.CoordinationV1Api:
         return client.CoordinationV1Api(kube.api_client())
 
-    async def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        return await asyncio.to_thread(fn, *args, _request_timeout=self._timeout, **kwargs)
+    def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return fn(*args, _request_timeout=self._timeout, **kwargs)
 
-    async def _read(self) -> Holder | None:
+    def _read(self) -> Holder | None:
         try:
-            response = await self._call(
+            response = self._call(
                 self._api().read_namespaced_lease,
                 self.config.name,
                 self.config.namespace,
@@ -73,19 +77,19 @@ class Elector:
             raise
         return Holder.from_lease(json.loads(response.data))
 
-    async def _write(self, holder: Holder | None, spec: dict[str, Any]) -> Holder | None:
+    def _write(self, holder: Holder | None, spec: dict[str, Any]) -> Holder | None:
         """Create or replace the Lease; None when another process changed it first."""
         meta: dict[str, Any] = {"name": self.config.name, "namespace": self.config.namespace}
         body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta, "spec": spec}
         api = self._api()
         try:
             if holder is None:
-                response = await self._call(
+                response = self._call(
                     api.create_namespaced_lease, self.config.namespace, body, _preload_content=False
                 )
             else:
                 meta["resourceVersion"] = holder.resource_version
-                response = await self._call(
+                response = self._call(
                     api.replace_namespaced_lease,
                     self.config.name,
                     self.config.namespace,
@@ -98,16 +102,16 @@ class Elector:
             raise
         return Holder.from_lease(json.loads(response.data))
 
-    async def try_acquire_or_renew(self) -> bool:
+    def try_acquire_or_renew(self) -> bool:
         """One look at the Lease: take or renew it when the rules allow; True while we hold it."""
         now = self.clock()
-        holder = await self._read()
+        holder = self._read()
         seen_since = now if holder is None else self._seen.see(holder, now)
         if not may_take(holder, self.config.identity, seen_since, now):
             self.holder = holder
             return False
         spec = held_spec(holder, self.config.identity, self.config.duration_s, dt.datetime.now(dt.UTC))
-        written = await self._write(holder, spec)
+        written = self._write(holder, spec)
         if written is None:
             return False
         self.holder = written
@@ -121,7 +125,7 @@ class Elector:
         complained = ""
         while not stop.is_set():
             try:
-                if await self.try_acquire_or_renew():
+                if await asyncio.to_thread(self.try_acquire_or_renew):
                     self.leading = True
                     log.info(
                         "leading: holds lease %s/%s as %s",
@@ -143,20 +147,20 @@ class Elector:
                 await asyncio.wait_for(stop.wait(), self.config.retry_period_s)
         return False
 
-    async def hold(self) -> str:
-        """Renew every retry period while leading; returns why leadership ended: another holds
-        the Lease, or no renewal succeeded within the renew deadline. A standby takes over no
-        sooner than a lease duration after the last renewal was sent, so stopping at the renew
-        deadline leaves the difference (5 s by default) as the margin against two leaders."""
-        while True:
-            await asyncio.sleep(self.config.retry_period_s)
+    def hold(self, stop: threading.Event) -> str | None:
+        """Renew every retry period while leading, blocking (run it in a thread of its own);
+        returns why leadership ended (another holds the Lease, or no renewal succeeded within the
+        renew deadline), or None once ``stop`` is set. A standby takes over no sooner than a lease
+        duration after the last renewal was sent, so stopping at the renew deadline leaves the
+        difference (5 s by default) as the margin against two leaders."""
+        while not stop.wait(self.config.retry_period_s):
             if self.clock() - self.renewed_at >= self.config.renew_deadline_s:
                 # the process stood still (stopped, starved) past the deadline: a standby may
                 # lead by now, so stop before anything else runs, without asking the API first
                 self.leading = False
                 return f"no renewal for {self.clock() - self.renewed_at:.0f} s"
             try:
-                if await self.try_acquire_or_renew():
+                if self.try_acquire_or_renew():
                     continue
                 if self.holder is not None and self.holder.identity not in ("", self.config.identity):
                     self.leading = False
@@ -166,18 +170,19 @@ class Elector:
             if self.clock() - self.renewed_at >= self.config.renew_deadline_s:
                 self.leading = False
                 return f"no renewal for {self.config.renew_deadline_s:.0f} s"
+        return None
 
-    async def release(self) -> None:
+    def release(self) -> None:
         """Give the Lease back on a clean exit, if it is still ours, so a standby need not wait
         for it to expire."""
         if not self.leading:
             return
         self.leading = False
         try:
-            holder = await self._read()
+            holder = self._read()
             if holder is None or holder.identity != self.config.identity:
                 return
-            if await self._write(holder, released_spec(holder, dt.datetime.now(dt.UTC))) is not None:
+            if self._write(holder, released_spec(holder, dt.datetime.now(dt.UTC))) is not None:
                 log.info("released lease %s/%s", self.config.namespace, self.config.name)
         except Exception as exc:  # it expires by itself: a standby waits one lease duration
             log.warning("releasing the lease failed: %s", exc)

@@ -3,8 +3,10 @@
 - Standby: look at the Lease every retry period, answer liveness, handle nothing. SIGTERM or
   SIGINT ends the process at once (it holds nothing).
 - Leading: run the operator (kopf, with its own SIGTERM handling: handlers stopped, drills
-  reverted) while renewing the Lease beside it; once the operator has stopped, give the Lease back,
-  so a standby takes over at its next look instead of after a lease duration.
+  reverted) while a thread of its own renews the Lease, so no backlog on the event loop (a cold
+  start with a thousand objects pending) can starve a renewal; once the operator has stopped, give
+  the Lease back, so a standby takes over at its next look instead of after a lease duration. A
+  loop that hangs for good is the liveness probe's to catch: kopf answers it from that loop.
 - Leadership lost (another holds the Lease, or no renewal within the renew deadline): ``on_lost``
   ends the process at once, as a crash would; the successor replays what was left open.
 """
@@ -12,9 +14,9 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import signal
+import threading
 from collections.abc import Awaitable, Callable
 from typing import NoReturn
 
@@ -53,8 +55,10 @@ async def _standby(elector: Elector, liveness: str | None) -> bool:
             await server.wait_closed()
 
 
-async def _watch(elector: Elector, on_lost: Callable[[str], NoReturn]) -> None:
-    why = await elector.hold()
+def _hold(elector: Elector, stop: threading.Event, on_lost: Callable[[str], NoReturn]) -> None:
+    why = elector.hold(stop)
+    if why is None:  # the operator stopped: the Lease is given back by the caller
+        return
     metrics.LEADER.set(0)
     on_lost(why)
 
@@ -76,15 +80,15 @@ async def run(
         return
     metrics.LEADER.set(1)
     _leader = config.identity
-    # started before the operator, so kopf's end-of-run sweep of its own tasks leaves it alone:
     # the Lease is renewed until the operator's shutdown (drills reverted) is over
-    holding = asyncio.create_task(_watch(elector, on_lost), name="lease holder")
+    stop = threading.Event()
+    holding = threading.Thread(target=_hold, args=(elector, stop, on_lost), name="lease holder", daemon=True)
+    holding.start()
     try:
         await operate()
     finally:
-        holding.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await holding
+        stop.set()
+        await asyncio.to_thread(holding.join)
         metrics.LEADER.set(0)
         _leader = None
-        await elector.release()
+        await asyncio.to_thread(elector.release)
