@@ -9,7 +9,7 @@ import logging
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from mcp_operator.leadership.elector import standby_problem
+from mcp_operator.leadership.elector import Elector, standby_problem
 from mcp_operator.leadership.lease import (
     Holder,
     LeaseConfig,
@@ -93,3 +93,13 @@ def test_a_forbidden_lease_says_which_rights_are_missing_and_where() -> None:
     assert "RoleBinding mcp-operator-leader" in message and "docs/using-it.md" in message
     level, message = standby_problem(ApiException(status=503, reason="Unavailable"), config)
     assert level == logging.WARNING and "503" in message  # the API server away: it passes
+
+
+def test_a_leader_lapses_once_its_last_renewal_is_a_renew_deadline_old() -> None:
+    now = [100.0]
+    elector = Elector(LeaseConfig("l", "ns", "me"), clock=lambda: now[0])
+    elector.leading, elector.renewed_at = True, 100.0
+    now[0] = 109.9
+    assert elector.lapsed() is None and elector.leading
+    now[0] = 110.0
+    assert elector.lapsed() == "no renewal for 10 s" and not elector.leading

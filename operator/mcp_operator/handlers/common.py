@@ -15,13 +15,14 @@ import kopf
 
 from mcp_common.tolerant import tolerant
 
-from .. import events, kube, logs, metrics
+from .. import events, kube, leadership, logs, metrics
 from ..api.common import Conditioned
 from ..conditions import utc_now
 from ..readiness.drill.run import Announce
 from ..rejection import problems_message
 from ..targets import SpecProblem
 from ..targets.unresolved import LOOKING_AGAIN, RETRY_S, waiting_conditions
+from .lifecycle import abandon
 
 log = logging.getLogger(__name__)
 
@@ -37,14 +38,23 @@ def current_object() -> logs.ObjectRef | None:
     return _HANDLED.get()
 
 
+def still_leading() -> None:
+    """A handler acts only on a fresh Lease: one whose renewal lapsed (the process stood still
+    past the renew deadline) exits here, before it writes anything (``lifecycle.abandon``)."""
+    if (why := leadership.lapsed()) is not None:
+        abandon(why)
+
+
 def about_object(fn: F) -> F:
-    """Run a kopf handler with the object of its ``body`` kwarg (kopf passes one to every
-    resource handler) as :func:`current_object`, async or not. ``functools.wraps`` keeps the
-    handler's id (kopf derives it from the wrapped function's name)."""
+    """Run a kopf handler, once :func:`still_leading` holds, with the object of its ``body``
+    kwarg (kopf passes one to every resource handler) as :func:`current_object`, async or not.
+    ``functools.wraps`` keeps the handler's id (kopf derives it from the wrapped function's
+    name)."""
     if inspect.iscoroutinefunction(fn):
 
         @functools.wraps(fn)
         async def run_async(*args: Any, **kwargs: Any) -> Any:
+            still_leading()
             token = _HANDLED.set(logs.ref_from_body(kwargs.get("body")))
             try:
                 return await fn(*args, **kwargs)
@@ -55,6 +65,7 @@ def about_object(fn: F) -> F:
 
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
+        still_leading()
         token = _HANDLED.set(logs.ref_from_body(kwargs.get("body")))
         try:
             return fn(*args, **kwargs)

@@ -3,6 +3,6 @@
 import here (``cli`` wires kopf in), so the rules stay testable on their own."""
 
 from .lease import LeaseConfig
-from .run import leader_identity, run
+from .run import lapsed, leader_identity, run
 
-__all__ = ["LeaseConfig", "leader_identity", "run"]
+__all__ = ["LeaseConfig", "lapsed", "leader_identity", "run"]

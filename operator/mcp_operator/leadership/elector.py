@@ -154,11 +154,10 @@ class Elector:
         duration after the last renewal was sent, so stopping at the renew deadline leaves the
         difference (5 s by default) as the margin against two leaders."""
         while not stop.wait(self.config.retry_period_s):
-            if self.clock() - self.renewed_at >= self.config.renew_deadline_s:
-                # the process stood still (stopped, starved) past the deadline: a standby may
-                # lead by now, so stop before anything else runs, without asking the API first
-                self.leading = False
-                return f"no renewal for {self.clock() - self.renewed_at:.0f} s"
+            # the process stood still (stopped, starved) past the deadline: a standby may lead by
+            # now, so stop before anything else runs, without asking the API first
+            if (why := self.lapsed()) is not None:
+                return why
             try:
                 if self.try_acquire_or_renew():
                     continue
@@ -167,10 +166,19 @@ class Elector:
                     return f"the lease is held by {self.holder.identity}"
             except Exception as exc:
                 log.warning("leader: renewing the lease failed: %s", exc)
-            if self.clock() - self.renewed_at >= self.config.renew_deadline_s:
-                self.leading = False
-                return f"no renewal for {self.config.renew_deadline_s:.0f} s"
+            if (why := self.lapsed()) is not None:
+                return why
         return None
+
+    def lapsed(self) -> str | None:
+        """Why this leader must stop at once: its last successful renewal was sent a renew
+        deadline ago or more (the API server refused or did not answer, or the process stood
+        still); None while the Lease is fresh."""
+        idle = self.clock() - self.renewed_at
+        if idle < self.config.renew_deadline_s:
+            return None
+        self.leading = False
+        return f"no renewal for {idle:.0f} s"
 
     def release(self) -> None:
         """Give the Lease back on a clean exit, if it is still ours, so a standby need not wait

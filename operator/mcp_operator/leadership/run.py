@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import threading
@@ -27,6 +28,7 @@ from .lease import LeaseConfig
 
 log = logging.getLogger(__name__)
 _leader: str | None = None  # this process's identity while it leads
+_elector: Elector | None = None  # while it leads
 
 
 def leader_identity() -> str | None:
@@ -55,6 +57,24 @@ async def _standby(elector: Elector, liveness: str | None) -> bool:
             await server.wait_closed()
 
 
+def lapsed() -> str | None:
+    """Why this process, leading, must stop before it acts: no renewal within the renew
+    deadline (see ``Elector.lapsed``); None while it leads on a fresh Lease, or does not lead.
+    Handlers ask before they act: after a freeze (SIGSTOP, a starved process) the renewing thread
+    may not have run yet when the loop hands out the events that queued meanwhile."""
+    return None if _elector is None else _elector.lapsed()
+
+
+async def _guard(elector: Elector, on_lost: Callable[[str], NoReturn]) -> None:
+    """The same question on the loop every retry period: after a freeze this timer is among
+    the first things the loop runs."""
+    while True:
+        await asyncio.sleep(elector.config.retry_period_s)
+        if (why := elector.lapsed()) is not None:
+            metrics.LEADER.set(0)
+            on_lost(why)
+
+
 def _hold(elector: Elector, stop: threading.Event, on_lost: Callable[[str], NoReturn]) -> None:
     why = elector.hold(stop)
     if why is None:  # the operator stopped: the Lease is given back by the caller
@@ -72,23 +92,28 @@ async def run(
 ) -> None:
     """Wait for the Lease, then ``operate`` while holding it; return when the operator stopped
     (or the process was stopped on standby)."""
-    global _leader
+    global _leader, _elector
     elector = Elector(config)
     metrics.LEADER.set(0)
     if not await _standby(elector, liveness):
         log.info("stopped on standby")
         return
     metrics.LEADER.set(1)
-    _leader = config.identity
-    # the Lease is renewed until the operator's shutdown (drills reverted) is over
+    _leader, _elector = config.identity, elector
+    # the Lease is renewed until the operator's shutdown (drills reverted) is over; the guard is
+    # started before the operator, so kopf's end-of-run sweep of its own tasks leaves it alone
     stop = threading.Event()
     holding = threading.Thread(target=_hold, args=(elector, stop, on_lost), name="lease holder", daemon=True)
     holding.start()
+    guard = asyncio.create_task(_guard(elector, on_lost), name="lease guard")
     try:
         await operate()
     finally:
+        guard.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await guard
         stop.set()
         await asyncio.to_thread(holding.join)
         metrics.LEADER.set(0)
-        _leader = None
+        _leader, _elector = None, None
         await asyncio.to_thread(elector.release)

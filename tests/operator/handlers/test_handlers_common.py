@@ -22,6 +22,7 @@ from mcp_operator.api.readiness import PLURAL as READINESS_PLURAL
 from mcp_operator.benchmark import start
 from mcp_operator.conditions import condition
 from mcp_operator.handlers import benchmark as benchmark_handlers
+from mcp_operator.handlers import common
 from mcp_operator.handlers import readiness as readiness_handlers
 from mcp_operator.targets import policy
 from mcp_operator.targets.unresolved import RETRY_S
@@ -241,3 +242,24 @@ def test_a_handler_names_its_object_for_the_logs_sync_or_async() -> None:
     assert seen == [ObjectRef(NS, "named", READINESS)] and current_object() is None
     assert get_callable_id(sync_handler).endswith("<locals>.sync_handler")  # its own qualname
     assert get_callable_id(readiness_handlers.evaluate_readiness) == "evaluate_readiness"
+
+
+async def test_a_handler_on_a_lapsed_lease_exits_before_it_acts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a freeze the loop may hand out queued events before the renewing thread runs: the
+    handler asks first and leaves as a crash would (``lifecycle.abandon``), its body never run."""
+    acted: list[str] = []
+
+    @common.about_object
+    async def handler(**_: Any) -> None:
+        acted.append("acted")
+
+    def abandoned(why: str) -> None:
+        raise SystemExit(why)
+
+    monkeypatch.setattr(common, "abandon", abandoned)
+    await handler(body={})
+    assert acted == ["acted"]  # not leading under the Lease here: nothing lapses
+    monkeypatch.setattr(common.leadership, "lapsed", lambda: "no renewal for 12 s")
+    with pytest.raises(SystemExit, match="no renewal for 12 s"):
+        await handler(body={})
+    assert acted == ["acted"]
