@@ -3,8 +3,9 @@ the reference server as a Deployment (``manifests/refserver``) behind its Servic
 MCPReadiness with ``profile: MCP2026``, ``scale`` for the rates and ``durationScale`` for the
 time, and ``drill.shards`` placing the load's shard pods on the local nodes. Prints each stage
 (requested, achieved, P50/P99, client-bound flags, the P99 of every window, the jump point) and
-the KPI board, and exits 0 when every stage kept its requested rate within 10 % with no client
-bound (the rate this machine carries), 1 when not.
+the KPI board, and exits 0 when every stage kept its requested rate within 2 % either way with
+no client bound (the rate this machine carries), 1 when not: each window offers rate x time
+within one arrival, so a stage off by more was not given or not carried its load.
 
     .venv/bin/python measurements/drill_profile.py --scale 1 --duration-scale 0.1 --shards 2
     .venv/bin/python measurements/drill_profile.py --scale 0.25 --duration-scale 0.1 --shards 2
@@ -26,6 +27,7 @@ from mcp_devcluster import stack
 
 REPO = Path(__file__).resolve().parents[1]
 LOCAL = {"mcp2026.io/local-runner": "true"}
+RATE_TOLERANCE = 0.02  # a stage's achieved rate within this share of its requested one
 
 
 def _kubectl(kubeconfig: Path, *args: str, input_text: str | None = None) -> str:
@@ -66,7 +68,7 @@ def _print(status: dict[str, Any], took_s: float) -> bool:
         requested = float(str(row.get("requested", "0")).split()[0] or 0)
         achieved = float(row.get("achievedRps") or 0)
         bound = row.get("clientBound") or ""
-        kept = kept and not bound and achieved >= 0.9 * requested
+        kept = kept and not bound and abs(achieved - requested) <= RATE_TOLERANCE * requested
         print(
             f"{row['name']:10} {row.get('requested', ''):>14} {achieved:>10.1f} {row.get('p50Ms', ''):>8} "
             f"{row.get('p99Ms', ''):>8}  {bound or 'no'}"

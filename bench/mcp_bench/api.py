@@ -26,6 +26,7 @@ from mcp_bench.dialguard import (
 from mcp_bench.dialguard_requests import guard
 from mcp_bench.engines import plan_feature_problem, run_plan_sync
 from mcp_bench.engines.gate import GateObserver, LevelProgress, sleep_until
+from mcp_bench.engines.runloop import shard_plan
 from mcp_bench.htmlreport.view import Table
 from mcp_bench.plan import PlanError, RunPlan, format_validation_error
 from mcp_bench.protocols import protocol_factory
@@ -108,6 +109,7 @@ __all__ = [
     "protocol_factory",
     "run_plan_sync",
     "search_line",
+    "shard_plan",
     "sleep_until",
     "summarize",
     "write_pages",

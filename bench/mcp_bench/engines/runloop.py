@@ -47,6 +47,20 @@ def level_schedule(plan: RunPlan, meta: LevelMeta) -> Schedule:
     )
 
 
+SHARD_SEED_STRIDE = 2**32  # shard k of a run draws from the plan's seed plus k times this
+
+
+def shard_plan(plan: RunPlan, index: int) -> RunPlan:
+    """The plan shard ``index`` of a run runs: the same load, its arrivals a draw of its own (the
+    first shard's the plan's). Shards of one seed sent the same instants, so n shards' load came
+    in bursts of n requests at once, and each stray of the draw n times over."""
+    seed = plan.levels.seed
+    if index == 0 or seed is None or not plan.levels.open_loop:
+        return plan
+    levels = plan.levels.model_copy(update={"seed": seed + index * SHARD_SEED_STRIDE})
+    return plan.model_copy(update={"levels": levels})
+
+
 def drain_s(plan: RunPlan) -> float:
     """How long in-flight requests may finish after the planned time (default: one timeout and a second)."""
     stage = plan.stage

@@ -30,6 +30,7 @@ from mcp_bench.api import (
     dumps_within,
     plan_observers,
     run_plan_sync,
+    shard_plan,
 )
 
 from .. import kube
@@ -170,6 +171,7 @@ def run_shard() -> int:
         uid, job, namespace = _env(ENV_BENCHMARK_UID), _env(ENV_JOB_NAME), _env(ENV_NAMESPACE)
         pod, pod_uid, key = _env(ENV_POD_NAME), _env(ENV_POD_UID), _env(ENV_RESULT_KEY)
         index = int(os.environ.get(ENV_COMPLETION_INDEX, "0"))
+        plan = shard_plan(plan, index)  # its arrivals its own, not the other shards' instants
         headers = secret_headers()
         # the server's side the plan asks for (spec.observe), beside the shard's own GPU telemetry
         observers = plan_observers(plan)

@@ -14,6 +14,7 @@ from mcp_bench.engines.runloop import (
     level_schedule,
     report_progress,
     run_levels,
+    shard_plan,
 )
 from mcp_bench.plan import RunPlan
 from mcp_bench.records import ErrorKind, RequestRecord
@@ -86,6 +87,19 @@ def test_each_level_draws_its_own_arrivals_and_a_plan_replays_them() -> None:
     many = _plan({"rate": [10.0] * 200, "arrival": "poisson"}, {"duration_s": 3.0})
     total = sum(len(level_schedule(many, meta)) for meta in level_metas(many))
     assert abs(total - 6000) < 4 * 6000**0.5  # Poisson over the whole, not one draw 200 times
+
+
+def test_each_shard_draws_arrivals_of_its_own() -> None:
+    """Shards of one plan sent the same instants: n shards' load came in bursts of n at once."""
+    plan = _plan({"rate": [50.0] * 2, "arrival": "poisson", "seed": 7}, {"duration_s": 1.0})
+    shards = [shard_plan(plan, index) for index in range(3)]
+    assert shards[0] == plan
+    first = [tuple(level_schedule(p, level_metas(p)[0]).offsets_ns) for p in shards]
+    assert len(set(first)) == 3
+    assert shard_plan(plan, 2) == shards[2]  # a shard replays its own draw
+    closed = _plan({"concurrency": [2]}, {"duration_s": 1.0})
+    unseeded = _plan({"rate": [5.0], "seed": None}, {"duration_s": 1.0})
+    assert shard_plan(closed, 1) == closed and shard_plan(unseeded, 1) == unseeded
 
 
 def test_accumulator_counts_open_levels_late_and_shifts_instants() -> None:

@@ -5,10 +5,11 @@ it) and named for the gate and the stage; the next drill of the gate replaces it
 drill's evidence stays readable (``kubectl get mcpb``, ``mcp-operator report``).
 
 The stage's plan (``stageplan.stage_plan``) is the benchmark's load: its windows are the
-benchmark's levels, run back to back, each shard sending its share. The barrier holds only the
-first level (``startBarrier.everyLevel: false``), and its start time, which the operator writes,
-is when the drill's faults count their offsets from. The benchmark package is used through its
-public entry (``benchmark.public``).
+benchmark's levels, run back to back, each shard sending its share from arrivals of its own
+(``mcp_bench``'s ``shard_plan``). The barrier holds only the first level
+(``startBarrier.everyLevel: false``), and its start time, which the operator writes, is when the
+drill's faults count their offsets from. The benchmark package is used through its public entry
+(``benchmark.public``).
 """
 
 from __future__ import annotations

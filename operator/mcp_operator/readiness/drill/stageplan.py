@@ -4,8 +4,9 @@ MCPBenchmark whose shards share its levels (``shardload``).
 
 The stage is consecutive windows of the same load, one level each: the windows say when within
 the stage P99 jumps, and their histograms add up to the stage's exact percentiles. An open-loop
-stage's arrivals are Poisson, and an arrival the client cannot send in time is dropped (counted
-apart: no evidence about the service either way).
+stage's arrivals are Poisson, each window holding its rate x time within one (so the stage
+offers its rate, not a seed's stray), and an arrival the client cannot send in time is dropped
+(counted apart: no evidence about the service either way).
 """
 
 from __future__ import annotations
