@@ -33,7 +33,7 @@ LEASE = ("default", "mcp-operator")  # the operator's defaults outside a pod
 
 
 def _gate(name: str, url: str) -> dict[str, Any]:
-    probe = {"path": "/health", "requests": 20, "concurrency": 2, "minSuccessRatio": 0.99, "maxP99Ms": 1000}
+    probe = {"path": "/health", "requests": 100, "concurrency": 4, "minSuccessRatio": 0.99, "maxP99Ms": 1000}
     return {
         "apiVersion": "mcp2026.io/v1alpha1",
         "kind": "MCPReadiness",
