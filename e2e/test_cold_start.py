@@ -4,7 +4,8 @@ runs, then one operator started with a CPU hog beside it.
 Before, 16 s into such a start the operator logged "leadership lost (no renewal for 10 s)" and
 exited: its Lease was renewed by a task on the event loop that the backlog starved, leaving 813
 of 1,000 gates Running with nobody to judge them. Now the renewal has a thread of its own and
-start-up admits the backlog at a bounded rate: one leader throughout (the same process, one
+the backlog is admitted a bounded number of rounds at a time (no more gates are ever seen
+Running than are admitted): one leader throughout (the same process, one
 Lease transition: the taking), every gate judged once (a retry of an operator-caused verdict is
 a round of its own, as in ``test_readiness_many``), every verdict with its one event.
 """
@@ -30,6 +31,7 @@ from mcp_operator.api.readiness import DECIDED_PHASES
 
 SIZES = [1000, pytest.param(5000, marks=pytest.mark.long)]
 LEASE = ("default", "mcp-operator")  # the operator's defaults outside a pod
+ADMITTED = 16  # MCP_MAX_ROUNDS_ADMITTED: rounds run at once; the rest wait, unclaimed
 
 
 def _gate(name: str, url: str) -> dict[str, Any]:
@@ -111,13 +113,18 @@ def test_a_cold_start_with_a_backlog_keeps_its_lease_and_judges_each_gate_once(
     )
     watch = LeaseWatch(api)
     started = time.monotonic()
-    replacement = stack.start_operator(kube.kubeconfig, tmp_path)
+    replacement = stack.start_operator(
+        kube.kubeconfig, tmp_path, env={"MCP_MAX_ROUNDS_ADMITTED": str(ADMITTED)}
+    )
     operator.process = replacement.process  # the session fixture stops whichever runs last
     operator.metrics_url = replacement.metrics_url
+    most_running = 0  # claimed rounds seen at once
     try:
         deadline = started + 120 + 0.5 * gates
         while True:
             objs = _all(kube)
+            running = sum(1 for o in objs if (o.get("status") or {}).get("phase") == "Running")
+            most_running = max(most_running, running)
             if len(objs) == gates and all(_decided(o) for o in objs):
                 break
             alive = replacement.process.exited() is None
@@ -135,6 +142,7 @@ def test_a_cold_start_with_a_backlog_keeps_its_lease_and_judges_each_gate_once(
     assert lease.holder_identity == replacement.identity
     assert int(lease.lease_transitions) == before + 1, (before, lease.lease_transitions)
     assert [h for h in watch.holders if h] == [replacement.identity], watch.holders
+    assert 0 < most_running <= ADMITTED, f"{most_running} rounds claimed at once, {ADMITTED} admitted"
 
     by_name = {o["metadata"]["name"]: o for o in _all(kube)}
     verdicts = Counter(o["status"]["verdict"] for o in by_name.values())
@@ -155,5 +163,5 @@ def test_a_cold_start_with_a_backlog_keeps_its_lease_and_judges_each_gate_once(
     print(
         f"\ncold start with {gates} gates pending and a CPU hog: all judged {elapsed:.1f}s after the "
         f"operator started, {retried} retried for the operator's reasons, one leader, "
-        f"{sum(ready_events.values())} verdict events"
+        f"{sum(ready_events.values())} verdict events, at most {most_running} rounds claimed at once"
     )

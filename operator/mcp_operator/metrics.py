@@ -32,6 +32,10 @@ API_RETRIES = Counter(
 READY = Gauge(
     "mcp_operator_readiness_ready", "1 when an MCPReadiness is Ready, else 0.", ["namespace", "name"]
 )
+ROUNDS_WAITING = Gauge(
+    "mcp_operator_rounds_waiting",
+    "MCPReadiness rounds waiting to be admitted (MCP_MAX_ROUNDS_ADMITTED run at once).",
+)
 LEADER = Gauge(
     "mcp_operator_leader",
     "1 while this process holds the leader Lease and runs the handlers, 0 on standby.",

@@ -27,6 +27,8 @@ class OperatorSettings:
     # measuring rounds at once (worker processes), and at once against one target
     max_concurrent_checks: int = 4
     max_checks_per_target: int = 2
+    # gates' rounds run at once (each from its first read to its verdict); the rest wait in order
+    max_rounds_admitted: int = 32
     # after SIGTERM: how long the operator may take to stop before it kills itself; keep it
     # below the pod's terminationGracePeriodSeconds (the manifests give 60 against 45)
     shutdown_timeout_seconds: float = 45.0
@@ -45,6 +47,7 @@ class OperatorSettings:
             runner_account_allow=_list(os.environ.get("MCP_RUNNER_SERVICE_ACCOUNT_ALLOW", "")),
             max_concurrent_checks=max(1, int(os.environ.get("MCP_MAX_CONCURRENT_CHECKS", default_checks))),
             max_checks_per_target=max(1, int(os.environ.get("MCP_MAX_CHECKS_PER_TARGET", "2"))),
+            max_rounds_admitted=max(1, int(os.environ.get("MCP_MAX_ROUNDS_ADMITTED", "32"))),
             shutdown_timeout_seconds=max(1.0, float(os.environ.get("MCP_SHUTDOWN_TIMEOUT_SECONDS", "45"))),
         )
 

@@ -47,7 +47,7 @@ async def evaluate_readiness(
     spec: kopf.Spec, meta: kopf.Meta, body: kopf.Body, patch: kopf.Patch, **_: Any
 ) -> None:
     rt, gate = runtime.current(), _gate(meta, body)
-    async with rt.claims.lock(gate.uid):
+    async with rt.admission.admitted(), rt.claims.lock(gate.uid):
         obj = await readers.fresh_generation(gate.namespace, gate.name, gate.generation)
         if obj is None:
             return  # deleted, or a newer spec whose own event follows
@@ -88,7 +88,7 @@ async def recheck_readiness(spec: kopf.Spec, meta: kopf.Meta, body: kopf.Body, *
     """A standing gate: evaluate again once the interval has passed; Ready stays as it was while
     the checks run, so consumers see a change only when the verdict changes."""
     rt, gate = runtime.current(), _gate(meta, body)
-    async with rt.claims.lock(gate.uid):
+    async with rt.admission.admitted(), rt.claims.lock(gate.uid):
         obj = await readers.fresh_generation(gate.namespace, gate.name, gate.generation)
         parsed = _valid(spec)
         if obj is None or parsed is None:
@@ -113,7 +113,7 @@ async def retry_readiness(spec: kopf.Spec, meta: kopf.Meta, body: kopf.Body, **_
     """A verdict that was the operator's own doing (``readiness.retry``) is evaluated again once
     its backoff has passed, as a recheck: Ready stays as it was until the new verdict."""
     rt, gate = runtime.current(), _gate(meta, body)
-    async with rt.claims.lock(gate.uid):
+    async with rt.admission.admitted(), rt.claims.lock(gate.uid):
         obj = await readers.fresh_generation(gate.namespace, gate.name, gate.generation)
         parsed = _valid(spec)
         if obj is None or parsed is None:
@@ -148,7 +148,7 @@ async def watch_release(spec: kopf.Spec, meta: kopf.Meta, body: kopf.Body, **_: 
     rt, gate = runtime.current(), _gate(meta, body)
     if (lock := rt.claims.lock(gate.uid)).locked():
         return True  # a round of this gate runs in this process now
-    async with lock:
+    async with rt.admission.admitted(), lock:
         found = await readers.fresh(gate.namespace, gate.name)
         obj, parsed = readers.of_generation(found, gate.generation), _valid(spec)
         if obj is None or parsed is None:

@@ -1,6 +1,6 @@
 """What one operator process holds while it runs, in one object: the rounds it is running and
-one lock per gate (``claims``), its running drills, the drills' load processes and the prober's
-bounded worker pool.
+one lock per gate (``claims``), how many rounds run at once (``admission``), its running drills,
+the drills' load processes and the prober's bounded worker pool.
 
 It is created when the operator starts (``handlers.lifecycle.start_runtime``, a kopf startup
 handler, through :func:`start`) and closed in one place, :meth:`Runtime.close`, called by the one
@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..settings import OperatorSettings
+from .admission import Admission
 from .claim import Claims
 from .drill.load import LoadRunner
 from .drill.registry import Drills
@@ -69,10 +70,12 @@ class Runtime:
     claims: Claims = field(default_factory=Claims)
     drills: Drills = field(default_factory=Drills)
     loads: LoadRunner = field(default_factory=LoadRunner)
+    admission: Admission = field(default_factory=lambda: Admission(OperatorSettings.max_rounds_admitted))
 
     @classmethod
     def from_settings(cls, settings: OperatorSettings) -> Runtime:
-        return cls(prober=Prober(settings.max_concurrent_checks, settings.max_checks_per_target))
+        prober = Prober(settings.max_concurrent_checks, settings.max_checks_per_target)
+        return cls(prober=prober, admission=Admission(settings.max_rounds_admitted))
 
     async def stop_drills(self) -> int:
         """Cancel every running drill and wait until each has reverted its faults."""
