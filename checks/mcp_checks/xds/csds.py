@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-import grpc
 from envoy.admin.v3 import config_dump_shared_pb2
 from envoy.service.status.v3 import csds_pb2
 from google.protobuf.message import DecodeError
@@ -112,7 +111,11 @@ def decode_client_status(raw: bytes, source: str) -> SourceAnswer:
 
 async def fetch_csds(source: XdsSource, timeout_s: float, dial: DialHooks = OPEN) -> SourceAnswer:
     """One FetchClientStatus call over plaintext gRPC; a failed call names its status code. The
-    channel dials the address ``dial`` checked (gRPC would resolve the name again itself)."""
+    channel dials the address ``dial`` checked (gRPC would resolve the name again itself). gRPC is
+    imported here, by the first xdsSync round: 8 MB of resident memory the operator holds only once a gate
+    asks a control plane."""
+    import grpc
+
     address = await dial.grpc_address(source.address)
     # no grpc_proxy/http(s)_proxy: the policy judges the address dialled, not a proxy's
     options: list[tuple[str, str | int]] = [("grpc.enable_http_proxy", 0)]
