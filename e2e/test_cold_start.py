@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client
 
 from mcp_devcluster import stack
@@ -34,14 +33,11 @@ LEASE = ("default", "mcp-operator")  # the operator's defaults outside a pod
 ADMITTED = 16  # MCP_MAX_ROUNDS_ADMITTED: rounds run at once; the rest wait, unclaimed
 
 
-def _gate(name: str, url: str) -> dict[str, Any]:
+def _gate(name: str, url: str) -> str:
     probe = {"path": "/health", "requests": 100, "concurrency": 4, "minSuccessRatio": 0.99, "maxP99Ms": 1000}
-    return {
-        "apiVersion": "mcp2026.io/v1alpha1",
-        "kind": "MCPReadiness",
-        "metadata": {"name": name},
-        "spec": {"target": {"url": url}, "checks": {"healthProbe": probe}},
-    }
+    return stack.custom_resource(
+        "MCPReadiness", name, {"target": {"url": url}, "checks": {"healthProbe": probe}}
+    )
 
 
 def _all(kube: Any) -> list[dict[str, Any]]:
@@ -105,12 +101,8 @@ def test_a_cold_start_with_a_backlog_keeps_its_lease_and_judges_each_gate_once(
 ) -> None:
     stack.stop(operator.process)  # gives the Lease back: the next operator takes it at once
     names = [f"cold-{i:04d}" for i in range(gates)]
-    kube.run(
-        "apply", "-f", "-", input_text=yaml.safe_dump_all([_gate(n, refserver) for n in names]), timeout=600
-    )
-    before = int(
-        client.CoordinationV1Api(api).read_namespaced_lease(LEASE[1], LEASE[0]).spec.lease_transitions or 0
-    )
+    kube.run("apply", "-f", "-", input_text="---\n".join(_gate(n, refserver) for n in names), timeout=600)
+    before = int(_lease(api).lease_transitions or 0)
     watch = LeaseWatch(api)
     started = time.monotonic()
     replacement = stack.start_operator(
