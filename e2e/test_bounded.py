@@ -108,12 +108,19 @@ def test_status_stays_bounded_over_many_evaluations(
     assert len(status["history"]) == min(evaluations, 10)
     settled = sizes[10:]  # once the history is full, status stops growing
     assert not settled or max(settled) <= settled[0] + 256, (settled[0], max(settled))
-    events = (
-        client.CoreV1Api(api)
-        .list_namespaced_event(kube.namespace, field_selector="involvedObject.name=many")
-        .items
-    )
-    assert sum(e.count or 1 for e in events if e.reason == "Ready") == evaluations
+
+    def ready_events() -> int:
+        events = (
+            client.CoreV1Api(api)
+            .list_namespaced_event(kube.namespace, field_selector="involvedObject.name=many")
+            .items
+        )
+        return sum(e.count or 1 for e in events if e.reason == "Ready")
+
+    # the event follows the verdict's status write (kopf posts it from its own queue): wait for
+    # the last one, then hold the count to one per evaluation
+    stack.until(lambda: ready_events() >= evaluations, f"{evaluations} Ready events", 60, ready_events)
+    assert ready_events() == evaluations
 
 
 def _largest_rows_spec(url: str) -> dict[str, Any]:

@@ -143,12 +143,18 @@ def test_a_cold_start_with_a_backlog_keeps_its_lease_and_judges_each_gate_once(
         status = obj["status"]
         rounds = 1 + (status.get("retry") or {}).get("attempts", 0)  # a retry is a round of its own
         assert (status["evaluations"], len(status["history"])) == (rounds, rounds), (name, status)
-    events = json.loads(kube.run("get", "events", "-o", "json", timeout=300).stdout)["items"]
-    ready_events = Counter(
-        e["involvedObject"]["name"]
-        for e in events
-        if e["reason"] == "Ready" and e["involvedObject"]["kind"] == "MCPReadiness"
-    )
+
+    def verdict_events() -> Counter[str] | None:
+        events = json.loads(kube.run("get", "events", "-o", "json", timeout=300).stdout)["items"]
+        counted = Counter(
+            e["involvedObject"]["name"]
+            for e in events
+            if e["reason"] == "Ready" and e["involvedObject"]["kind"] == "MCPReadiness"
+        )
+        return counted if set(names) <= set(counted) else None
+
+    # each event follows its verdict's status write (kopf posts it from its own queue)
+    ready_events = stack.until(verdict_events, "every gate has its verdict event", 120, interval_s=2)
     missing = [n for n in names if ready_events[n] != 1]
     assert missing == [], f"{len(missing)} gates without exactly one verdict event, e.g. {missing[:5]}"
     retried = sum(1 for o in by_name.values() if (o["status"].get("retry") or {}).get("attempts"))

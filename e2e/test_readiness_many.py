@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
+from mcp_devcluster import stack
 from mcp_operator.api.readiness import DECIDED_PHASES
 
 # the default run, and what the README states for 1,000 (--long); a round of 300 requests takes
@@ -110,11 +111,20 @@ def test_many_gates_at_once_are_each_evaluated_exactly_once(kube: Any, refserver
         assert status["evaluations"] == rounds, (name, status["evaluations"], status.get("retry"))
         assert len(status["history"]) == rounds, (name, status["history"])
         assert status["evaluation"]["generation"] == obj["metadata"]["generation"]
-    events = json.loads(kube.run("get", "events", "-o", "json").stdout)["items"]
-    verdict_events = Counter(
-        e["involvedObject"]["name"]
-        for e in events
-        if e["reason"] == "Ready" and e["involvedObject"]["kind"] == "MCPReadiness"
-    )
-    assert {verdict_events[n] for n in names} == {1}, verdict_events
+
+    def verdict_events() -> tuple[list[dict[str, Any]], Counter[str]]:
+        events = json.loads(kube.run("get", "events", "-o", "json").stdout)["items"]
+        return events, Counter(
+            e["involvedObject"]["name"]
+            for e in events
+            if e["reason"] == "Ready" and e["involvedObject"]["kind"] == "MCPReadiness"
+        )
+
+    # each event follows its verdict's status write (kopf posts it from its own queue)
+    def all_announced() -> tuple[list[dict[str, Any]], Counter[str]] | None:
+        seen = verdict_events()
+        return seen if set(names) <= set(seen[1]) else None
+
+    events, counted = stack.until(all_announced, "every gate has its verdict event")
+    assert {counted[n] for n in names} == {1}, counted
     assert all(e["source"].get("component") == "mcp-operator" for e in events if e["reason"] == "Ready")

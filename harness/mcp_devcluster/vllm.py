@@ -138,6 +138,12 @@ class VllmConfig:
             DO_NOT_TRACK="1",
             HF_HUB_OFFLINE="1",
             TRANSFORMERS_OFFLINE="1",
+            # uvicorn closes a connection whose keep-alive timer (5 s by default) is due, and on
+            # uvloop due timers run before the socket is read: a server loop starved for 5 s on
+            # this shared machine dropped a request that had arrived 66 ms after the previous
+            # answer, unanswered (``disconnected``). The tests hold the server to what it does
+            # with requests, so its idle timer outlasts any request they send.
+            VLLM_HTTP_TIMEOUT_KEEP_ALIVE="300",
         )
         if self.kv_cache_bytes is None and self.kv_cache_gib is not None:
             env["VLLM_CPU_KVCACHE_SPACE"] = str(self.kv_cache_gib)
