@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
 
 from mcp_devcluster import stack
 
@@ -107,14 +106,9 @@ def run_benchmark(kubeconfig: Path, namespace: str, url: str, shards: int) -> No
 
 def requests_by_verb(kubeconfig: Path) -> Counter[str]:
     """``apiserver_request_total`` for our resource, summed by verb (WATCH included)."""
-    text = stack.kubectl(kubeconfig, "get", "--raw", "/metrics").stdout
     counts: Counter[str] = Counter()
-    for family in text_string_to_metric_families(text):
-        if family.name != "apiserver_request":
-            continue
-        for sample in family.samples:
-            if sample.name.endswith("_total") and sample.labels.get("resource") == RESOURCE:
-                counts[sample.labels["verb"]] += int(sample.value)
+    for (verb, _code), n in stack.api_requests(kubeconfig, RESOURCE).items():
+        counts[verb] += n
     return counts
 
 

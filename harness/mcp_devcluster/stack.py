@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from . import build
 from .cluster import ClusterState, DevCluster
@@ -291,6 +293,20 @@ def refserver_container(*args: str, image: str = "unused") -> dict[str, Any]:
 def kwok_deployment(name: str = "srv", replicas: int = 3) -> str:
     """``kwok_deployment_body`` as JSON, for ``kubectl apply``."""
     return json.dumps(kwok_deployment_body(name, replicas))
+
+
+def api_requests(kubeconfig: Path, resource: str) -> Counter[tuple[str, str]]:
+    """The API server's ``apiserver_request_total`` for ``resource``, by (verb, code), every
+    client together (WATCH included)."""
+    text = kubectl(kubeconfig, "get", "--raw", "/metrics").stdout
+    counts: Counter[tuple[str, str]] = Counter()
+    for family in text_string_to_metric_families(text):
+        if family.name != "apiserver_request":
+            continue
+        for sample in family.samples:
+            if sample.name.endswith("_total") and sample.labels.get("resource") == resource:
+                counts[sample.labels["verb"], sample.labels.get("code", "")] += int(sample.value)
+    return counts
 
 
 def until(

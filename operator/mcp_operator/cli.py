@@ -27,7 +27,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     from . import handlers, leadership, logs, metrics
     from .handlers.common import current_object
-    from .handlers.lifecycle import abandon
+    from .handlers.leaving import abandon
     from .settings import OperatorSettings
 
     del handlers  # imported for its registrations

@@ -2,6 +2,6 @@
 matters: the one cleanup handler (``lifecycle``) closes the runtime, whose ``close`` holds the
 shutdown's order."""
 
-from . import benchmark, drills, lifecycle, monitoring, readiness, startup
+from . import benchmark, drills, lifecycle, monitoring, periodic, readiness, startup
 
-__all__ = ["benchmark", "drills", "lifecycle", "monitoring", "readiness", "startup"]
+__all__ = ["benchmark", "drills", "lifecycle", "monitoring", "periodic", "readiness", "startup"]

@@ -22,7 +22,7 @@ from ..readiness.drill.run import Announce
 from ..rejection import problems_message
 from ..targets import SpecProblem
 from ..targets.unresolved import LOOKING_AGAIN, RETRY_S, waiting_conditions
-from .lifecycle import abandon
+from .leaving import abandon
 
 log = logging.getLogger(__name__)
 

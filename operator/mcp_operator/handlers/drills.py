@@ -1,10 +1,11 @@
-"""kopf handlers for what MCPReadiness drills leave behind: a fault whose revert failed is tried
-again until it is reverted, and a deleted gate with a drill, or with a fault its journal shows
-open, is let go only once every fault it injected is reverted (``readiness.drills``). The rounds
-themselves are ``handlers.readiness``'s."""
+"""Handlers for what MCPReadiness drills leave behind: a fault whose revert failed is tried
+again until it is reverted (a tick of ``handlers.periodic``), and a deleted gate with a drill,
+or with a fault its journal shows open, is let go only once every fault it injected is reverted
+(``readiness.drills``). The rounds themselves are ``handlers.readiness``'s."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
@@ -12,22 +13,13 @@ import kopf
 from .. import metrics
 from ..api.common import GROUP, VERSION
 from ..api.readiness import PLURAL
-from ..api.readinessstatus import glance
 from ..readiness import drills, runtime
 from .common import about_object, announcer
 
 
-@kopf.timer(
-    GROUP,
-    VERSION,
-    PLURAL,
-    interval=drills.REVERT_RETRY_INTERVAL_S,
-    initial_delay=drills.REVERT_RETRY_INTERVAL_S,
-    when=lambda status, **_: glance(status).revert_failed,
-)
 @metrics.counted_errors("retry_reverts")
 @about_object
-async def retry_failed_reverts(meta: kopf.Meta, body: kopf.Body, **_: Any) -> None:
+async def retry_failed_reverts(meta: Mapping[str, Any], body: Mapping[str, Any], **_: Any) -> None:
     """A fault whose revert failed is tried again until it is reverted, also when nothing else
     happens to the object (a drill that ended with one, a replay that failed)."""
     where = (str(meta["namespace"]), str(meta["name"]), str(meta["uid"]))

@@ -1,5 +1,6 @@
 """The operator's life: the runtime (``mcp_operator.readiness.runtime``: claims, drills, load processes,
-the prober) is created when kopf starts, and closed in one cleanup handler.
+the prober) and the periodic ticks (``handlers.periodic``) start when kopf starts, and are closed in
+one cleanup handler, the ticks first.
 
 A graceful shutdown: on SIGTERM (a pod deleted, a node drained, a rollout) kopf stops its
 watchers and cancels the handlers that run, then runs the cleanup handlers, while tasks such as
@@ -12,24 +13,27 @@ round, then the prober's pool and the drills' load processes. All of it must end
 
 from __future__ import annotations
 
-import logging
-import os
-from typing import Any, NoReturn
+from typing import Any
 
 import kopf
 
 from ..readiness import runtime
+from . import periodic
 
 
 @kopf.on.startup(id="runtime")
 async def start_runtime(logger: kopf.Logger, **_: Any) -> None:
     """One runtime for this process, created on the operator's loop."""
     started = runtime.start()
+    periodic.TICKER.start()
     logger.debug("runtime started: %d probing worker(s) at most", started.prober.max_concurrent)
 
 
 @kopf.on.cleanup(id="graceful-shutdown")
 async def graceful_shutdown(logger: kopf.Logger, **_: Any) -> None:
+    ticks = await periodic.TICKER.close()  # first: a tick may start a round on the runtime
+    if ticks:
+        logger.info("stopped %d periodic tick(s) that were running", ticks)
     closed = await runtime.stop()
     if closed is None:
         return
@@ -38,17 +42,3 @@ async def graceful_shutdown(logger: kopf.Logger, **_: Any) -> None:
     if closed.workers:
         pids = ", ".join(map(str, closed.workers))
         logger.info("stopped %d worker process(es): %s", len(closed.workers), pids)
-
-
-def abandon(why: str) -> NoReturn:
-    """Leadership lost: stop acting at once, as a crash would. Another process may hold the Lease
-    already, so nothing is reverted or written here; the successor replays the open journals (the
-    crash-point tests prove that path). Child processes (probe workers, drill loads) die first."""
-    logging.getLogger(__name__).error("leadership lost (%s): exiting without acting further", why)
-    held = runtime.started()
-    if held is not None:
-        held.kill()
-    else:
-        runtime.kill_children()
-    logging.shutdown()
-    os._exit(1)

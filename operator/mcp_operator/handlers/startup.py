@@ -37,6 +37,9 @@ _STATUS = re.compile(r"status=(\d+)\)\s*$")
 STARTING = "storage is (re)initializing"  # the API server's 429 while its watch cache fills
 # kopf's line for a handler that waits for a name to resolve (handlers.common.wait_for_names)
 _WAITING = re.compile(r"Handler '[^']*' failed temporarily: .*" + re.escape(LOOKING_AGAIN), re.S)
+# handlers kopf calls on every watch event of every object: their success is no news
+QUIET_HANDLERS = ("track_readiness",)
+_ROUTINE = re.compile(r"Handler '(?:" + "|".join(map(re.escape, QUIET_HANDLERS)) + r")' succeeded\.")
 
 
 class ApiRetryFilter(logging.Filter):
@@ -46,14 +49,16 @@ class ApiRetryFilter(logging.Filter):
     not an error: that 429 becomes an INFO line saying the API server is not ready yet, any
     other retried failure a WARNING; the last attempt (``escalating``) stays an ERROR. A handler
     waiting for a name to resolve is no error either: its Ready condition and one event say so,
-    and kopf's line every 15 s for as long as the object lives (94 in 27 min) is DEBUG."""
+    and kopf's line every 15 s for as long as the object lives (94 in 27 min) is DEBUG. So is the
+    success of a handler called on every watch event (:data:`QUIET_HANDLERS`)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.INFO and _ROUTINE.fullmatch(record.getMessage()):
+            return self._debug(record)
         if record.levelno != logging.ERROR:
             return True
         if _WAITING.fullmatch(record.getMessage()):
-            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
-            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+            return self._debug(record)
         found = _RETRY.fullmatch(record.getMessage())
         if found is None:
             return True
@@ -67,6 +72,11 @@ class ApiRetryFilter(logging.Filter):
         record.msg = f"retrying {found['what']}: {why}; attempt {found['attempt']} failed"
         record.args = None
         return True
+
+    @staticmethod
+    def _debug(record: logging.LogRecord) -> bool:
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
 
 
 def quiet_retries() -> list[str]:

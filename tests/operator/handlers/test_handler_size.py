@@ -26,12 +26,8 @@ RESOURCE_HANDLER_IDS = {
     "evaluate_readiness/spec",
     "revert_on_delete",
     "collect_benchmark",
-    "retry_failed_reverts",
-    "recheck_readiness",
-    "retry_readiness",
-    "watch_release",
-    "sync_pod_gate",
     "forget_deleted_gate",
+    "track_readiness",  # the MCPReadiness ticks (handlers.periodic) are no kopf handlers
 }
 
 

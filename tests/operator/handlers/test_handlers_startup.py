@@ -151,6 +151,24 @@ def test_a_handler_waiting_for_a_name_is_debug_not_an_error_every_15_s() -> None
     assert quiet.filter(record) and record.levelno == logging.ERROR  # any other retry stays an error
 
 
+def test_the_success_of_a_handler_called_on_every_watch_event_is_debug() -> None:
+    """``track_readiness`` runs on every event of every gate: its success line would be most of
+    the log. Any other handler's success stays at INFO."""
+    quiet = startup.ApiRetryFilter()
+    logger = logging.getLogger("kopf.objects")
+    before = logger.level
+    try:
+        logger.setLevel(logging.INFO)
+        routine = "Handler 'track_readiness' succeeded."
+        record = logging.LogRecord("kopf.objects", logging.INFO, __file__, 1, routine, None, None)
+        assert not quiet.filter(record) and record.levelno == logging.DEBUG
+        for kept in ("Handler 'evaluate_readiness' succeeded.", "Handler 'track_readiness' succeeded. x"):
+            record = logging.LogRecord("kopf.objects", logging.INFO, __file__, 1, kept, None, None)
+            assert quiet.filter(record) and record.levelno == logging.INFO
+    finally:
+        logger.setLevel(before)
+
+
 def test_the_startup_handler_installs_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(startup.metrics, "serve", lambda *args, **kwargs: None)
     logger = logging.getLogger(WATCHING)
