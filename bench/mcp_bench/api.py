@@ -46,7 +46,7 @@ from mcp_bench.results.merge import MIN_OVERLAP, MergeError, merge_documents
 from mcp_bench.results.serving import ServingGpus
 from mcp_bench.results.summary import LevelSummary, summarize
 from mcp_bench.saturation import SearchOutcome
-from mcp_bench.search.cli import search_line
+from mcp_bench.search.rows import search_line
 from mcp_bench.telemetry.observer import TelemetryObserver
 
 if TYPE_CHECKING:  # the [plot] extra (matplotlib, jinja2): loaded on first use, below

@@ -20,7 +20,8 @@ from mcp_bench.report import print_report
 from mcp_bench.results import ResultDocument
 from mcp_bench.results.aggregate import LevelMeta
 from mcp_bench.results.document import LevelResult
-from mcp_bench.search.cli import add_search_flags, print_search, search_line, with_search
+from mcp_bench.search.cli import add_search_flags, print_search, with_search
+from mcp_bench.search.rows import search_line
 
 
 class ProgressObserver(RunObserver):

@@ -13,6 +13,7 @@ from rich.console import Console
 
 from mcp_bench.plan import RunPlan
 from mcp_bench.saturation import SearchOutcome
+from mcp_bench.search.rows import figure, search_line
 
 _FLAGS = {
     "floor": "floor",
@@ -48,39 +49,15 @@ def with_search(plan: RunPlan, args: argparse.Namespace) -> RunPlan:
     return RunPlan.from_dict({**plan.model_dump(), "search": search}, source="mcp-bench search")
 
 
-def _figure(value: float | None, unit: str = "") -> str:
-    return "-" if value is None else f"{value:.4g}{unit}"
-
-
 def print_search(outcome: SearchOutcome, out: Console) -> None:
     """The probes in the order they ran, then the answer, the knee and why the search stopped."""
     unit = " r/s" if outcome.over == "rate" else ""
     out.print(f"saturation search over {outcome.over}: {len(outcome.probes)} probe(s)", highlight=False)
     for p in outcome.probes:
         out.print(
-            f"  {p.step:>12} {_figure(p.load, unit):>12}  {'met' if p.passed else 'missed':6} "
-            f"throughput {_figure(p.throughput_rps)} rps, goodput {_figure(p.goodput_rps)} rps, "
-            f"latency mean {_figure(p.latency_mean_ms, ' ms')}, p99 {_figure(p.latency_p99_ms, ' ms')}",
+            f"  {p.step:>12} {figure(p.load, unit):>12}  {'met' if p.passed else 'missed':6} "
+            f"throughput {figure(p.throughput_rps)} rps, goodput {figure(p.goodput_rps)} rps, "
+            f"latency mean {figure(p.latency_mean_ms, ' ms')}, p99 {figure(p.latency_p99_ms, ' ms')}",
             highlight=False,
         )
     out.print(search_line(outcome), highlight=False)
-
-
-def search_line(outcome: SearchOutcome) -> str:
-    """One line: the answer, the knee and the stop reason (the quiet form, and the operator's)."""
-    unit = " r/s" if outcome.over == "rate" else ""
-    answer = (
-        f"max goodput at {_figure(outcome.max_goodput_load, unit)} "
-        f"({_figure(outcome.max_goodput_rps)} good rps)"
-        if outcome.found
-        else "no load met the SLO"
-    )
-    knee = outcome.knee
-    knee_text = (
-        f"knee at {_figure(knee.load, unit)} (shown at {_figure(knee.next_load, unit)}: throughput "
-        f"{_figure(knee.throughput_rps)} -> {_figure(knee.next_throughput_rps)} rps, latency "
-        f"{_figure(knee.latency_mean_ms)} -> {_figure(knee.next_latency_mean_ms)} ms)"
-        if knee is not None
-        else outcome.knee_note
-    )
-    return f"{answer}; {knee_text}; stopped: {outcome.stop_reason} ({outcome.message})"

@@ -15,10 +15,8 @@ import json
 from typing import Any
 
 import aiohttp
-from envoy.service.status.v3 import csds_pb2
-from google.protobuf import json_format
 
-from mcp_checks.xds.csds import proxy_from_client_config
+from mcp_checks.xds.csds import messages, proxy_from_client_config
 from mcp_checks.xds.model import MalformedAnswer, ProxyReport, SourceAnswer, SyncState, TypeStatus, XdsSource
 
 LEGACY_FIELDS = {"LDS": "listener", "RDS": "route", "CDS": "cluster", "EDS": "endpoint"}
@@ -51,9 +49,11 @@ def _legacy_proxy(entry: Any) -> ProxyReport:
 def _xds_form_proxy(resource: Any) -> ProxyReport:
     if not isinstance(resource, dict):
         raise MalformedAnswer("a syncz resource is not an object")
+    from google.protobuf import json_format  # with the messages: loaded by the first round that reads
+
     body = {k: v for k, v in resource.items() if k != "@type"}
     try:
-        config = json_format.ParseDict(body, csds_pb2.ClientConfig(), ignore_unknown_fields=True)
+        config = json_format.ParseDict(body, messages().ClientConfig(), ignore_unknown_fields=True)
     except json_format.ParseError as exc:
         raise MalformedAnswer(f"a syncz ClientConfig does not parse: {exc}") from exc
     return proxy_from_client_config(config)
