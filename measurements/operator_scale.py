@@ -8,7 +8,7 @@ Prints, for ``--gates`` gates applied in one ``kubectl apply``:
 - requests the API server served for ``mcpreadinesses`` by verb, per gate, while they were judged
   and during an idle window afterwards (a periodic LIST or GET per object would show there);
 - the operator's resident memory (its own process and its worker processes) with ``--idle``
-  decided objects held;
+  decided objects held, and with ``--restart`` that of a new operator adopting them idle;
 - one MCPBenchmark of ``--shards`` shards, every shard a pod the local kubelet really runs
   against the reference server: time from the apply to the merged verdict, and the report's size.
 
@@ -212,6 +212,28 @@ def rss_mib(pid: int) -> tuple[float, float]:
     return rss(pid), sum(rss(c) for c in children)
 
 
+def restarted_rss(kubeconfig: Path, work: Path, operator: stack.OperatorProcess, idle_s: float) -> None:
+    """The same gates, decided and idle, adopted by a new operator process: its memory without
+    the burst's high-water mark, and what the adoption wrote."""
+    stack.stop(operator.process)
+    before = requests_by_verb(kubeconfig)
+    started = time.monotonic()
+    successor = stack.start_operator(kubeconfig, work, identity="scale-successor")
+    try:
+        led = time.monotonic() - started
+        time.sleep(idle_s)
+        wrote = requests_by_verb(kubeconfig) - before
+        assert successor.process.popen is not None
+        own_rss, workers_rss = rss_mib(successor.process.popen.pid)
+        print(
+            f"after a restart (leading {led:.1f} s after its start, then {idle_s:.0f} s idle): operator RSS "
+            f"{own_rss:.0f} MiB, its worker processes {workers_rss:.0f} MiB; requests on {RESOURCE}: "
+            + (", ".join(f"{verb} {n}" for verb, n in sorted(wrote.items())) or "none")
+        )
+    finally:
+        stack.stop(successor.process)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -220,6 +242,9 @@ def main() -> int:
     parser.add_argument("--idle", type=int, default=1000, help="decided gates held for the memory figure")
     parser.add_argument("--shards", type=int, default=64, help="shards of one benchmark (0: none)")
     parser.add_argument("--idle-window", type=float, default=30.0, help="seconds of the idle request count")
+    parser.add_argument(
+        "--restart", action="store_true", help="then restart the operator and measure it with the gates idle"
+    )
     args = parser.parse_args()
 
     with (
@@ -265,6 +290,8 @@ def main() -> int:
         time.sleep(args.idle_window)
         own_rss, workers_rss = rss_mib(operator.process.popen.pid)
         print(f"  operator RSS {own_rss:.0f} MiB, its worker processes {workers_rss:.0f} MiB")
+        if args.restart:
+            restarted_rss(kubeconfig, Path(tmp), operator, args.idle_window)
         if args.shards:
             run_benchmark(kubeconfig, "scale", url, args.shards)
     return 0

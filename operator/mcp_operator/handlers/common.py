@@ -7,8 +7,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import inspect
-import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NoReturn, TypeVar, cast
 
 import kopf
@@ -23,8 +22,6 @@ from ..rejection import problems_message
 from ..targets import SpecProblem
 from ..targets.unresolved import LOOKING_AGAIN, RETRY_S, waiting_conditions
 from .leaving import abandon
-
-log = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=Callable[..., Any])
 _HANDLED: contextvars.ContextVar[logs.ObjectRef | None] = contextvars.ContextVar(
@@ -106,17 +103,3 @@ async def wait_for_names(
     if changed:
         events.warning(body, problems[0].reason, message)
     raise kopf.TemporaryError(f"{message}{LOOKING_AGAIN}", delay=RETRY_S)
-
-
-async def every(stopped: kopf.DaemonStopped, interval_s: float, tick: Callable[[], Awaitable[bool]]) -> None:
-    """A daemon's loop: ``tick`` every ``interval_s`` until kopf stops it or ``tick`` says the
-    object is gone (False). A daemon can end itself where a timer cannot: kopf never stopped the
-    timer of an object deleted before its finalizer was on (a GET answered 404 every tick, for as
-    long as the operator ran). A failed tick is logged and tried again, as a timer's would be."""
-    while not stopped:
-        try:
-            if not await tick():
-                return
-        except Exception:
-            log.exception("a tick failed; trying again in %gs", interval_s)
-        await stopped.wait(interval_s)
