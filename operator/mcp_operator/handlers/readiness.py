@@ -41,30 +41,32 @@ log = logging.getLogger(__name__)
 @metrics.counted_errors("evaluate_readiness")
 @about_object
 async def evaluate_readiness(
-    spec: kopf.Spec, meta: kopf.Meta, body: kopf.Body, patch: kopf.Patch, **_: Any
+    spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta, body: kopf.Body, patch: kopf.Patch, **_: Any
 ) -> None:
     rt, gate = runtime.current(), _gate(meta, body)
+    if drills.judged_and_settled(rt, gate.uid, gate.generation, status):
+        return  # a restart's resume of a decided gate: nothing to read or do
     async with rt.admission.admitted(), rt.claims.lock(gate.uid):
         obj = await readers.fresh_generation(gate.namespace, gate.name, gate.generation)
         if obj is None:
             return  # deleted, or a newer spec whose own event follows
-        status = await drills.settle(rt, gate.generation, obj, gate.announce)
-        why = skip_reason(read_status(status), gate.generation, rt.claims.running)
+        settled = await drills.settle(rt, gate.generation, obj, gate.announce)
+        why = skip_reason(read_status(settled), gate.generation, rt.claims.running)
         if why is not None:
             log.debug("%s/%s generation %d not evaluated again: %s", *gate.where, gate.generation, why)
             return
         try:
-            accepted = await change.accept(spec, status, gate, patch.status)
+            accepted = await change.accept(spec, settled, gate, patch.status)
         except drills.Held as held:
             raise kopf.TemporaryError(str(held), delay=drills.REVERT_RETRY_INTERVAL_S) from held
         if isinstance(accepted, change.Refused):
             if accepted.wait:  # not a refusal: the names may resolve later; looked at again
-                await wait_for_names(body, PLURAL, status, gate.generation, accepted.problems)
+                await wait_for_names(body, PLURAL, settled, gate.generation, accepted.problems)
             reject(body, patch, KIND, accepted.status, accepted.problems)
         elif accepted is not None:
             observation = await observe(accepted.parsed, gate.namespace)
             if not await run_round(
-                rt, gate, obj, accepted.parsed, "Spec", observation, accepted.target, status
+                rt, gate, obj, accepted.parsed, "Spec", observation, accepted.target, settled
             ):
                 raise kopf.TemporaryError("the object changed while claiming the evaluation", delay=1)
 

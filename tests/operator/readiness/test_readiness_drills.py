@@ -187,3 +187,34 @@ async def test_a_deleted_gate_stops_its_drill_and_goes_when_nothing_is_open(
     meta = {"namespace": NS, "name": NAME, "uid": UID}
     assert await drills.revert_deleted(rt, meta, {}, _gate(events).announce) is None
     assert task.cancelled() and events == []
+
+
+def _fault(phase: str) -> dict[str, Any]:
+    return {
+        "id": "f1",
+        "stage": "s1",
+        "kind": "podKill",
+        "target": "pods",
+        "phase": phase,
+        "plannedAt": "2026-12-06T00:00:00Z",
+    }
+
+
+@pytest.mark.parametrize(
+    ("status", "judged"),
+    [
+        ({"observedGeneration": 3, "phase": "Succeeded"}, True),
+        ({"observedGeneration": 3, "phase": "Suspended"}, True),
+        ({"observedGeneration": 2, "phase": "Succeeded"}, False),  # this generation is not judged
+        ({"observedGeneration": 3, "phase": "Running"}, False),
+        ({"observedGeneration": 3, "phase": "Failed", "faults": [_fault("Reverted")]}, True),
+        ({"observedGeneration": 3, "phase": "Failed", "faults": [_fault("Injected")]}, False),  # replayed
+        ({"observedGeneration": 3, "phase": "Failed", "faults": [_fault("RevertFailed")]}, False),
+    ],
+)
+def test_a_body_that_shows_its_generation_judged_and_settled_needs_no_read(
+    rt: Runtime, status: dict[str, Any], judged: bool
+) -> None:
+    """The change handler's shortcut on a restart: only where the fresh read would find the same
+    (nothing to judge, no fault journal to replay) is it skipped."""
+    assert drills.judged_and_settled(rt, "uid-1", 3, status) is judged
