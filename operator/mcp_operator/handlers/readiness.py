@@ -132,7 +132,7 @@ async def watch_release(meta: Mapping[str, Any], body: Mapping[str, Any], **_: A
 async def sync_pod_gate(meta: Mapping[str, Any], **_: Any) -> None:
     """Level-triggered: pods created after the verdict (a rollout) get the gate condition too."""
     namespace, name = str(meta["namespace"]), str(meta["name"])
-    obj = readers.of_generation(await readers.fresh(namespace, name), int(meta["generation"]))
+    obj = await readers.fresh_generation(namespace, name, int(meta["generation"]))
     if obj is None:
         return  # deleted, or changed: the next tick looks at the new generation
     try:
