@@ -27,7 +27,6 @@ KUBERNETES_VERSION = "v1.36.3"
 ETCD_VERSION = "v3.6.16"
 KWOK_VERSION = "v0.8.0"
 HELM_VERSION = "v3.22.0"
-COREDNS_VERSION = "v1.15.0"
 # no tagged releases on the proxy: a pinned commit of the main module, and of its nested api module
 CHAOS_MESH_VERSION = "v0.9.1-0.20260902003049-47411975a8cb"
 CHAOS_MESH_API_VERSION = "v0.0.0-20260906172039-d70b66ad97ac"
@@ -39,6 +38,7 @@ ACTIONLINT_VERSION = "v1.7.12"
 
 STAMP = ".built"
 LUAHEALTH_SOURCE = Path(__file__).parent / "data" / "luahealth"
+COREDNS_SOURCE = Path(__file__).parent / "data" / "coredns"
 
 
 def cache_root() -> Path:
@@ -253,12 +253,14 @@ def components() -> dict[str, Component]:
             version=HELM_VERSION,
             packages=("helm.sh/helm/v3/cmd/helm",),
         ),
-        # the real node's cluster DNS: answers Service names with their ClusterIPs
+        # the real node's cluster DNS: answers Service names with their ClusterIPs. CoreDNS
+        # v1.15.0 (data/coredns/go.mod) with only the plugins its Corefile uses
         "coredns": Component(
             name="coredns",
-            module="github.com/coredns/coredns",
-            version=COREDNS_VERSION,
-            packages=("github.com/coredns/coredns",),
+            module="mcp-operator.local/coredns",
+            version=_source_version(COREDNS_SOURCE),
+            packages=(".",),
+            source_dir=COREDNS_SOURCE,
         ),
         # the chaos-daemon links github.com/chaos-mesh/chaos-driver, which needs cgo
         "chaos-mesh": Component(

@@ -32,6 +32,8 @@ class OperatorSettings:
     # after SIGTERM: how long the operator may take to stop before it kills itself; keep it
     # below the pod's terminationGracePeriodSeconds (the manifests give 60 against 45)
     shutdown_timeout_seconds: float = 45.0
+    # how often the free heap goes back to the system (``heap``); 0: never
+    heap_trim_seconds: float = 10.0
 
     @classmethod
     def from_env(cls) -> OperatorSettings:
@@ -49,6 +51,7 @@ class OperatorSettings:
             max_checks_per_target=max(1, int(os.environ.get("MCP_MAX_CHECKS_PER_TARGET", "2"))),
             max_rounds_admitted=max(1, int(os.environ.get("MCP_MAX_ROUNDS_ADMITTED", "32"))),
             shutdown_timeout_seconds=max(1.0, float(os.environ.get("MCP_SHUTDOWN_TIMEOUT_SECONDS", "45"))),
+            heap_trim_seconds=max(0.0, float(os.environ.get("MCP_HEAP_TRIM_SECONDS", "10"))),
         )
 
 

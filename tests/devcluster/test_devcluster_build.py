@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -142,3 +143,20 @@ def test_versions_key_the_cache() -> None:
     assert table["kubernetes"].version == build.KUBERNETES_VERSION
     assert table["etcd"].version == build.ETCD_VERSION
     assert build.KUBERNETES_VERSION.startswith("v1.36.") and build.ETCD_VERSION.startswith("v3.6.")
+
+
+def test_coredns_links_the_plugins_its_corefile_uses_and_no_other() -> None:
+    """The real node's CoreDNS is our own main package: every directive of the Corefile the
+    harness writes has its plugin imported (or CoreDNS would refuse the Corefile at start), and
+    nothing else of CoreDNS's plugins is (the stock command links them all, cloud SDKs included)."""
+    from mcp_devcluster.realnode import dns
+
+    corefile = dns.corefile(address="10.0.0.2", kubeconfig=Path("/k"), ready_port=1)
+    directives = set(re.findall(r"^    ([a-z0-9_]+)", corefile, re.MULTILINE))  # the server block's own
+    source = (build.COREDNS_SOURCE / "main.go").read_text()
+    imported = set(re.findall(r'"github\.com/coredns/coredns/plugin/([a-z0-9_]+)"', source))
+    assert directives == imported == {"bind", "errors", "ready", "kubernetes", "cache"}
+    assert '"github.com/coredns/coredns/core/plugin"' not in source  # the stock list of every plugin
+    component = build.components()["coredns"]
+    assert component.source_dir == build.COREDNS_SOURCE
+    assert "github.com/coredns/coredns v1.15.0" in (build.COREDNS_SOURCE / "go.mod").read_text()

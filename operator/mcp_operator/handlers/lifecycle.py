@@ -1,6 +1,6 @@
 """The operator's life: the runtime (``mcp_operator.readiness.runtime``: claims, drills, load processes,
-the prober) and the periodic ticks (``handlers.periodic``) start when kopf starts, and are closed in
-one cleanup handler, the ticks first.
+the prober), the periodic ticks (``handlers.periodic``) and the heap trimmer (``heap``) start when
+kopf starts, and are closed in one cleanup handler, the ticks first.
 
 A graceful shutdown: on SIGTERM (a pod deleted, a node drained, a rollout) kopf stops its
 watchers and cancels the handlers that run, then runs the cleanup handlers, while tasks such as
@@ -17,7 +17,9 @@ from typing import Any
 
 import kopf
 
+from .. import heap
 from ..readiness import runtime
+from ..settings import OperatorSettings
 from . import periodic
 
 
@@ -26,12 +28,14 @@ async def start_runtime(logger: kopf.Logger, **_: Any) -> None:
     """One runtime for this process, created on the operator's loop."""
     started = runtime.start()
     periodic.TICKER.start()
+    heap.TRIMMER.start(OperatorSettings.from_env().heap_trim_seconds)
     logger.debug("runtime started: %d probing worker(s) at most", started.prober.max_concurrent)
 
 
 @kopf.on.cleanup(id="graceful-shutdown")
 async def graceful_shutdown(logger: kopf.Logger, **_: Any) -> None:
     ticks = await periodic.TICKER.close()  # first: a tick may start a round on the runtime
+    await heap.TRIMMER.close()
     if ticks:
         logger.info("stopped %d periodic tick(s) that were running", ticks)
     closed = await runtime.stop()
