@@ -30,7 +30,6 @@ def kube_fake(monkeypatch: pytest.MonkeyPatch, posted_events: EventLog) -> FakeK
     is a stub that fails on use, so nothing reaches for a real cluster. Events are recorded too
     (``posted_events``): handlers post them as they go."""
     fake = FakeKube()
-    fake.events = posted_events
     monkeypatch.setattr(kube, "core", lambda: fake.core)
     monkeypatch.setattr(kube, "batch", lambda: fake.batch)
     monkeypatch.setattr(kube, "rbac", lambda: fake.rbac)

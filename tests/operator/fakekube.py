@@ -77,7 +77,6 @@ KINDS = {
     "deployment": "Deployment",
     "pod_disruption_budget": "PodDisruptionBudget",
     "resource_quota": "ResourceQuota",
-    "event": "Event",
 }
 JOB_INDEX = "batch.kubernetes.io/job-completion-index"  # on an Indexed Job's pods
 # cluster-scoped kinds (stored under namespace ""), addressed as e.g. read_node, patch_node
@@ -349,8 +348,6 @@ class FakeKube:
         # namespace "" is cluster-wide. Everything else is allowed.
         self.denied: set[tuple[str, str, str, str]] = set()
         self.logs: dict[tuple[str, str], str] = {}  # (namespace, pod) -> its container's log
-        # where the Events created through the API are told of, beside those kopf would post
-        self.events: EventLog | None = None
 
     # --- for tests: arrange and inspect (not API calls, so not recorded) ---
 
@@ -630,8 +627,6 @@ class FakeKube:
         meta["namespace"] = namespace
         stored = self._stamp(_admit(kind, body))
         self.objects[(kind, namespace, name)] = stored
-        if kind == "Event" and self.events is not None:
-            self.events.record(stored)
         return copy.deepcopy(stored)
 
     def _replace(self, key: tuple[str, str, str], current: Obj, body: Obj) -> Obj:
@@ -727,18 +722,6 @@ class EventLog:
             meta = body["metadata"]
             involved = f"{meta.get('namespace')}/{meta.get('name')}"
             self.events.append(PostedEvent(type, reason, message, involved))
-
-    def record(self, event: Mapping[str, Any]) -> None:
-        """An Event created through the API (a verdict's: ``events.post_named``)."""
-        involved = event["involvedObject"]
-        self.events.append(
-            PostedEvent(
-                event["type"],
-                event["reason"],
-                event["message"],
-                f"{involved['namespace']}/{involved['name']}",
-            )
-        )
 
     def reasons(self) -> list[tuple[str, str]]:
         return [(e.type, e.reason) for e in self.events]

@@ -9,7 +9,6 @@ an older body or a timer ticks. The drills' handlers are in ``handlers.drills``.
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -17,7 +16,7 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from .. import events, kube, metrics
+from .. import kube, metrics
 from ..api.common import GROUP, VERSION
 from ..api.readiness import (
     KIND,
@@ -148,15 +147,7 @@ async def sync_pod_gate(meta: Mapping[str, Any], **_: Any) -> None:
 
 def _gate(meta: Mapping[str, Any], body: Mapping[str, Any]) -> Gate:
     namespace, name, uid = str(meta["namespace"]), str(meta["name"]), str(meta["uid"])
-    involved = {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": KIND,
-        "namespace": namespace,
-        "name": name,
-        "uid": uid,
-    }
-    verdicts = functools.partial(events.post_named, involved)
-    return Gate(namespace, name, uid, int(meta["generation"]), announcer(body), verdicts)
+    return Gate(namespace, name, uid, int(meta["generation"]), announcer(body))
 
 
 def _valid(spec: Mapping[str, Any]) -> MCPReadinessSpec | None:

@@ -22,14 +22,14 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, cast
 
 from mcp_checks.api import CheckOutcome, RunVerdict, Verdict, XdsMemory
 
-from .. import events, kube, logs, metrics
+from .. import kube, logs, metrics
 from ..api.readiness import KIND, PLURAL, MCPReadinessSpec, MCPReadinessStatus, ReleaseRecord, XdsMemoryStatus
 from ..api.readinessstatus import read_status
 from ..conditions import condition, utc_now
@@ -56,23 +56,17 @@ from .status import STATUS_TOO_LARGE, drill_status, running_status, too_large_st
 log = logging.getLogger(__name__)
 QUIET: tuple[Trigger, ...] = ("Recheck",)  # Ready stays as it was while the checks run
 INTERNAL_ERROR = "InternalError"  # a round that raised what the operator did not expect
-# posts one event under the given name and returns once the API server has it (False: that
-# name was posted before): (name, warning, reason, message), as ``events.post_named``
-VerdictPoster = Callable[[str, bool, str, str], Awaitable[bool]]
 
 
 @dataclass(frozen=True)
 class Gate:
-    """The MCPReadiness a handler was called for, and how to post an event on it. A verdict's
-    event goes through ``post_verdict`` before the verdict is written; without one (unit tests
-    that record events) through ``announce``."""
+    """The MCPReadiness a handler was called for, and how to post an event on it."""
 
     namespace: str
     name: str
     uid: str
     generation: int
     announce: Announce
-    post_verdict: VerdictPoster | None = None
 
     @property
     def where(self) -> tuple[str, str]:
@@ -225,9 +219,8 @@ async def evaluate(rt: Runtime, gate: Gate, claimed: Claimed) -> None:
             log.exception("%s/%s: the round failed; written as its verdict", *gate.where)
             metrics.ERRORS.labels("round").inc()
             new_status, verdict = await _verdict(gate, claimed, [failed_row(exc)], None)
-            await _announce(gate, claimed, verdict)
             await kube.patch_status(PLURAL, gate.namespace, gate.name, new_status)
-            _count(gate, verdict)
+            _count_and_announce(gate, claimed, verdict)
 
 
 async def went_away(gate: Gate) -> bool:
@@ -265,7 +258,6 @@ async def _evaluate(rt: Runtime, gate: Gate, claimed: Claimed) -> None:
         if memory is not None:
             remembered = XdsMemoryStatus.model_validate(memory.to_wire())
             new_status.update(MCPReadinessStatus(xds_memory=remembered).to_patch())
-        await _announce(gate, claimed, verdict)
         too_large = await kube.patch_status_or(
             PLURAL,
             gate.namespace,
@@ -277,7 +269,7 @@ async def _evaluate(rt: Runtime, gate: Gate, claimed: Claimed) -> None:
         rt.claims.running.discard(claimed.marker.id)
     if too_large is not None:  # written without its rows, once: the spec leaves them no room
         gate.announce(True, STATUS_TOO_LARGE, f"the verdict's check rows did not fit: {too_large}")
-    _count(gate, verdict)
+    _count_and_announce(gate, claimed, verdict)
 
 
 async def _settled(gate: Gate, claimed: Claimed) -> tuple[Claimed, list[CheckOutcome]] | None:
@@ -364,39 +356,15 @@ def retried(claimed: Claimed) -> bool:
     return ReleaseRecord.model_validate(claimed.release).trigger == "Recheck" and bool(scheduled)
 
 
-def _count(gate: Gate, verdict: RunVerdict) -> None:
+def _count_and_announce(gate: Gate, claimed: Claimed, verdict: RunVerdict) -> None:
     metrics.VERDICTS.labels(KIND, verdict.outcome.value).inc()
     metrics.RECONCILIATIONS.labels(KIND, "evaluated").inc()
     metrics.READY.labels(gate.namespace, gate.name).set(1 if verdict.ready else 0)
-
-
-def news(claimed: Claimed, verdict: RunVerdict) -> tuple[bool, str, str] | None:
-    """The verdict's event (warning, reason, message) when it is news: Ready changed, or the
-    round's trigger announces every verdict."""
     changed = claimed.previous_ready != ("True" if verdict.ready else "False")
     if not (claimed.announce or changed):
-        return None
+        return
     message = f"verdict {verdict.outcome.value}: {verdict.message}"
-    return (False, "Ready", message) if verdict.ready else (True, verdict.reason, message)
-
-
-async def _announce(gate: Gate, claimed: Claimed, verdict: RunVerdict) -> None:
-    """Post the verdict's event before the verdict is written, so that no verdict stands
-    without it. Its name is the gate's uid and the evaluation's number: a round run again
-    because its write never happened (the operator stopped, the write failed) posts no second
-    event for the same verdict. When the API server will not take it (no right to, failing),
-    the verdict is written all the same and kopf's poster tries the event in the background."""
-    said = news(claimed, verdict)
-    if said is None:
-        return
-    warning, reason, message = said
-    if gate.post_verdict is None:
-        gate.announce(warning, reason, message)
-        return
-    number = claimed.before.evaluations + 1
-    name = events.event_name(gate.name, gate.uid, number, warning, reason)
-    try:
-        await gate.post_verdict(name, warning, reason, message)
-    except Exception as exc:
-        log.warning("%s/%s: the verdict's event was not posted (%s); left to kopf's poster", *gate.where, exc)
-        gate.announce(warning, reason, message)
+    if verdict.ready:
+        gate.announce(False, "Ready", message)
+    else:
+        gate.announce(True, verdict.reason, message)

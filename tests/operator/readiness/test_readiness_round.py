@@ -5,9 +5,6 @@ exist, so the round's one row says so and no probe runs."""
 
 from __future__ import annotations
 
-import asyncio
-import functools
-from dataclasses import replace
 from typing import Any
 
 import grpc
@@ -17,8 +14,6 @@ from envoy.service.status.v3 import csds_pb2, csds_pb2_grpc
 from tests.operator.fakekube import EventLog, FakeKube, custom_kind
 
 from mcp_checks.xds.model import TYPE_URLS
-from mcp_operator import events as operator_events
-from mcp_operator import kube
 from mcp_operator.api import MCPReadinessSpec
 from mcp_operator.api.common import API_VERSION, GROUP
 from mcp_operator.api.readiness import KIND, PLURAL
@@ -210,61 +205,3 @@ async def test_what_the_xds_check_saw_survives_a_restart_in_status(
         assert row["findings"][0]["subject"] == "b.serving"
     finally:
         await server.stop(None)
-
-
-def _durable_gate(events: list[tuple[bool, str, str]]) -> Gate:
-    involved = {"apiVersion": API_VERSION, "kind": KIND, "namespace": NS, "name": NAME, "uid": "u-1"}
-    return replace(_gate(events), post_verdict=functools.partial(operator_events.post_named, involved))
-
-
-async def test_the_verdicts_event_is_posted_before_the_verdict_is_written(
-    kube_fake: FakeKube, posted_events: EventLog, rt: Runtime
-) -> None:
-    obj = _seed(kube_fake, dict(DECIDED))
-    queued: list[tuple[bool, str, str]] = []
-    assert await run_round(
-        rt, _durable_gate(queued), obj, MCPReadinessSpec.model_validate(SPEC), "Watch", None
-    )
-    order = [(c.verb, c.kind) for c in kube_fake.calls if c.verb in ("create", "patch")]
-    assert order == [("patch", CR), ("create", "Event"), ("patch", CR)]  # claim, event, verdict
-    assert queued == []  # not through kopf's queue
-    assert posted_events.reasons() == [("Warning", "TargetNotFound")]
-
-
-async def test_a_round_stopped_between_its_event_and_its_verdict_posts_no_second_event(
-    kube_fake: FakeKube, posted_events: EventLog, rt: Runtime, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The operator stops (its tasks cancelled) after the event and before the verdict's write:
-    the round is run again, by the next operator, and its verdict meets its event, not a second."""
-    obj = _seed(kube_fake, dict(DECIDED))
-    parsed = MCPReadinessSpec.model_validate(SPEC)
-    write = kube.patch_status_or
-
-    async def stopped(*args: Any, **kwargs: Any) -> None:
-        raise asyncio.CancelledError
-
-    monkeypatch.setattr(kube, "patch_status_or", stopped)
-    with pytest.raises(asyncio.CancelledError):
-        await run_round(rt, _durable_gate([]), obj, parsed, "Watch", None)
-    assert (kube_fake.get(CR, NS, NAME) or {})["status"].get("evaluations", 0) == 0  # no verdict written
-    assert posted_events.reasons() == [("Warning", "TargetNotFound")]
-    monkeypatch.setattr(kube, "patch_status_or", write)
-    again = kube_fake.get(CR, NS, NAME) or {}
-    assert await run_round(rt, _durable_gate([]), again, parsed, "Watch", None)
-    stored = (kube_fake.get(CR, NS, NAME) or {})["status"]
-    assert stored["verdict"] == "Error" and stored["evaluations"] == 1
-    assert posted_events.reasons() == [("Warning", "TargetNotFound")]  # one event for the one verdict
-    assert [c.answered for c in kube_fake.calls_to("create", "Event")] == [201, 409]
-
-
-async def test_a_verdict_whose_event_the_api_refuses_is_written_and_left_to_kopfs_poster(
-    kube_fake: FakeKube, posted_events: EventLog, rt: Runtime
-) -> None:
-    obj = _seed(kube_fake, dict(DECIDED))
-    kube_fake.refuse("create", "Event", 403)
-    queued: list[tuple[bool, str, str]] = []
-    assert await run_round(
-        rt, _durable_gate(queued), obj, MCPReadinessSpec.model_validate(SPEC), "Watch", None
-    )
-    assert (kube_fake.get(CR, NS, NAME) or {})["status"]["verdict"] == "Error"
-    assert [reason for _, reason, _ in queued] == ["TargetNotFound"]
