@@ -39,6 +39,7 @@ ACTIONLINT_VERSION = "v1.7.12"
 STAMP = ".built"
 LUAHEALTH_SOURCE = Path(__file__).parent / "data" / "luahealth"
 COREDNS_SOURCE = Path(__file__).parent / "data" / "coredns"
+XDSBED_SOURCE = Path(__file__).parent / "data" / "xdsbed"
 
 
 def cache_root() -> Path:
@@ -188,6 +189,17 @@ def _source_version(directory: Path) -> str:
     return "src-" + digest.hexdigest()[:12]
 
 
+def _own_module(name: str, source: Path) -> Component:
+    """A Go module of ours under ``data/``, keyed by its sources' content."""
+    return Component(
+        name=name,
+        module=f"mcp-operator.local/{name}",
+        version=_source_version(source),
+        packages=(".",),
+        source_dir=source,
+    )
+
+
 def _version_ldflags(version: str) -> tuple[str, ...]:
     major, minor = version.lstrip("v").split(".")[:2]
     flags = []
@@ -255,13 +267,7 @@ def components() -> dict[str, Component]:
         ),
         # the real node's cluster DNS: answers Service names with their ClusterIPs. CoreDNS
         # v1.15.0 (data/coredns/go.mod) with only the plugins its Corefile uses
-        "coredns": Component(
-            name="coredns",
-            module="mcp-operator.local/coredns",
-            version=_source_version(COREDNS_SOURCE),
-            packages=(".",),
-            source_dir=COREDNS_SOURCE,
-        ),
+        "coredns": _own_module("coredns", COREDNS_SOURCE),
         # the chaos-daemon links github.com/chaos-mesh/chaos-driver, which needs cgo
         "chaos-mesh": Component(
             name="chaos-mesh",
@@ -301,20 +307,8 @@ def components() -> dict[str, Component]:
             packages=("github.com/rhysd/actionlint/cmd/actionlint",),
             ldflags=(f"-X github.com/rhysd/actionlint.version={ACTIONLINT_VERSION}",),
         ),
-        "luahealth": Component(
-            name="luahealth",
-            module="mcp-operator.local/luahealth",
-            version=_source_version(LUAHEALTH_SOURCE),
-            packages=(".",),
-            source_dir=LUAHEALTH_SOURCE,
-        ),
-        "xdsbed": Component(
-            name="xdsbed",
-            module="mcp-operator.local/xdsbed",
-            version=_source_version(Path(__file__).parent / "data" / "xdsbed"),
-            packages=(".",),
-            source_dir=Path(__file__).parent / "data" / "xdsbed",
-        ),
+        "luahealth": _own_module("luahealth", LUAHEALTH_SOURCE),
+        "xdsbed": _own_module("xdsbed", XDSBED_SOURCE),
     }
 
 

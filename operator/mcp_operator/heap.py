@@ -2,11 +2,12 @@
 
 When many gates arrive at once (1,000 applied together, or a start over a backlog) the operator
 parses, judges and writes them all within seconds. Python frees those objects afterwards, but
-glibc's ``malloc`` keeps the pages they were in for later use, so the resident set stays at the
-burst's high-water mark: 1,000 decided gates held 116 MiB, of which about 40 MiB were free heap.
-``malloc_trim(0)`` hands every free page back (from the top of the heap and, since glibc 2.8,
-from the middle), in a few milliseconds. It runs every ``MCP_HEAP_TRIM_SECONDS`` (10; 0: never)
-while the operator lives. A C library without it (musl) leaves the memory as it is.
+glibc's ``malloc`` keeps the pages they were in for later use, so the resident set stays near
+the burst's high-water mark. ``malloc_trim(0)`` hands every wholly free page back (from the top
+of the heap and, since glibc 2.8, from the middle), in a few milliseconds: after 1,000 gates,
+113 and 110 MiB against 117 and 118 MiB without it (docs/guarantees.md; most of what stays is in
+pages still partly used). It runs every ``MCP_HEAP_TRIM_SECONDS`` (10; 0: never) while the
+operator lives. A C library without it (musl) leaves the memory as it is.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from mcp_devcluster import build
+from mcp_devcluster.realnode import dns
 
 
 def _go_mod_cache() -> Path | None:
@@ -149,8 +150,6 @@ def test_coredns_links_the_plugins_its_corefile_uses_and_no_other() -> None:
     """The real node's CoreDNS is our own main package: every directive of the Corefile the
     harness writes has its plugin imported (or CoreDNS would refuse the Corefile at start), and
     nothing else of CoreDNS's plugins is (the stock command links them all, cloud SDKs included)."""
-    from mcp_devcluster.realnode import dns
-
     corefile = dns.corefile(address="10.0.0.2", kubeconfig=Path("/k"), ready_port=1)
     directives = set(re.findall(r"^    ([a-z0-9_]+)", corefile, re.MULTILINE))  # the server block's own
     source = (build.COREDNS_SOURCE / "main.go").read_text()

@@ -26,9 +26,10 @@ from . import periodic
 @kopf.on.startup(id="runtime")
 async def start_runtime(logger: kopf.Logger, **_: Any) -> None:
     """One runtime for this process, created on the operator's loop."""
-    started = runtime.start()
+    settings = OperatorSettings.from_env()
+    started = runtime.start(settings)
     periodic.TICKER.start()
-    heap.TRIMMER.start(OperatorSettings.from_env().heap_trim_seconds)
+    heap.TRIMMER.start(settings.heap_trim_seconds)
     logger.debug("runtime started: %d probing worker(s) at most", started.prober.max_concurrent)
 
 

@@ -1,6 +1,6 @@
 // CoreDNS with only the plugins the real node's Corefile uses (realnode/dns.py: bind, errors,
 // ready, kubernetes, cache). The stock command links every plugin in plugin.cfg, cloud SDKs
-// included, which tripled its build on a fresh machine. The directive order stays CoreDNS's own
+// included: 359 s to build on a fresh machine, 169 s for this one. The directive order stays CoreDNS's own
 // (dnsserver.Directives); a Corefile naming any other plugin fails at start with its name.
 package main
 
