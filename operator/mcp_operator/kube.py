@@ -125,13 +125,15 @@ def starting_refusal(exc: BaseException) -> bool:
 
 
 def call_within(
-    fn: Callable[..., T], *args: Any, within_s: float, auth_retry_s: float = STARTUP_AUTH_S, **kwargs: Any
+    fn: Callable[..., T], *args: Any, within_s: float, auth_retry_s: float | None = None, **kwargs: Any
 ) -> T:
     """``fn`` retried with a growing backoff (0.2 s doubling to 5 s) on any transient failure until
     ``within_s`` has passed: for a shard pod, whose measured result must outlive an API server that
     is restarting (seconds to a minute), where the handlers' few quick retries would give up. A 401
-    or 403 is retried for ``auth_retry_s`` (a restarting API server's RBAC not synced yet); other
-    errors that are not transient (a 404, a write too large) are raised at once."""
+    or 403 is retried for ``auth_retry_s`` (default ``STARTUP_AUTH_S``, read per call: a restarting
+    API server's RBAC not synced yet); other errors that are not transient (a 404, a write too
+    large) are raised at once."""
+    auth_window_s = STARTUP_AUTH_S if auth_retry_s is None else auth_retry_s
     kwargs.setdefault("_request_timeout", min(REQUEST_TIMEOUT_S, max(1.0, within_s)))
     started = time.monotonic()
     deadline = started + within_s
@@ -141,7 +143,7 @@ def call_within(
             return fn(*args, **kwargs)
         except Exception as exc:
             retried = retry_delay(exc, 0) is not None or (
-                starting_refusal(exc) and time.monotonic() - started < auth_retry_s
+                starting_refusal(exc) and time.monotonic() - started < auth_window_s
             )
             if not retried or time.monotonic() + delay > deadline:
                 raise

@@ -36,6 +36,9 @@ def kube_fake(monkeypatch: pytest.MonkeyPatch, posted_events: EventLog) -> FakeK
     monkeypatch.setattr(kube, "custom", lambda: fake.custom)
     monkeypatch.setattr(kube, "authz", lambda: fake.authz)
     monkeypatch.setattr(kube, "api_client", lambda: fake.api_client)
+    # the fake's 401/403 is final, never an API server still syncing its RBAC: a minute of retries
+    # would only make the refusal tests slow (tests/operator/test_operator_kube.py covers the wait)
+    monkeypatch.setattr(kube, "STARTUP_AUTH_S", 0.5)
     return fake
 
 
