@@ -138,12 +138,12 @@ def test_counters_the_alerts_watch_exist_at_zero() -> None:
     )
 
 
-def test_a_deleted_gate_takes_its_ready_series_with_it() -> None:
+async def test_a_deleted_gate_takes_its_ready_series_with_it() -> None:
     metrics.READY.labels("team-a", "gone").set(0)
     labels = {"namespace": "team-a", "name": "gone"}
     assert REGISTRY.get_sample_value("mcp_operator_readiness_ready", labels) == 0
-    forget_deleted_gate(type="MODIFIED", meta={"namespace": "team-a", "name": "gone"})  # type: ignore[arg-type]
+    await forget_deleted_gate(type="MODIFIED", meta={"namespace": "team-a", "name": "gone"})  # type: ignore[arg-type]
     assert REGISTRY.get_sample_value("mcp_operator_readiness_ready", labels) == 0
-    forget_deleted_gate(type="DELETED", meta={"namespace": "team-a", "name": "gone"})  # type: ignore[arg-type]
+    await forget_deleted_gate(type="DELETED", meta={"namespace": "team-a", "name": "gone"})  # type: ignore[arg-type]
     assert REGISTRY.get_sample_value("mcp_operator_readiness_ready", labels) is None
-    forget_deleted_gate(type="DELETED", meta={"namespace": "team-a", "name": "never-seen"})  # type: ignore[arg-type]
+    await forget_deleted_gate(type="DELETED", meta={"namespace": "team-a", "name": "never-seen"})  # type: ignore[arg-type]

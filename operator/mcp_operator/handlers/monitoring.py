@@ -22,7 +22,7 @@ def _deleted(type: str | None, **_: Any) -> bool:
 # only for deletions: kopf would otherwise call (and log) it on every status write
 @kopf.on.event(GROUP, VERSION, PLURAL, when=_deleted)
 @about_object
-def forget_deleted_gate(type: str | None, meta: kopf.Meta, **_: Any) -> None:
+async def forget_deleted_gate(type: str | None, meta: kopf.Meta, **_: Any) -> None:
     if type == "DELETED":
         with contextlib.suppress(KeyError):  # never evaluated by this process
             metrics.READY.remove(meta.get("namespace"), meta.get("name"))

@@ -95,7 +95,9 @@ TICKER = Ticker(TICKS)
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
-def track_readiness(type: str | None, body: kopf.Body, **_: Any) -> None:
+async def track_readiness(type: str | None, body: kopf.Body, **_: Any) -> None:
     """Every watch event of a gate: which ticks it wants now (kopf logs this handler's success
-    at DEBUG: ``handlers.startup.ApiRetryFilter``)."""
+    at DEBUG: ``handlers.startup.ApiRetryFilter``). On the loop, as the ticker itself: a sync
+    handler would hop to kopf's thread pool for every event, and the ticker's tables are not
+    for threads."""
     TICKER.observe(type, body)

@@ -96,7 +96,7 @@ CANCELLATION_POLLING_S = 1.0
 
 
 @kopf.on.startup()
-def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     operator = OperatorSettings.from_env()
     settings.persistence.finalizer = f"{PREFIX}/finalizer"
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
@@ -123,13 +123,13 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
 
 
 @kopf.on.probe(id="api")
-def api_reachable(**_: Any) -> str:
+async def api_reachable(**_: Any) -> str:
     """Liveness reports the watch loop is alive; kopf itself answers only while it runs."""
     return "ok"
 
 
 @kopf.on.probe(id="leader")
-def leader(**_: Any) -> str:
+async def leader(**_: Any) -> str:
     """Who leads: this process (kopf runs only in the holder of the Lease); a standby's own
     endpoint answers with the holder it sees (``leadership.standby``)."""
     return leader_identity() or ""

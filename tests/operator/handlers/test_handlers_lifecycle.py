@@ -100,13 +100,13 @@ def test_worker_processes_are_ended_even_one_that_ignores_sigterm() -> None:
     assert time.monotonic() - started < 5
 
 
-def test_shutdown_deadline_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_shutdown_deadline_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MCP_SHUTDOWN_TIMEOUT_SECONDS", raising=False)
     assert OperatorSettings.from_env().shutdown_timeout_seconds == 45
     monkeypatch.setenv("MCP_SHUTDOWN_TIMEOUT_SECONDS", "20")
     settings = kopf.OperatorSettings()
     monkeypatch.setattr(startup.metrics, "serve", lambda *args, **kwargs: None)
-    startup.configure(settings=settings)
+    await startup.configure(settings=settings)
     assert settings.process.ultimate_exiting_timeout == 20
     # a deleted object's timers are looked at every second, not kopf's 60 s (its finalizer waits)
     assert settings.background.cancellation_polling == 1.0

@@ -169,13 +169,13 @@ def test_the_success_of_a_handler_called_on_every_watch_event_is_debug() -> None
         logger.setLevel(before)
 
 
-def test_the_startup_handler_installs_it(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_the_startup_handler_installs_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(startup.metrics, "serve", lambda *args, **kwargs: None)
     logger = logging.getLogger(WATCHING)
     before = list(logger.filters)
     try:
-        startup.configure(settings=kopf.OperatorSettings())
-        startup.configure(settings=kopf.OperatorSettings())  # once, however often it runs
+        await startup.configure(settings=kopf.OperatorSettings())
+        await startup.configure(settings=kopf.OperatorSettings())  # once, however often it runs
         assert sum(isinstance(f, startup.ApiRetryFilter) for f in logger.filters) == 1
     finally:
         logger.filters[:] = before
