@@ -158,8 +158,8 @@ class RetryRow(StatusPart):
 
 class ReadinessStatusView(StatusPart):
     """``status`` of an MCPReadiness. The parts typed as JSON here (a drill's plan and board,
-    the round marker, the history, the xDS memory) are the operator's own: its API model types
-    them, in the same place."""
+    the round marker, the history, the xDS memory, the verdict's event) are the operator's own:
+    its API model types them, in the same place."""
 
     observed_generation: int | None = Field(default=None, description="Generation the verdict reflects.")
     phase: str | None = Field(
@@ -221,6 +221,11 @@ class ReadinessStatusView(StatusPart):
     )
     xds_memory: Json | None = Field(
         default=None, description="What the xDS check saw in earlier rounds (spec.checks.xdsSync)."
+    )
+    verdict_event: Json | None = Field(
+        default=None,
+        description="The event the last verdict that was news announced (type, reason, message, time), "
+        "written with the verdict: a new leader posts it if the operator died before it did.",
     )
     conditions: list[ConditionRow] = Field(default_factory=list, description="Ready and Accepted conditions.")
 

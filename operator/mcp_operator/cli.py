@@ -28,6 +28,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from . import handlers, leadership, logs, metrics
     from .handlers.common import current_object
     from .handlers.leaving import abandon
+    from .handlers.lifecycle import WATCHED
     from .settings import OperatorSettings
 
     del handlers  # imported for its registrations
@@ -50,6 +51,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             standalone=True,
             clusterwide=not namespaces,
             namespaces=namespaces,
+            memo=kopf.Memo({WATCHED: tuple(namespaces)}),  # the runtime's scope (handlers.lifecycle)
             liveness_endpoint=args.liveness,
             # the Lease's identity: kopf's own default asks the passwd database for the user,
             # and a container's uid (65532 here, any uid on OpenShift) may have no entry there

@@ -13,15 +13,15 @@ from typing import Any, cast
 
 import kopf
 
-from .redact import redact_text
+from .redact import event_text
 
 # a handler's Body, or the object as read from the API (kopf reads only its kind and metadata)
 Subject = kopf.Body | Mapping[str, Any]
 
 
 def normal(body: Subject, reason: str, message: str) -> None:
-    kopf.event(cast(kopf.Body, body), type="Normal", reason=reason, message=redact_text(message)[:1024])
+    kopf.event(cast(kopf.Body, body), type="Normal", reason=reason, message=event_text(message))
 
 
 def warning(body: Subject, reason: str, message: str) -> None:
-    kopf.event(cast(kopf.Body, body), type="Warning", reason=reason, message=redact_text(message)[:1024])
+    kopf.event(cast(kopf.Body, body), type="Warning", reason=reason, message=event_text(message))

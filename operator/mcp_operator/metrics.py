@@ -45,6 +45,10 @@ FAULT_REVERT_FAILURES = Counter(
     "Drill faults whose revert failed (journal phase RevertFailed), by fault kind.",
     ["kind"],
 )
+VERDICT_EVENTS_RESTORED = Counter(
+    "mcp_operator_verdict_events_restored_total",
+    "Verdict events a new leader posted because the operator died before posting them.",
+)
 
 # Every series an alert computes increase() or rate() over exists from the start, at 0: a counter
 # born at 1 on its first event shows no increase, so that first event would never alert.

@@ -56,8 +56,10 @@ WORK_RULES: list[Rule] = [
         "resources": [f"{p}/status" for p in PLURALS],
         "verbs": ["get", "patch", "update"],
     },
-    # events on our objects; the namespace's own object (its labels) in a namespaced install
-    {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+    # events on our objects (listed once by a new leader, which posts a verdict's event the last
+    # one died before posting: readiness.verdictevents); the namespace's own object (its labels)
+    # in a namespaced install
+    {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch", "list"]},
     {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]},
     # benchmark shards: the Job, its pods (and what they printed), shard results and report,
     # and the shards' own account

@@ -21,9 +21,11 @@ from mcp_common.redact import (
 )
 
 __all__ = [
+    "MAX_EVENT_MESSAGE",
     "REDACTED",
     "SECRET_NAME",
     "RedactingFilter",
+    "event_text",
     "hidden_param",
     "redact_query",
     "redact_text",
@@ -31,6 +33,15 @@ __all__ = [
     "sensitive_param",
     "url_has_credentials",
 ]
+
+MAX_EVENT_MESSAGE = 1024  # what kopf posts whole (it cuts a longer message in the middle)
+
+
+def event_text(message: str) -> str:
+    """``message`` as an event of ours carries it: redacted (anyone who may list events in the
+    namespace reads it), then cut. One rule for the events posted and the verdict's event
+    recorded in status (``readiness.verdictevents``), so the two are the same text."""
+    return redact_text(message)[:MAX_EVENT_MESSAGE]
 
 
 class RedactingFilter(logging.Filter):

@@ -12,7 +12,9 @@ on, and is strict where it does:
   stamps ``uid``, ``resourceVersion`` and ``creationTimestamp``.
 * ``list`` honours ``label_selector`` with equality terms (``k=v``, ``k==v``, ``k!=v``, ``k``,
   ``!k``, comma-joined meaning AND); set-based selectors raise, so no test passes on a selector
-  the fake ignored.
+  the fake ignored. ``field_selector`` takes equality terms on dotted paths
+  (``involvedObject.kind=X``), ``limit`` and ``_continue`` page, ``list_*_for_all_namespaces``
+  lists every namespace, and ``_preload_content=False`` answers the raw JSON (``.data``).
 * ``patch`` is a strategic merge for built-in kinds (``conditions`` merged by ``type``: the
   Python client sends a dict body as strategic-merge-patch) and a JSON merge patch for custom
   objects; a ``*_status`` patch changes only ``status``. A ``metadata.resourceVersion`` in a
@@ -77,7 +79,9 @@ KINDS = {
     "deployment": "Deployment",
     "pod_disruption_budget": "PodDisruptionBudget",
     "resource_quota": "ResourceQuota",
+    "event": "Event",
 }
+ALL_NAMESPACES = "_for_all_namespaces"  # list_<resource>_for_all_namespaces
 JOB_INDEX = "batch.kubernetes.io/job-completion-index"  # on an Indexed Job's pods
 # cluster-scoped kinds (stored under namespace ""), addressed as e.g. read_node, patch_node
 CLUSTER_KINDS = {
@@ -206,6 +210,30 @@ def _labels_match(selector: str | None, labels: Mapping[str, str]) -> bool:
         if not ok:
             return False
     return True
+
+
+def _fields_match(selector: str | None, obj: Obj) -> bool:
+    """Equality field selector terms (``a.b=c``, ``a.b!=c``, comma-joined meaning AND)."""
+    for raw in (selector or "").split(","):
+        term = raw.strip()
+        if not term:
+            continue
+        negated = "!=" in term
+        path, value = (part.strip() for part in term.replace("!=", "=").replace("==", "=").split("=", 1))
+        found: Any = obj
+        for key in path.split("."):
+            found = found.get(key) if isinstance(found, dict) else None
+        if (str(found if found is not None else "") == value) == negated:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class RawResponse:
+    """What the client returns with ``_preload_content=False``: the body, unparsed."""
+
+    data: bytes
+    status: int = 200
 
 
 def _merge(base: Any, patch: Any, *, strategic: bool) -> Any:
@@ -465,8 +493,11 @@ class FakeKube:
         signature = inspect.signature(getattr(real, method))
         params = dict(signature.bind(None, *args, **kwargs).arguments)
         params.update(params.pop("kwargs", None) or {})  # clients whose methods take **kwargs
-        match = _METHOD.match(method) or _CLUSTER_METHOD.match(method)
-        known = (*KINDS, *SUBRESOURCES, "custom_object") if "namespace" in params else tuple(CLUSTER_KINDS)
+        every = method.startswith("list_") and method.endswith(ALL_NAMESPACES)
+        served = f"list_namespaced_{method[5 : -len(ALL_NAMESPACES)]}" if every else method
+        match = _METHOD.match(served) or _CLUSTER_METHOD.match(served)
+        namespaced = "namespace" in params or every
+        known = (*KINDS, *SUBRESOURCES, "custom_object") if namespaced else tuple(CLUSTER_KINDS)
         if match is None or match["resource"] not in known:
             raise NotImplementedError(f"the fake does not implement {real.__name__}.{method}")
         verb, custom = match["verb"].replace("get", "read"), match["resource"] == "custom_object"
@@ -483,11 +514,20 @@ class FakeKube:
             name = (body.get("metadata") or {}).get("name")  # recorded, and refusable, by name
         addressing = {"self", "namespace", "name", "body", "group", "version", "plural"}
         options = {k: v for k, v in params.items() if k not in addressing and not k.startswith("_")}
+        if params.get("_continue"):
+            options["continue"] = params["_continue"]
         with self._lock:
             try:
                 self._refused(verb, kind, name)
                 result, answered = self._serve(
-                    verb, kind, namespace, name, body, options, status=bool(match["status"]), custom=custom
+                    verb,
+                    kind,
+                    None if every else namespace,
+                    name,
+                    body,
+                    options,
+                    status=bool(match["status"]),
+                    custom=custom,
                 )
             except ApiException as exc:
                 self.calls.append(
@@ -497,6 +537,8 @@ class FakeKube:
             self.calls.append(
                 Call(real.__name__, method, verb, kind, namespace, name, body, options, answered)
             )
+        if params.get("_preload_content") is False:
+            return RawResponse(json.dumps(result).encode(), answered)
         return _as_client_type(signature.return_annotation, result)
 
     def _refused(self, verb: str, kind: str, name: str | None) -> None:
@@ -508,7 +550,7 @@ class FakeKube:
         self,
         verb: str,
         kind: str,
-        namespace: str,
+        namespace: str | None,  # None: every namespace (a list only)
         name: str | None,
         body: Any,
         options: Mapping[str, Any],
@@ -523,19 +565,8 @@ class FakeKube:
         if kind == "SelfSubjectAccessReview":
             return self._review(body), 201
         if verb == "list":
-            selector = options.get("label_selector")
-            items = [
-                copy.deepcopy(obj)
-                for (k, ns, _), obj in sorted(self.objects.items())
-                if k == kind
-                and ns == namespace
-                and _labels_match(selector, obj["metadata"].get("labels") or {})
-            ]
-            return {
-                "kind": f"{kind}List",
-                "metadata": {"resourceVersion": str(next(self._versions))},
-                "items": items,
-            }, 200
+            return self._list(kind, namespace, options), 200
+        assert namespace is not None
         if verb == "create":
             return self._create(kind, namespace, body), 201
         assert name is not None
@@ -557,6 +588,25 @@ class FakeKube:
         if verb == "replace":
             return self._replace(key, current, body), 200
         return self._patch(key, current, body, status=status, strategic=not custom), 200
+
+    def _list(self, kind: str, namespace: str | None, options: Mapping[str, Any]) -> Obj:
+        """The objects of ``kind`` (in ``namespace``, or every one) the selectors match, a page of
+        ``limit`` from ``continue`` on (the token: the offset)."""
+        selector = options.get("label_selector")
+        items = [
+            copy.deepcopy(obj)
+            for (k, ns, _), obj in sorted(self.objects.items())
+            if k == kind
+            and namespace in (None, ns)
+            and _labels_match(selector, obj["metadata"].get("labels") or {})
+            and _fields_match(options.get("field_selector"), obj)
+        ]
+        start = int(options.get("continue") or 0)
+        limit = options.get("limit") or len(items) or 1
+        meta: Obj = {"resourceVersion": str(next(self._versions))}
+        if start + limit < len(items):
+            meta["continue"] = str(start + limit)
+        return {"kind": f"{kind}List", "metadata": meta, "items": items[start : start + limit]}
 
     def deny(self, verb: str, resource: str, namespace: str = "", group: str = "") -> None:
         """The account lacks this right (seen by SelfSubjectAccessReviews, not enforced)."""

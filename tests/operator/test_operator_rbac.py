@@ -41,7 +41,7 @@ def test_operator_holds_everything_the_shard_role_grants() -> None:
         ("batch", "jobs", ["create", "get", "list", "watch", "patch", "delete"]),
         ("", "configmaps", ["create", "get", "list", "update"]),
         ("", "services", ["get"]),
-        ("", "events", ["create"]),
+        ("", "events", ["create", "list"]),  # list: a new leader's lost verdict events (verdictevents)
         ("", "serviceaccounts", ["create"]),
         ("", "secrets", ["create", "get"]),  # each run's key: created, then read back to verify
         ("rbac.authorization.k8s.io", "roles", ["create"]),

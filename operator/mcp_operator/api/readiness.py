@@ -38,6 +38,7 @@ from .readinessstatus import (
     ReleaseRecord,
     RetryRecord,
     StaleSighting,
+    VerdictEventRecord,
     XdsMemoryStatus,
 )
 
@@ -69,6 +70,7 @@ __all__ = [  # the spec here, its checks and status from the modules beside it
     "RetryRecord",
     "RuleReference",
     "StaleSighting",
+    "VerdictEventRecord",
     "WatchedApplication",
     "WatchedWorkload",
     "XdsMemoryStatus",

@@ -9,7 +9,7 @@ types of the parts only the operator interprets.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -49,6 +49,7 @@ __all__ = [
     "RetryRecord",
     "StaleSighting",
     "StatusGlance",
+    "VerdictEventRecord",
     "XdsMemoryStatus",
     "glance",
     "read_status",
@@ -135,6 +136,17 @@ class XdsMemoryStatus(ApiModel):
     )
 
 
+class VerdictEventRecord(ApiModel):
+    """The event a verdict that is news announces, written in the verdict's own status patch: the
+    operator posts it after the write, and a new leader adopting the gate posts it again only if
+    it is missing (``readiness.verdictevents``), so a verdict and its event are never apart."""
+
+    type: Literal["Normal", "Warning"] = Field(description="The event's type.")
+    reason: str = Field(description="The event's reason (Ready, or the verdict's reason).", max_length=1024)
+    message: str = Field(description="The event's message, redacted and cut as posted.", max_length=1024)
+    time: str = Field(description="When the verdict was decided (RFC 3339): the event's timestamp.")
+
+
 class MCPReadinessStatus(StatusView, ApiModel):
     checks: list[CheckResult] = field_of(StatusView, "checks")  # type: ignore[assignment]
     plan: list[Stage] = field_of(StatusView, "plan")
@@ -146,6 +158,7 @@ class MCPReadinessStatus(StatusView, ApiModel):
     retry: RetryRecord | None = field_of(StatusView, "retry")
     history: list[EvaluationRecord] = field_of(StatusView, "history")
     xds_memory: XdsMemoryStatus | None = field_of(StatusView, "xds_memory")
+    verdict_event: VerdictEventRecord | None = field_of(StatusView, "verdict_event")
     conditions: list[Condition] = field_of(StatusView, "conditions")  # type: ignore[assignment]
 
     # the parts the status builders extend, as the status held them (``conditions``, the journal)

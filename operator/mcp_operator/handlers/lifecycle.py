@@ -22,12 +22,15 @@ from ..readiness import runtime
 from ..settings import OperatorSettings
 from . import periodic
 
+# the operator's memo key for the namespaces ``mcp-operator run`` gave kopf (none: every namespace)
+WATCHED = "namespaces"
+
 
 @kopf.on.startup(id="runtime")
-async def start_runtime(logger: kopf.Logger, **_: Any) -> None:
+async def start_runtime(logger: kopf.Logger, memo: kopf.Memo | None = None, **_: Any) -> None:
     """One runtime for this process, created on the operator's loop."""
     settings = OperatorSettings.from_env()
-    started = runtime.start(settings)
+    started = runtime.start(settings, namespaced=memo is not None and bool(memo.get(WATCHED)))
     periodic.TICKER.start()
     heap.TRIMMER.start(settings.heap_trim_seconds)
     logger.debug("runtime started: %d probing worker(s) at most", started.prober.max_concurrent)

@@ -41,11 +41,11 @@ log = logging.getLogger(__name__)
 @metrics.counted_errors("evaluate_readiness")
 @about_object
 async def evaluate_readiness(
-    spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta, body: kopf.Body, patch: kopf.Patch, **_: Any
+    spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta, body: kopf.Body, patch: kopf.Patch, **kw: Any
 ) -> None:
     rt, gate = runtime.current(), _gate(meta, body)
-    if drills.judged_and_settled(rt, gate.uid, gate.generation, status):
-        return  # a restart's resume of a decided gate: nothing to read or do
+    if await _adopted(rt, gate, status, kw.get("reason")):
+        return  # a restart's resume of a decided gate: nothing to read or do but a lost event
     async with rt.admission.admitted(), rt.claims.lock(gate.uid):
         obj = await readers.fresh_generation(gate.namespace, gate.name, gate.generation)
         if obj is None:
@@ -143,6 +143,17 @@ async def sync_pod_gate(meta: Mapping[str, Any], **_: Any) -> None:
     gated = await podgate.sync_pods(gate, namespace, condition(now.conditions, "Ready"), utc_now())
     if now.gated_pods != gated:
         await kube.patch_status(PLURAL, namespace, name, MCPReadinessStatus(gated_pods=gated).to_patch())
+
+
+async def _adopted(rt: runtime.Runtime, gate: Gate, status: Mapping[str, Any], reason: Any) -> bool:
+    """The status kopf handed over shows the generation judged (``drills.judged_and_settled``);
+    on a resume (a restarted or new leader adopting the gate), the verdict's recorded event is
+    posted if it was lost (``verdictevents``)."""
+    if not drills.judged_and_settled(rt, gate.uid, gate.generation, status):
+        return False
+    if reason == kopf.Reason.RESUME:
+        await rt.verdict_events.ensure(gate.namespace, gate.name, gate.uid, status)
+    return True
 
 
 def _gate(meta: Mapping[str, Any], body: Mapping[str, Any]) -> Gate:

@@ -52,6 +52,7 @@ from .release import observe as observe_release
 from .retry import retry_record
 from .runtime import Runtime
 from .status import STATUS_TOO_LARGE, drill_status, running_status, too_large_status, verdict_status
+from .verdictevents import VerdictEvent, verdict_event
 
 log = logging.getLogger(__name__)
 QUIET: tuple[Trigger, ...] = ("Recheck",)  # Ready stays as it was while the checks run
@@ -218,9 +219,9 @@ async def evaluate(rt: Runtime, gate: Gate, claimed: Claimed) -> None:
                 return
             log.exception("%s/%s: the round failed; written as its verdict", *gate.where)
             metrics.ERRORS.labels("round").inc()
-            new_status, verdict = await _verdict(gate, claimed, [failed_row(exc)], None)
+            new_status, verdict, event = await _verdict(gate, claimed, [failed_row(exc)], None)
             await kube.patch_status(PLURAL, gate.namespace, gate.name, new_status)
-            _count_and_announce(gate, claimed, verdict)
+            _count_and_announce(gate, verdict, event)
 
 
 async def went_away(gate: Gate) -> bool:
@@ -254,7 +255,7 @@ async def _evaluate(rt: Runtime, gate: Gate, claimed: Claimed) -> None:
             outcomes = await _run_checks(rt, gate, claimed, memory)
         if drill is not None:
             outcomes = drill.outcomes + outcomes
-        new_status, verdict = await _verdict(gate, claimed, rollout + outcomes, drill)
+        new_status, verdict, event = await _verdict(gate, claimed, rollout + outcomes, drill)
         if memory is not None:
             remembered = XdsMemoryStatus.model_validate(memory.to_wire())
             new_status.update(MCPReadinessStatus(xds_memory=remembered).to_patch())
@@ -269,7 +270,7 @@ async def _evaluate(rt: Runtime, gate: Gate, claimed: Claimed) -> None:
         rt.claims.running.discard(claimed.marker.id)
     if too_large is not None:  # written without its rows, once: the spec leaves them no room
         gate.announce(True, STATUS_TOO_LARGE, f"the verdict's check rows did not fit: {too_large}")
-    _count_and_announce(gate, claimed, verdict)
+    _count_and_announce(gate, verdict, event)
 
 
 async def _settled(gate: Gate, claimed: Claimed) -> tuple[Claimed, list[CheckOutcome]] | None:
@@ -322,19 +323,24 @@ async def _run_checks(
 
 async def _verdict(
     gate: Gate, claimed: Claimed, outcomes: list[CheckOutcome], drill: DrillOutcome | None
-) -> tuple[dict[str, Any], RunVerdict]:
-    """The verdict's status (with the drill's part, and the gated pods at once rather than at
-    the next gate sync) and the verdict."""
-    previous, generation = claimed.before, gate.generation
+) -> tuple[dict[str, Any], RunVerdict, VerdictEvent | None]:
+    """The verdict's status (with the drill's part, the gated pods at once rather than at the
+    next gate sync, and the event it announces when it is news: ``status.verdictEvent``, written
+    with the verdict, so a new leader can post it if this process dies before it does), the
+    verdict and that event. A verdict that is no news leaves the record of the last one as it is."""
+    previous, generation, now = claimed.before, gate.generation, utc_now()
     new_status, verdict = verdict_status(
         claimed.previous,
         generation,
         claimed.target,
         str(previous.started_at),
         outcomes,
-        utc_now(),
+        now,
         claimed.release,
     )
+    event = verdict_event(verdict, claimed.announce, claimed.previous_ready)
+    if event is not None:
+        new_status.update(MCPReadinessStatus(verdict_event=event.record(now)).to_patch())
     if drill is not None:
         conditions = read_status(new_status).condition_rows()
         new_status.update(drill_status(drill, conditions, generation, utc_now()))
@@ -346,7 +352,7 @@ async def _verdict(
         ready = condition(read_status(new_status).conditions, "Ready")
         gated = await podgate.sync_pods(pod_gate, gate.namespace, ready, utc_now())
         new_status.update(MCPReadinessStatus(gated_pods=gated).to_patch())
-    return new_status, verdict
+    return new_status, verdict, event
 
 
 def retried(claimed: Claimed) -> bool:
@@ -356,15 +362,10 @@ def retried(claimed: Claimed) -> bool:
     return ReleaseRecord.model_validate(claimed.release).trigger == "Recheck" and bool(scheduled)
 
 
-def _count_and_announce(gate: Gate, claimed: Claimed, verdict: RunVerdict) -> None:
+def _count_and_announce(gate: Gate, verdict: RunVerdict, event: VerdictEvent | None) -> None:
+    """Count the verdict and post the event its status recorded (kopf posts it from its queue)."""
     metrics.VERDICTS.labels(KIND, verdict.outcome.value).inc()
     metrics.RECONCILIATIONS.labels(KIND, "evaluated").inc()
     metrics.READY.labels(gate.namespace, gate.name).set(1 if verdict.ready else 0)
-    changed = claimed.previous_ready != ("True" if verdict.ready else "False")
-    if not (claimed.announce or changed):
-        return
-    message = f"verdict {verdict.outcome.value}: {verdict.message}"
-    if verdict.ready:
-        gate.announce(False, "Ready", message)
-    else:
-        gate.announce(True, verdict.reason, message)
+    if event is not None:
+        gate.announce(event.warning, event.reason, event.message)

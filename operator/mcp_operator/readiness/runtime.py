@@ -1,6 +1,7 @@
 """What one operator process holds while it runs, in one object: the rounds it is running and
 one lock per gate (``claims``), how many rounds run at once (``admission``), its running drills,
-the drills' load processes and the prober's bounded worker pool.
+the drills' load processes, the prober's bounded worker pool, and the verdict events it made sure
+of when it adopted decided gates (``verdict_events``: one LIST of events per process).
 
 It is created when the operator starts (``handlers.lifecycle.start_runtime``, a kopf startup
 handler, through :func:`start`) and closed in one place, :meth:`Runtime.close`, called by the one
@@ -31,6 +32,7 @@ from .claim import Claims
 from .drill.load import LoadRunner
 from .drill.registry import Drills
 from .prober import Prober
+from .verdictevents import VerdictEvents
 
 WORKER_STOP_SECONDS = 5.0  # SIGTERM to a worker process, then SIGKILL
 
@@ -71,11 +73,17 @@ class Runtime:
     drills: Drills = field(default_factory=Drills)
     loads: LoadRunner = field(default_factory=LoadRunner)
     admission: Admission = field(default_factory=lambda: Admission(OperatorSettings.max_rounds_admitted))
+    verdict_events: VerdictEvents = field(default_factory=VerdictEvents)
 
     @classmethod
-    def from_settings(cls, settings: OperatorSettings) -> Runtime:
+    def from_settings(cls, settings: OperatorSettings, namespaced: bool = False) -> Runtime:
+        """``namespaced``: the operator watches named namespaces only (``--namespace``)."""
         prober = Prober(settings.max_concurrent_checks, settings.max_checks_per_target)
-        return cls(prober=prober, admission=Admission(settings.max_rounds_admitted))
+        return cls(
+            prober=prober,
+            admission=Admission(settings.max_rounds_admitted),
+            verdict_events=VerdictEvents(namespaced),
+        )
 
     async def stop_drills(self) -> int:
         """Cancel every running drill and wait until each has reverted its faults."""
@@ -101,10 +109,10 @@ class Runtime:
 _current: Runtime | None = None
 
 
-def start(settings: OperatorSettings | None = None) -> Runtime:
+def start(settings: OperatorSettings | None = None, namespaced: bool = False) -> Runtime:
     """A fresh runtime for this process (the operator's start-up); :func:`current` answers it."""
     global _current
-    _current = Runtime.from_settings(settings or OperatorSettings.from_env())
+    _current = Runtime.from_settings(settings or OperatorSettings.from_env(), namespaced)
     return _current
 
 

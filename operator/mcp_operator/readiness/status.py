@@ -191,6 +191,7 @@ def too_large_status(full: Mapping[str, Any], generation: int, now: str, why: st
         "stage",
         "faults",  # a drill's journal: what a restarted operator must not revert again
         "retry",  # with its nextAt null once none is due: left out, an old one would stay due
+        "verdict_event",  # the verdict's event, posted again by a new leader if it was lost
     }
     verdict = read_status(full)
     fields = verdict.model_dump(by_alias=True, exclude_unset=True, mode="json", include=kept)

@@ -67,7 +67,7 @@ PAIRS: list[tuple[Model, Model, frozenset[str]]] = [
         status.ReadinessStatusView,
         frozenset(
             {"checks", "conditions", "evaluation", "faults", "history", "kpis", "plan"}
-            | {"release", "retry", "stages", "xds_memory"}
+            | {"release", "retry", "stages", "verdict_event", "xds_memory"}
         ),
     ),
 ]

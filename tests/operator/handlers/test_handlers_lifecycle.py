@@ -110,3 +110,20 @@ async def test_shutdown_deadline_comes_from_the_environment(monkeypatch: pytest.
     assert settings.process.ultimate_exiting_timeout == 20
     # a deleted object's timers are looked at every second, not kopf's 60 s (its finalizer waits)
     assert settings.background.cancellation_polling == 1.0
+
+
+async def test_the_runtime_knows_whether_the_operator_is_namespaced(own_runtime: None) -> None:
+    """``mcp-operator run`` hands kopf its ``--namespace`` list in the memo: a namespaced
+    operator looks for lost verdict events in each namespace, a cluster-wide one in all at once
+    (``readiness.verdictevents``)."""
+    logger = logging.getLogger(__name__)
+    start = cast(Callable[..., Any], lifecycle.start_runtime)
+    stop = cast(Callable[..., Any], lifecycle.graceful_shutdown)
+    for memo, namespaced in (
+        (kopf.Memo({lifecycle.WATCHED: ("team-a",)}), True),
+        (kopf.Memo({lifecycle.WATCHED: ()}), False),
+        (None, False),
+    ):
+        await start(logger=logger, memo=memo)
+        assert runtime.current().verdict_events.namespaced is namespaced
+        await stop(logger=logger)

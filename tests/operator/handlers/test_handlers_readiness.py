@@ -26,6 +26,7 @@ from mcp_operator.conditions import condition, utc_now
 from mcp_operator.handlers import readiness as handlers
 from mcp_operator.readiness import readers, runtime
 from mcp_operator.readiness import release as release_module
+from mcp_operator.readiness.verdictevents import VerdictEvents
 from mcp_refserver import RunningServer
 
 NS = "serving"
@@ -164,6 +165,38 @@ async def test_already_evaluated_generation_runs_nothing(
     # the next generation is evaluated
     await _evaluate(kube_fake, _spec(refserver.url), status=done, generation=4)
     assert _stored(kube_fake)["observedGeneration"] == 4 and _stored(kube_fake)["verdict"] == "Pass"
+
+
+async def test_a_resume_of_a_decided_gate_posts_only_its_lost_verdict_event(
+    kube_fake: FakeKube, posted_events: EventLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new leader adopting a decided gate (kopf's resume) posts the event its verdict recorded
+    when the API server holds none, once, and reads or evaluates nothing; an update (or a
+    create) of a decided gate does not look."""
+    monkeypatch.setattr(runtime.current(), "verdict_events", VerdictEvents())  # this process's
+    said = "verdict Pass: 1/1 checks passed"
+    record = {"type": "Normal", "reason": "Ready", "message": said, "time": utc_now()}
+    done = {"observedGeneration": 1, "phase": "Succeeded", "verdict": "Pass", "verdictEvent": record}
+    body = kopf.Body(cast(kopf.RawBody, _seed(kube_fake, _spec("http://127.0.0.1:9"), done, 1)))
+
+    async def handle(reason: kopf.Reason) -> None:
+        await evaluate_readiness(
+            spec=body.spec, status=body.status, meta=body.meta, body=body, patch=kopf.Patch(), reason=reason
+        )
+
+    await handle(kopf.Reason.UPDATE)
+    assert kube_fake.calls == []
+    await handle(kopf.Reason.RESUME)
+    await handle(kopf.Reason.RESUME)
+    assert [(c.verb, c.kind, c.answered) for c in kube_fake.calls] == [
+        ("list", "Event", 200),
+        ("create", "Event", 201),
+    ]
+    (name,) = kube_fake.names("Event", NS)
+    event = kube_fake.get("Event", NS, name) or {}
+    assert (event["type"], event["reason"], event["message"]) == ("Normal", "Ready", said)
+    assert event["firstTimestamp"] == record["time"] and event["involvedObject"]["uid"] == "c1a2b3d4"
+    assert posted_events.events == [] and _stored(kube_fake) == done
 
 
 async def test_replayed_body_of_an_older_generation_runs_nothing(
