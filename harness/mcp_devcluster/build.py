@@ -37,9 +37,11 @@ ARGOCD_VERSION_PACKAGE = "github.com/argoproj/argo-cd/v3/common"
 ACTIONLINT_VERSION = "v1.7.12"
 
 STAMP = ".built"
+MAIN_IN_TREE = "cmd/mcp-main"  # where a component's own main package goes in the module's tree
 LUAHEALTH_SOURCE = Path(__file__).parent / "data" / "luahealth"
 COREDNS_SOURCE = Path(__file__).parent / "data" / "coredns"
 XDSBED_SOURCE = Path(__file__).parent / "data" / "xdsbed"
+ARGOCD_MAIN = Path(__file__).parent / "data" / "argocd"
 
 
 def cache_root() -> Path:
@@ -71,18 +73,28 @@ class Component:
     # build inside a copy of the published module's own tree (its go.mod, go.sum and local
     # replaces), for a module whose commands cannot be built from a wrapper
     in_module_tree: bool = False
+    # a main package of ours (a directory), copied into that tree as MAIN_IN_TREE and built
+    # instead of upstream's commands: the roles we run, not every one upstream links
+    main_package: Path | None = None
     # the built command's name where `go build` would name it after its directory (``cmd``)
     command_name: str | None = None
     # more names for it (links): a multi-call binary picks its role by the name it is called by
     aliases: tuple[str, ...] = ()
 
     @property
+    def cache_key(self) -> str:
+        """The version, and the content of our main package where there is one: editing it rebuilds."""
+        if self.main_package is None:
+            return self.version
+        return f"{self.version}-{_source_version(self.main_package)}"
+
+    @property
     def bin_dir(self) -> Path:
-        return cache_root() / "bin" / f"{self.name}-{self.version}"
+        return cache_root() / "bin" / f"{self.name}-{self.cache_key}"
 
     @property
     def work_dir(self) -> Path:
-        return cache_root() / "build" / f"{self.name}-{self.version}"
+        return cache_root() / "build" / f"{self.name}-{self.cache_key}"
 
     def binary(self, command: str) -> Path:
         return self.bin_dir / command
@@ -282,13 +294,14 @@ def components() -> dict[str, Component]:
             inherit_replaces=True,
             cgo=True,
         ),
-        # Argo CD's multi-call binary: argocd-application-controller, argocd-repo-server and
-        # argocd-server are the same file under the name they are called by
+        # Argo CD as a multi-call binary of the two roles the local Argo CD runs:
+        # argocd-application-controller and argocd-repo-server are the same file under the name
+        # they are called by (data/argocd/main.go; upstream's cmd links every role and the CLI)
         "argocd": Component(
             name="argocd",
             module="github.com/argoproj/argo-cd/v3",
             version=ARGOCD_VERSION,
-            packages=("./cmd",),
+            packages=(f"./{MAIN_IN_TREE}",),
             ldflags=(
                 f"-X {ARGOCD_VERSION_PACKAGE}.version={ARGOCD_VERSION.lstrip('v')}",
                 f"-X {ARGOCD_VERSION_PACKAGE}.gitTag={ARGOCD_VERSION}",
@@ -296,8 +309,9 @@ def components() -> dict[str, Component]:
                 f"-X {ARGOCD_VERSION_PACKAGE}.gitTreeState=clean",
             ),
             in_module_tree=True,
+            main_package=ARGOCD_MAIN,
             command_name="argocd",
-            aliases=("argocd-application-controller", "argocd-repo-server", "argocd-server"),
+            aliases=("argocd-application-controller", "argocd-repo-server"),
         ),
         # checks .github/workflows (make lint)
         "actionlint": Component(
@@ -332,6 +346,8 @@ def _copy_module_tree(component: Component, work: Path) -> Path:
     shutil.copytree(module_dir(component.module, component.version), tree)
     for path in [tree, *tree.rglob("*")]:
         path.chmod(path.stat().st_mode | 0o200)
+    if component.main_package is not None:
+        shutil.copytree(component.main_package, tree / MAIN_IN_TREE)
     return tree
 
 

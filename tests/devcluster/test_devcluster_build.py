@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_devcluster import build
+from mcp_devcluster import argocd, build
 from mcp_devcluster.realnode import dns
 
 
@@ -139,7 +139,8 @@ def test_versions_key_the_cache() -> None:
     table = build.components()
     assert {"kubernetes", "etcd", "kwok", "helm"} <= set(table)
     for name, comp in table.items():
-        assert comp.name == name and comp.bin_dir.name == f"{name}-{comp.version}"
+        assert comp.name == name and comp.bin_dir.name == f"{name}-{comp.cache_key}"
+        assert comp.cache_key.startswith(comp.version)
         assert comp.work_dir.name == comp.bin_dir.name
     assert table["kubernetes"].version == build.KUBERNETES_VERSION
     assert table["etcd"].version == build.ETCD_VERSION
@@ -159,3 +160,21 @@ def test_coredns_links_the_plugins_its_corefile_uses_and_no_other() -> None:
     component = build.components()["coredns"]
     assert component.source_dir == build.COREDNS_SOURCE
     assert "github.com/coredns/coredns v1.15.0" in (build.COREDNS_SOURCE / "go.mod").read_text()
+
+
+def test_argocd_is_built_with_the_two_roles_the_local_argo_cd_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The local Argo CD runs the repo server and the application controller, each under its
+    name (``argocd._argv``): our main package links those two roles and no other (upstream's
+    links every role and the CLI), and an edit of it changes the cache key, so it is rebuilt."""
+    component = build.components()["argocd"]
+    assert component.main_package == build.ARGOCD_MAIN
+    assert component.packages == (f"./{build.MAIN_IN_TREE}",)
+    source = (build.ARGOCD_MAIN / "main.go").read_text()
+    roles = set(re.findall(r'"github\.com/argoproj/argo-cd/v3/cmd/([a-z-]+)/commands"', source))
+    assert roles == {"argocd-application-controller", "argocd-repo-server"}
+    monkeypatch.setattr(argocd, "_binary", lambda name: name)  # the name each is called by, unbuilt
+    argv = argocd._argv(Path("/r"), Path("/k"), argocd.Ports(*range(1, 6)), "argocd")
+    run = {cmd[0] for name, cmd in argv.items() if name in ("repo-server", "application-controller")}
+    assert run == roles == set(component.aliases)
+    assert component.cache_key.startswith(f"{build.ARGOCD_VERSION}-src-")
+    assert component.bin_dir.name == f"argocd-{component.cache_key}"
