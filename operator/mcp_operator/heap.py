@@ -8,6 +8,13 @@ of the heap and, since glibc 2.8, from the middle), in a few milliseconds: after
 113 and 110 MiB against 117 and 118 MiB without it (docs/guarantees.md; most of what stays is in
 pages still partly used). It runs every ``MCP_HEAP_TRIM_SECONDS`` (10; 0: never) while the
 operator lives. A C library without it (musl) leaves the memory as it is.
+
+Before each trim, a full garbage collection: kopf's views of an object (its body, meta, patch,
+cause) refer to one another, so what a handled event leaves is cyclic garbage, and CPython
+defers the collection of the oldest generation while it holds mostly long-lived objects: after
+1,000 gates, 21,000 such objects (about 1,000 bodies) were still there at rest. The imports'
+objects are frozen first (``gc.freeze``), so a collection walks only what came after them
+(tens of milliseconds at most). A restarted operator over 1,000 decided gates: 98 MiB against 102.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import gc
 from collections.abc import Callable
 from functools import cache
 
@@ -35,6 +43,12 @@ def trim() -> bool:
     """Hand the free heap back to the system; whether there was a way to (and something to give)."""
     function = _malloc_trim()
     return function is not None and function(0) == 1
+
+
+def collect_and_trim() -> bool:
+    """Collect the cyclic garbage of every generation, then trim (:func:`trim`)."""
+    gc.collect()
+    return trim()
 
 
 class Trimmer:
@@ -59,9 +73,10 @@ class Trimmer:
 
     @staticmethod
     async def _every(interval_s: float) -> None:
+        gc.freeze()  # what start-up made (the imports) lives as long as the process
         while True:
             await asyncio.sleep(interval_s)
-            trim()
+            collect_and_trim()
 
 
 TRIMMER = Trimmer()
