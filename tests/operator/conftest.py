@@ -31,6 +31,7 @@ def kube_fake(monkeypatch: pytest.MonkeyPatch, posted_events: EventLog) -> FakeK
     (``posted_events``): handlers post them as they go."""
     fake = FakeKube()
     monkeypatch.setattr(kube, "core", lambda: fake.core)
+    monkeypatch.setattr(kube, "thin_core", lambda: fake.core)  # the same calls, the same names
     monkeypatch.setattr(kube, "batch", lambda: fake.batch)
     monkeypatch.setattr(kube, "rbac", lambda: fake.rbac)
     monkeypatch.setattr(kube, "custom", lambda: fake.custom)

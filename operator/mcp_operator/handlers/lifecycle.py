@@ -30,7 +30,9 @@ WATCHED = "namespaces"
 async def start_runtime(logger: kopf.Logger, memo: kopf.Memo | None = None, **_: Any) -> None:
     """One runtime for this process, created on the operator's loop."""
     settings = OperatorSettings.from_env()
-    started = runtime.start(settings, namespaced=memo is not None and bool(memo.get(WATCHED)))
+    namespaces = tuple(memo.get(WATCHED) or ()) if memo is not None else ()
+    started = runtime.start(settings, namespaced=bool(namespaces))
+    await started.verdict_events.prime(namespaces)  # before kopf hands over the first gate
     periodic.TICKER.start()
     heap.TRIMMER.start(settings.heap_trim_seconds)
     logger.debug("runtime started: %d probing worker(s) at most", started.prober.max_concurrent)

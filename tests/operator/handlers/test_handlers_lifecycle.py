@@ -14,6 +14,7 @@ from typing import Any, cast
 
 import kopf
 import pytest
+from tests.operator.fakekube import FakeKube
 
 from mcp_operator.handlers import lifecycle, startup
 from mcp_operator.readiness import runtime
@@ -37,7 +38,9 @@ def test_one_cleanup_handler_closes_the_runtime() -> None:
     assert "runtime" in startup_ids
 
 
-async def test_startup_creates_the_runtime_and_cleanup_closes_it(own_runtime: None) -> None:
+async def test_startup_creates_the_runtime_and_cleanup_closes_it(
+    own_runtime: None, kube_fake: FakeKube
+) -> None:
     logger = logging.getLogger(__name__)
     await cast(Callable[..., Any], lifecycle.start_runtime)(logger=logger)
     started = runtime.current()
@@ -112,18 +115,22 @@ async def test_shutdown_deadline_comes_from_the_environment(monkeypatch: pytest.
     assert settings.background.cancellation_polling == 1.0
 
 
-async def test_the_runtime_knows_whether_the_operator_is_namespaced(own_runtime: None) -> None:
+async def test_the_runtime_knows_whether_the_operator_is_namespaced(
+    own_runtime: None, kube_fake: FakeKube
+) -> None:
     """``mcp-operator run`` hands kopf its ``--namespace`` list in the memo: a namespaced
     operator looks for lost verdict events in each namespace, a cluster-wide one in all at once
-    (``readiness.verdictevents``)."""
+    (``readiness.verdictevents``), and it lists them as it starts, before any gate resumes."""
     logger = logging.getLogger(__name__)
     start = cast(Callable[..., Any], lifecycle.start_runtime)
     stop = cast(Callable[..., Any], lifecycle.graceful_shutdown)
-    for memo, namespaced in (
-        (kopf.Memo({lifecycle.WATCHED: ("team-a",)}), True),
-        (kopf.Memo({lifecycle.WATCHED: ()}), False),
-        (None, False),
+    for memo, namespaced, listed in (
+        (kopf.Memo({lifecycle.WATCHED: ("team-a",)}), True, [("list_namespaced_event", "team-a")]),
+        (kopf.Memo({lifecycle.WATCHED: ()}), False, [("list_event_for_all_namespaces", "")]),
+        (None, False, [("list_event_for_all_namespaces", "")]),
     ):
+        kube_fake.calls.clear()
         await start(logger=logger, memo=memo)
         assert runtime.current().verdict_events.namespaced is namespaced
+        assert [(c.method, c.namespace) for c in kube_fake.calls_to("list", "Event")] == listed
         await stop(logger=logger)
