@@ -155,15 +155,7 @@ def _decided(obj: dict[str, Any]) -> bool:
 
 def _named_in_log(op: Any, namespace: str) -> set[str]:
     """The objects of ``namespace`` that lines of ``op``'s log name (a handler ran for them)."""
-    names = set()
-    for line in op.process.log_path.read_text(errors="replace").splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if record.get("namespace") == namespace:
-            names.add(str(record.get("name")))
-    return names
+    return {str(record.get("name")) for record in op.log_records(namespace)}
 
 
 def _verdict_events(kube: Any) -> Counter[str]:

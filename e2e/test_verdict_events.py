@@ -63,15 +63,11 @@ def _restored(op: stack.OperatorProcess) -> float:
 
 def _resumed(op: stack.OperatorProcess, namespace: str) -> set[str]:
     """The gates of ``namespace`` whose resume kopf finished in ``op``."""
-    names = set()
-    for line in op.process.log_path.read_text(errors="replace").splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if record.get("namespace") == namespace and "Resuming is processed" in str(record.get("message")):
-            names.add(str(record.get("name")))
-    return names
+    return {
+        str(record.get("name"))
+        for record in op.log_records(namespace)
+        if "Resuming is processed" in str(record.get("message"))
+    }
 
 
 def test_a_new_leader_posts_each_verdict_event_the_last_one_lost_once(

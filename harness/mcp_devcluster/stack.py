@@ -102,6 +102,17 @@ class OperatorProcess:
         health = self.health()
         return "standby" not in health and health.get("leader") == self.identity
 
+    def log_records(self, namespace: str | None = None) -> Iterator[dict[str, Any]]:
+        """The operator's JSON log lines so far, parsed (a line that is not JSON is passed over);
+        with ``namespace``, only those about an object of that namespace."""
+        for line in self.process.log_path.read_text(errors="replace").splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and (namespace is None or record.get("namespace") == namespace):
+                yield record
+
 
 # the operator as the e2e tests run it: besides its own per-run account, shards may run under a
 # namespace's "default" account (one test shows a user's own account working) or a "bench-*" one
