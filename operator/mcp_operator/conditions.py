@@ -4,6 +4,7 @@ redacted (``redact``), whatever URL it quotes."""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -15,7 +16,15 @@ from .redact import redact_text
 
 MAX_REASON = 128
 
-__all__ = ["condition", "set_condition", "utc_now"]
+__all__ = ["condition", "parse_time", "set_condition", "utc_now"]
+
+
+def parse_time(value: object) -> dt.datetime | None:
+    """An RFC 3339 time as status and events write it (``utc_now``), or None when it is none."""
+    try:
+        return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 def set_condition(

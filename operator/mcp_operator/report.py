@@ -18,7 +18,6 @@ XML of its checks does not.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +42,7 @@ from .board.render import (
     stage_rows,
 )
 from .board.status import Shown, held, readiness
-from .conditions import condition
+from .conditions import condition, parse_time
 
 if TYPE_CHECKING:  # matplotlib is the plot extra's: imported where a chart is drawn
     from matplotlib.figure import Figure
@@ -108,13 +107,6 @@ class Timeline:
 def _number(value: object) -> float | None:
     try:
         return float(str(value))
-    except ValueError:
-        return None
-
-
-def _time(value: object) -> dt.datetime | None:
-    try:
-        return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
     except ValueError:
         return None
 
@@ -184,7 +176,7 @@ def _fault_mark(entry: FaultRecord, offsets: Mapping[str, tuple[float, Stage]]) 
         index = entry.id.removeprefix(f"{entry.stage}-")
         known = index.isdigit() and int(index) < len(planned.faults)
         injected_s = start + (planned.faults[int(index)].at_seconds if known else 0.0)
-        began, ended = _time(entry.injected_at), _time(entry.reverted_at)
+        began, ended = parse_time(entry.injected_at), parse_time(entry.reverted_at)
         if began is not None and ended is not None and entry.phase == "Reverted":
             reverted_s = injected_s + max(0.0, (ended - began).total_seconds())
     return FaultMark(entry.id, entry.kind, entry.stage, entry.phase, injected_s, reverted_s)

@@ -22,10 +22,14 @@ from ..redact import SECRET_NAME, sensitive_param
 GROUP = "mcp2026.io"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
+# what our events are signed with: kopf's poster (handlers.startup) and the verdict events a new
+# leader posts itself (readiness.verdictevents) alike
+REPORTING_COMPONENT = "mcp-operator"
 
 __all__ = [
     "API_VERSION",
     "GROUP",
+    "REPORTING_COMPONENT",
     "VERSION",
     "ApiModel",
     "Condition",

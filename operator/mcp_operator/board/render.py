@@ -14,7 +14,6 @@ what it holds is shown, as it spells it; a figure it does not hold is ``-``.
 
 from __future__ import annotations
 
-import datetime as dt
 import io
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -27,7 +26,7 @@ from ..api.common import Condition
 from ..api.drill import FaultRecord, KpiRow, StageSummary
 from ..api.readiness import CheckResult, MCPReadinessStatus
 from ..api.results import LevelRow
-from ..conditions import condition
+from ..conditions import condition, parse_time
 from .fit import Column, FittedTable
 from .marks import NO_MARK, mark
 from .status import Shown, held
@@ -85,21 +84,14 @@ def _figures(values: Mapping[str, str], limit: int = CELL) -> str:
     return _cut(", ".join(f"{k}={v}" for k, v in values.items()), limit) or NONE
 
 
-def _time(value: object) -> dt.datetime | None:
-    try:
-        return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def _clock(value: object) -> str:
     """An RFC 3339 time as its time of day (UTC): the board is read within one run."""
-    at = _time(value)
+    at = parse_time(value)
     return NONE if at is None else at.strftime("%H:%M:%S") + "Z"
 
 
 def _held_for(start: object, end: object) -> str:
-    began, ended = _time(start), _time(end)
+    began, ended = parse_time(start), parse_time(end)
     if began is None or end is None or ended is None:
         return NONE
     return f"{(ended - began).total_seconds():.1f} s"

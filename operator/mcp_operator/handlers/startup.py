@@ -14,6 +14,7 @@ import kopf
 from mcp_bench.api import dialguard
 
 from .. import metrics
+from ..api.common import REPORTING_COMPONENT
 from ..leadership import leader_identity
 from ..settings import OperatorSettings
 from ..targets.policy import TargetPolicy
@@ -109,7 +110,7 @@ async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.networking.request_timeout = 30
     settings.networking.connect_timeout = 10
     settings.posting.level = logging.WARNING
-    settings.posting.reporting_component = "mcp-operator"  # events name us, not the framework
+    settings.posting.reporting_component = REPORTING_COMPONENT  # events name us, not the framework
     settings.execution.max_workers = 8
     # an object deleted while one of its timers runs (a benchmark's collect every 2 s) keeps its
     # finalizer until kopf sees that timer end: kopf looks every 60 s by default, which held a
