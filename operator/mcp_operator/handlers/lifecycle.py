@@ -31,8 +31,8 @@ async def start_runtime(logger: kopf.Logger, memo: kopf.Memo | None = None, **_:
     """One runtime for this process, created on the operator's loop."""
     settings = OperatorSettings.from_env()
     namespaces = tuple(memo.get(WATCHED) or ()) if memo is not None else ()
-    started = runtime.start(settings, namespaced=bool(namespaces))
-    await started.verdict_events.prime(namespaces)  # before kopf hands over the first gate
+    started = runtime.start(settings, namespaces)
+    await started.verdict_events.prime()  # before kopf hands over the first gate
     periodic.TICKER.start()
     heap.TRIMMER.start(settings.heap_trim_seconds)
     logger.debug("runtime started: %d probing worker(s) at most", started.prober.max_concurrent)

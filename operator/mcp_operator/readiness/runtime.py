@@ -76,13 +76,13 @@ class Runtime:
     verdict_events: VerdictEvents = field(default_factory=VerdictEvents)
 
     @classmethod
-    def from_settings(cls, settings: OperatorSettings, namespaced: bool = False) -> Runtime:
-        """``namespaced``: the operator watches named namespaces only (``--namespace``)."""
+    def from_settings(cls, settings: OperatorSettings, namespaces: tuple[str, ...] = ()) -> Runtime:
+        """``namespaces``: the ones the operator watches (``--namespace``; none: every one)."""
         prober = Prober(settings.max_concurrent_checks, settings.max_checks_per_target)
         return cls(
             prober=prober,
             admission=Admission(settings.max_rounds_admitted),
-            verdict_events=VerdictEvents(namespaced),
+            verdict_events=VerdictEvents(namespaces),
         )
 
     async def stop_drills(self) -> int:
@@ -109,10 +109,10 @@ class Runtime:
 _current: Runtime | None = None
 
 
-def start(settings: OperatorSettings | None = None, namespaced: bool = False) -> Runtime:
+def start(settings: OperatorSettings | None = None, namespaces: tuple[str, ...] = ()) -> Runtime:
     """A fresh runtime for this process (the operator's start-up); :func:`current` answers it."""
     global _current
-    _current = Runtime.from_settings(settings or OperatorSettings.from_env(), namespaced)
+    _current = Runtime.from_settings(settings or OperatorSettings.from_env(), namespaces)
     return _current
 
 

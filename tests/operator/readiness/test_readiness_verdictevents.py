@@ -252,7 +252,7 @@ async def test_one_list_serves_many_gates_and_each_lost_event_is_posted_once(
 
 
 async def test_a_namespaced_operator_lists_each_namespace_once(kube_fake: FakeKube) -> None:
-    repairs = VerdictEvents(namespaced=True)
+    repairs = VerdictEvents(("a", "b"))
     for ns in ("a", "b", "a"):
         await repairs.ensure(ns, NAME, f"uid-{ns}", _decided(_record()))
     assert [(c.method, c.namespace) for c in kube_fake.calls_to("list", "Event")] == [
