@@ -13,8 +13,9 @@ Before each trim, a full garbage collection: kopf's views of an object (its body
 cause) refer to one another, so what a handled event leaves is cyclic garbage, and CPython
 defers the collection of the oldest generation while it holds mostly long-lived objects: after
 1,000 gates, 21,000 such objects (about 1,000 bodies) were still there at rest. The imports'
-objects are frozen first (``gc.freeze``), so a collection walks only what came after them
-(tens of milliseconds at most). A restarted operator over 1,000 decided gates: 98 MiB against 102.
+objects are frozen first (``gc.freeze``), so a collection walks only what came after them (one
+over everything took 82 ms after 1,000 gates). A restarted operator over 1,000 decided gates:
+98 MiB against 102.
 """
 
 from __future__ import annotations

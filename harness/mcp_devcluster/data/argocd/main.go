@@ -1,7 +1,8 @@
 // Argo CD's multi-call binary with only the two roles the local Argo CD runs (see
 // mcp_devcluster/argocd.py): the application controller and the repo server. Upstream's
-// cmd/main.go links every role and the CLI as well; this one builds in about half the time.
-// It is copied into the module's own tree (cmd/mcp-argocd) and built there with its go.mod.
+// cmd/main.go links every role and the CLI as well; this one takes about a quarter less CPU
+// to build (411 s against 557 s from an empty Go build cache).
+// It is copied into the module's own tree (build.MAIN_IN_TREE) and built there with its go.mod.
 package main
 
 import (
