@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from mcp_devcluster import build, readme, stack
+from mcp_devcluster import build, demo, readme, stack
 from mcp_devcluster.cluster import ClusterState
 from mcp_devcluster.podnet import loopback_twin
 from mcp_devcluster.processes import running
@@ -56,8 +56,6 @@ SUBSTITUTIONS = (
 # Steps whose non-zero exit is judged by the test rather than ending the run: the board exits 3
 # on an Inconclusive drill (docs/mcp-check.md#exit-codes), and the user goes on to the last line.
 JUDGED_LATER = ("kubectl mcp board",)
-# the verdicts a busy machine may give the drill, the machine's doing, never the server's
-BUSY_MACHINE = {("Inconclusive", "LoadGeneratorSaturated"), ("Inconclusive", "LoadNotDelivered")}
 
 
 def _user_env() -> dict[str, str]:
@@ -231,7 +229,7 @@ def test_the_readmes_quick_start_runs_as_written(tmp_path_factory: pytest.TempPa
         assert {"READY", "REASON", "VERDICT", "SCORE %", "STAGE"} <= set(row), context
         verdict = row["VERDICT"]
         ready = verdict in ("Pass", "Warn") and row["READY"] == "True"
-        assert ready or (verdict, row["REASON"]) in BUSY_MACHINE, context
+        assert ready or (verdict, row["REASON"]) in demo.BUSY_MACHINE, context
         assert row["STAGE"] == "3/3", context
 
         # the board: its verdict line, the three KPIs (health passes either way), the three stages done
@@ -301,7 +299,7 @@ def test_the_quick_start_drill_reaches_a_verdict_against_the_deployed_reference_
     kpis = {k["name"]: k for k in status["kpis"]}
     assert kpis["healthSuccessRatio"]["verdict"] == "Pass", kpis
     ready = stack.condition_of(obj)
-    busy = (kpis["loadGenerator"]["verdict"], ready["reason"]) in BUSY_MACHINE
+    busy = (kpis["loadGenerator"]["verdict"], ready["reason"]) in demo.BUSY_MACHINE
     assert ready["status"] == "True" or busy, status["checks"]
     # the drill's load went through the Service to both deployed pods (each counts its own)
     pods = json.loads(kube.run("get", "pods", "-l", "app.kubernetes.io/name=refserver", "-o", "json").stdout)

