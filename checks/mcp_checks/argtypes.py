@@ -7,13 +7,14 @@ which command runs.
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 import re
 from argparse import ArgumentTypeError
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
+
+from mcp_common import rfc3339
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -213,11 +214,10 @@ def instant(text: str) -> float:
             raise ArgumentTypeError(f"{text!r} is not a finite time")
         return seconds
     try:
-        stamp = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return rfc3339.parse(text).timestamp()
+    except rfc3339.MissingZone:
+        raise ArgumentTypeError(f"{text!r} has no time zone: add Z or an offset") from None
     except ValueError:
         raise ArgumentTypeError(
             f"{text!r} is not a time: use RFC 3339 (2026-12-06T10:00:00Z) or Unix seconds"
         ) from None
-    if stamp.tzinfo is None:
-        raise ArgumentTypeError(f"{text!r} has no time zone: add Z or an offset")
-    return stamp.timestamp()

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 from mcp_checks.api import utc_now
+from mcp_common import rfc3339
 
 from .api.common import Condition
 from .bounded import MAX_MESSAGE, clip
@@ -22,7 +23,7 @@ __all__ = ["condition", "parse_time", "set_condition", "utc_now"]
 def parse_time(value: object) -> dt.datetime | None:
     """An RFC 3339 time as status and events write it (``utc_now``), or None when it is none."""
     try:
-        return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        return rfc3339.parse(str(value), zone_required=False)
     except ValueError:
         return None
 

@@ -22,6 +22,7 @@ from mcp_bench.engines.base import RunObserver
 from mcp_bench.plan import RunPlan
 from mcp_bench.results.aggregate import LevelMeta
 from mcp_bench.results.document import LevelResult
+from mcp_common import rfc3339
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,17 +104,15 @@ def parse_start_at(text: str) -> int:
     """``--start-at``: Unix seconds (``1796280000.5``) or an ISO 8601 time with its offset
     (``2026-12-03T06:30:00Z``), as Unix ns. A time without an offset is refused: shards on
     several machines must agree on what it means."""
-    from datetime import datetime
-
     value = text.strip()
     try:
         return round(float(value) * 1e9)
     except ValueError:
         pass
     try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        moment = rfc3339.parse(value)
+    except rfc3339.MissingZone:
+        raise ValueError(f"--start-at {text!r}: give the time's offset (Z or +hh:mm)") from None
     except ValueError:
         raise ValueError(f"--start-at {text!r}: give Unix seconds or an ISO 8601 time") from None
-    if moment.tzinfo is None:
-        raise ValueError(f"--start-at {text!r}: give the time's offset (Z or +hh:mm)")
     return round(moment.timestamp() * 1e9)

@@ -17,7 +17,6 @@ import re
 import subprocess
 from array import array
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from mcp_bench.engines.base import register_engine
@@ -37,6 +36,7 @@ from mcp_bench.plan import PlanError, RunPlan
 from mcp_bench.protocols.http_common import parse_server_header
 from mcp_bench.records import ErrorKind, RequestRecord
 from mcp_bench.results.aggregate import LevelAccumulator
+from mcp_common import rfc3339
 
 BACKENDS = ("http",)
 MISSING_HINT = "mcp-operator does not ship k6 (AGPL); install it yourself"
@@ -54,7 +54,7 @@ def parse_rfc3339_ns(text: str) -> int:
     if not m:
         raise ValueError(f"not an RFC 3339 time: {text!r}")
     whole, frac, zone = m.groups()
-    base = datetime.fromisoformat(whole + ("+00:00" if zone == "Z" else zone))
+    base = rfc3339.parse(whole + zone)
     return int(base.timestamp()) * 1_000_000_000 + int((frac or "0")[:9].ljust(9, "0"))
 
 

@@ -4,10 +4,11 @@ test, never the reference."""
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from mcp_common import rfc3339
 
 from .vector import MalformedAnswer
 
@@ -34,7 +35,7 @@ def _instant(text: Any) -> float | None:
     if not isinstance(text, str) or not text:
         return None
     try:
-        stamp = dt.datetime.fromisoformat(text)
+        stamp = rfc3339.parse(text, zone_required=False)
     except ValueError as exc:
         raise MalformedAnswer(f"/api/v1/rules: {text!r} is not an RFC 3339 time") from exc
     if stamp.year < 1971:

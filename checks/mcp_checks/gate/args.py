@@ -7,6 +7,8 @@ import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
+from mcp_common import rfc3339
+
 from .. import argtypes
 
 GROUP, VERSION, PLURAL = "mcp2026.io", "v1alpha1", "mcpreadinesses"
@@ -22,12 +24,11 @@ class UsageError(Exception):
 def parse_time(text: str) -> dt.datetime:
     """RFC 3339 with a zone (``2026-05-01T12:00:00Z``, ``...+02:00``, fractions allowed)."""
     try:
-        parsed = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+        return rfc3339.parse(text.strip(), lowercase_z=True)
+    except rfc3339.MissingZone:
+        raise UsageError(f"{text!r} has no time zone: add Z or an offset") from None
     except ValueError:
         raise UsageError(f"{text!r} is not an RFC 3339 time such as 2026-05-01T12:00:00Z") from None
-    if parsed.tzinfo is None:
-        raise UsageError(f"{text!r} has no time zone: add Z or an offset")
-    return parsed
 
 
 def parse_resource(text: str) -> str:

@@ -8,7 +8,6 @@ real HTTP server: Envoy itself cannot run here.
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import json
 from typing import Any
 
@@ -16,6 +15,7 @@ import aiohttp
 
 from mcp_checks.xds.csds import merge_types
 from mcp_checks.xds.model import MalformedAnswer, ProxyReport, SourceAnswer, SyncState, TypeStatus, XdsSource
+from mcp_common import rfc3339
 
 _DUMP = "type.googleapis.com/envoy.admin.v3."
 REJECT_COUNTERS = {
@@ -62,7 +62,7 @@ def _time(value: Any) -> float | None:
     if not isinstance(value, str) or not value:
         return None
     try:
-        return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        return rfc3339.parse(value, zone_required=False).timestamp()
     except ValueError:
         return None
 
