@@ -141,9 +141,12 @@ def start_operator(
     identity: str = OPERATOR_IDENTITY,
     lead: bool = True,
     env: dict[str, str] | None = None,
+    timeout_s: float = 60,
 ) -> OperatorProcess:
     """``mcp-operator run`` as its own process; returns once it leads (holds the Lease and runs
-    its handlers), or with ``lead=False`` once it is live (possibly on standby).
+    its handlers), or with ``lead=False`` once it is live (possibly on standby). One that does
+    neither within ``timeout_s`` is stopped before the error is raised: the caller never got it
+    to stop, and it would outlive its cluster.
 
     Two live processes must never share an identity on one cluster (both would lead): refused."""
     key = (str(kubeconfig), identity)
@@ -175,10 +178,14 @@ def start_operator(
     _STARTED[key] = proc
     liveness = f"http://127.0.0.1:{liveness_port}/healthz"
     op = OperatorProcess(proc, liveness, f"http://127.0.0.1:{metrics_port}/metrics", identity)
-    if lead:
-        wait_until(proc, op.leading, timeout_s=60, what="leading")
-    else:
-        wait_until(proc, lambda: http_ok(liveness), timeout_s=60, what="live")
+    try:
+        if lead:
+            wait_until(proc, op.leading, timeout_s=timeout_s, what="leading")
+        else:
+            wait_until(proc, lambda: http_ok(liveness), timeout_s=timeout_s, what="live")
+    except BaseException:
+        stop(proc)
+        raise
     return op
 
 
