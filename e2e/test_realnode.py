@@ -291,9 +291,10 @@ def test_the_chart_installs_the_operator_from_its_image_and_the_samples_pass(
 ) -> None:
     """helm install on the real node (the chart's locked-down pod in the pod network, the
     operator's own ServiceAccount and RBAC); every sample of ``make demo`` reaches a Ready
-    verdict through it (or, for the drill, the busy machine's Inconclusive), the benchmark's shards running as containers beside it; a shard killed
-    at its memory limit ends its benchmark ``ShardFailed``, naming ``OOMKilled``; its JSON logs
-    through ``kubectl logs``; a SIGTERM ends it well inside its grace period."""
+    verdict through it (or, for the drill, the busy machine's Inconclusive), the benchmark's
+    shards running as containers beside it; a shard killed at its memory limit ends its
+    benchmark ``ShardFailed``, naming ``OOMKilled``; its JSON logs through ``kubectl logs``; a
+    SIGTERM ends it well inside its grace period."""
     namespace = "mcp-system"
     real.kubectl("create", "namespace", namespace, check=False)
     repository, tag = real.node.images["operator"].rsplit(":", 1)
