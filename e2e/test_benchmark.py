@@ -283,16 +283,20 @@ def test_a_63_character_name_runs(kube: Any, refserver: str) -> None:
         "target": {"url": refserver, "backend": "http", "path": "/health"},
         # by time, not 5 requests: two shards of a few milliseconds each end apart on a busy host
         # (their start skew is a large share of so short a window) and the run is then
-        # ShardsNotConcurrent, not Ready; 4 s, not 2: a shard starved of CPU while the other ran
-        # ended more than a tenth of 2 s apart on a host running two test suites at once
+        # ShardsNotConcurrent; 4 s, not 2, makes that rarer, but a CPU hog beside two test
+        # workers still left the shards 82.6 % overlapped once: flagged, which this test accepts
+        # (its subject is the name), as the sample benchmark's does
         "load": {"concurrency": [1], "durationSeconds": 4},
         "shards": 2,
         "runner": {"nodeSelector": {"mcp2026.io/local-runner": "true"}},
     }
     kube.apply(stack.custom_resource("MCPBenchmark", name, spec))
-    assert kube.wait(f"mcpbenchmark/{name}", "condition=Ready", timeout_s=120).returncode == 0
-    status = kube.get("mcpbenchmark", name)["status"]
-    assert status["verdict"] == "Pass" and status["shards"]["reported"] == 2
+    waited = kube.wait(f"mcpbenchmark/{name}", "condition=Complete", timeout_s=120)
+    assert waited.returncode == 0, waited.stderr
+    obj = kube.get("mcpbenchmark", name)
+    stack.passed_or_flagged_apart(obj)  # a busy host may start one shard late: flagged, not failed
+    status = obj["status"]
+    assert status["shards"]["reported"] == 2
     job = status["jobName"]
     assert len(job) <= 59 and len(f"{job}-shard") <= 253
     for pod in _pods(kube, job):
