@@ -117,8 +117,9 @@ def test_off_skips_the_preflight(kube: Any, refserver: str) -> None:
     kube.apply(
         stack.custom_resource("MCPBenchmark", "unchecked", _bench(refserver, "off", nodeSelector=LOCAL))
     )
-    assert kube.wait("mcpbenchmark/unchecked", "condition=Ready", timeout_s=120).returncode == 0
+    assert kube.wait("mcpbenchmark/unchecked", "condition=Complete", timeout_s=120).returncode == 0
     obj = kube.get("mcpbenchmark", "unchecked")
+    stack.passed_or_flagged_apart(obj)  # a busy host may start one shard late: flagged, not failed
     passed = stack.condition_of(obj, "PreflightPassed")
     assert (passed["status"], passed["reason"]) == ("Unknown", "PreflightSkipped")
 
@@ -127,8 +128,9 @@ def test_the_sample_passes_its_preflight_with_the_targets_fingerprint(
     kube: Any, refserver: str, sample: Any
 ) -> None:
     kube.apply(sample(SAMPLE, refserver))
-    assert kube.wait("mcpbenchmark/refserver-bench", "condition=Ready", timeout_s=120).returncode == 0
+    assert kube.wait("mcpbenchmark/refserver-bench", "condition=Complete", timeout_s=120).returncode == 0
     obj = kube.get("mcpbenchmark", "refserver-bench")
+    stack.passed_or_flagged_apart(obj)
     passed = stack.condition_of(obj, "PreflightPassed")
     assert (passed["status"], passed["reason"]) == ("True", "PreflightPassed"), obj["status"]
     assert obj["status"]["preflight"]["findings"] == []
