@@ -292,9 +292,11 @@ def test_a_credential_given_by_reference_appears_nowhere_the_operator_writes(
         {"name": "X-Tenant", "value": f"team-{SHOWN}"},
     ]
     kube.apply(stack.custom_resource("MCPBenchmark", "with-auth", spec))
-    assert kube.wait("mcpbenchmark/with-auth", "condition=Ready", timeout_s=120).returncode == 0
-    status = kube.get("mcpbenchmark", "with-auth")["status"]
-    assert status["verdict"] == "Pass" and status["shards"]["reported"] == 2
+    assert kube.wait("mcpbenchmark/with-auth", "condition=Complete", timeout_s=120).returncode == 0
+    obj = kube.get("mcpbenchmark", "with-auth")
+    stack.passed_or_flagged_apart(obj)  # a busy host may start one shard late: flagged, not failed
+    status = obj["status"]
+    assert status["shards"]["reported"] == 2
     job = kube.get("job", status["jobName"])
     env = {e["name"]: e for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["MCP_HEADER_0"]["valueFrom"] == {"secretKeyRef": {"name": "endpoint-auth", "key": "bearer"}}

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from mcp_bench.results.document import dumps_document, loads_document
+from mcp_devcluster import stack
 
 SAMPLE = "mcpbenchmark-refserver.yaml"
 CHROMIUM = "chromium-headless-shell"  # Debian's package of the name, from the Makefile's APT_PACKAGES
@@ -79,9 +80,11 @@ def test_the_report_of_a_finished_benchmark_agrees_with_its_status_and_renders(
     missing = _report(kube, "refserver-bench", "-o", str(tmp_path / "none.html"))
     assert missing.returncode == 2 and "no MCPBenchmark" in missing.stderr, missing.stderr  # not applied yet
     kube.apply(sample(SAMPLE, refserver))
-    waited = kube.wait("mcpbenchmark/refserver-bench", "condition=Ready", timeout_s=120)
+    waited = kube.wait("mcpbenchmark/refserver-bench", "condition=Complete", timeout_s=120)
     assert waited.returncode == 0, waited.stderr
-    status = kube.get("mcpbenchmark", "refserver-bench")["status"]
+    obj = kube.get("mcpbenchmark", "refserver-bench")
+    apart = stack.passed_or_flagged_apart(obj)  # a busy host may start one shard late: flagged
+    status = obj["status"]
     html, junit = tmp_path / "report.html", tmp_path / "junit.xml"
     done = _report(kube, "refserver-bench", "-o", str(html), "--junit", str(junit))
     assert done.returncode == 0, done.stderr
@@ -97,9 +100,8 @@ def test_the_report_of_a_finished_benchmark_agrees_with_its_status_and_renders(
     assert cluster["phase"] == "Succeeded" and cluster["shards reported"] == "2"
     assert cluster["shards rejected"] == "0"
     conditions = {r[0]: r[1] for r in page.tables["conditions"][1:]}
-    assert (
-        conditions == {c["type"]: c["status"] for c in status["conditions"]} and conditions["Ready"] == "True"
-    )
+    assert conditions == {c["type"]: c["status"] for c in status["conditions"]}
+    assert conditions["Ready"] == ("False" if apart else "True")
     merged = loads_document(kube.get("configmap", status["reportName"])["data"]["result.json"])
     assert page.crc32c == merged.crc32c
     suite = ET.parse(junit).getroot()
