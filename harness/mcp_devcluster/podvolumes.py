@@ -53,25 +53,27 @@ def _files(core: client.CoreV1Api, ns: str, volume: client.V1Volume) -> dict[str
 
 
 def _write(root: Path, volume: str, files: dict[str, bytes]) -> bool:
-    """The volume's files as they should be: each changed one replaced at once (a reader sees
-    the old content or the new, never half), the ones gone removed; True when any changed."""
-    changed = False
-    wanted = set()
+    """The volume's files as they should be: the ones gone removed first, then each changed one
+    replaced at once (a reader sees the old content or the new, never half, and once it sees new
+    content, no key that went is left beside it: the kubelet swaps the whole directory, which
+    gives that and more); True when any changed."""
+    wanted: dict[Path, bytes] = {}
     for rel, data in files.items():
         path = PurePosixPath(rel)
         if path.is_absolute() or ".." in path.parts:
             raise ContainerSpecError(f"volume {volume}: item path {rel!r} leaves the volume")
-        target = root / path
-        wanted.add(target)
+        wanted[root / path] = data
+    changed = False
+    for stale in [p for p in root.rglob("*") if p.is_file() and p not in wanted]:
+        stale.unlink()
+        changed = True
+    for target, data in wanted.items():
         if target.is_file() and target.read_bytes() == data:
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
         partial = target.with_name(f".{target.name}.partial")
         partial.write_bytes(data)
         os.replace(partial, target)
-        changed = True
-    for stale in [p for p in root.rglob("*") if p.is_file() and p not in wanted]:
-        stale.unlink()
         changed = True
     return changed
 
