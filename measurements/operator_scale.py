@@ -7,8 +7,9 @@ Prints, for ``--gates`` gates applied in one ``kubectl apply``:
   (``status.checks[].durationMs``): what the operator adds by queueing, claiming and writing;
 - requests the API server served for ``mcpreadinesses`` by verb, per gate, while they were judged
   and during an idle window afterwards (a periodic LIST or GET per object would show there);
-- the operator's resident memory (its own process and its worker processes) with ``--idle``
-  decided objects held, and with ``--restart`` that of a new operator adopting them idle;
+- the operator's resident memory leading with no gates, then (its own process and its worker
+  processes) with ``--idle`` decided objects held, and with ``--restart`` that of a new operator
+  adopting them idle;
 - one MCPBenchmark of ``--shards`` shards, every shard a pod the local kubelet really runs
   against the reference server: time from the apply to the merged verdict, and the report's size.
 
@@ -254,6 +255,8 @@ def main() -> int:
         kubeconfig, url, operator = running.kubeconfig, running.refserver_url, running.operator
         assert operator.process.popen is not None
         stack.kubectl(kubeconfig, "create", "namespace", "scale")
+        own_rss, _ = rss_mib(operator.process.popen.pid)
+        print(f"operator RSS leading with no gates: {own_rss:.0f} MiB")
 
         before = requests_by_verb(kubeconfig)
         burst = apply_and_time(kubeconfig, "scale", url, args.gates, "burst")
