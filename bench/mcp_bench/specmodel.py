@@ -18,5 +18,10 @@ class SpecModel(BaseModel):
     """A frozen plan section that takes either spelling and forbids unknown fields."""
 
     model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True, loc_by_alias=False
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+        loc_by_alias=False,
+        defer_build=True,
     )

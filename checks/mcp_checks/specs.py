@@ -49,7 +49,9 @@ __all__ = [
 class CheckSpec(BaseModel):
     """camelCase on the wire, snake_case in Python; unknown fields are errors, not dropped."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", defer_build=True
+    )
 
 
 class HealthProbe(CheckSpec):

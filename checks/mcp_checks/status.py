@@ -44,7 +44,9 @@ Json = Any  # a part of status the operator's API model types (JSON to this pack
 class StatusPart(BaseModel):
     """camelCase on the wire, snake_case in Python; unknown fields are ignored (a newer writer's)."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="ignore", defer_build=True
+    )
 
 
 class FindingRow(StatusPart):

@@ -6,7 +6,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class PlanError(ValueError):

@@ -47,7 +47,11 @@ class ApiModel(BaseModel):
     """camelCase on the wire, snake_case in Python; unknown fields are errors, not silently dropped."""
 
     model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", use_enum_values=True
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        use_enum_values=True,
+        defer_build=True,  # validators built on first use: the operator process never uses most
     )
 
     def to_wire(self) -> dict[str, Any]:
