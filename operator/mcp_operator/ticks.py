@@ -75,6 +75,16 @@ class _Watched:
     wanted: frozenset[str]
 
 
+def as_handler(fn: Callable[..., Awaitable[object]]) -> Callable[[ObjectKey], Awaitable[object]]:
+    """Call a handler as kopf would have: with the object's ``meta`` and ``body``."""
+
+    async def run(key: ObjectKey) -> object:
+        body = key.body
+        return await fn(meta=body["metadata"], body=body)
+
+    return run
+
+
 def object_key(body: Mapping[str, Any]) -> ObjectKey:
     meta = body.get("metadata") or {}
     return ObjectKey(

@@ -86,6 +86,11 @@ def reject(
 ) -> None:
     """Write the rejected status and one warning event; no exception, so kopf does not retry."""
     patch.status.update(status)
+    rejected(body, kind, problems)
+
+
+def rejected(body: events.Subject, kind: str, problems: list[SpecProblem]) -> None:
+    """Count a rejected spec and post its one warning event (its status is the caller's)."""
     metrics.RECONCILIATIONS.labels(kind, "invalid").inc()
     events.warning(body, problems[0].reason, problems_message(problems))
 
@@ -95,11 +100,19 @@ async def wait_for_names(
 ) -> NoReturn:
     """A spec whose names do not resolve yet: say so (an event when that is news) and look again
     after a while (``unresolved``); never a refusal that stands for the generation."""
+    message = await say_waiting(body, plural, status, generation, problems)
+    raise kopf.TemporaryError(f"{message}{LOOKING_AGAIN}", delay=RETRY_S)
+
+
+async def say_waiting(
+    body: events.Subject, plural: str, status: Mapping[str, Any], generation: int, problems: list[SpecProblem]
+) -> str:
+    """The waiting conditions written and, when that is news, one event; returns the message.
+    The caller looks again after ``unresolved.RETRY_S``."""
     conds, changed = waiting_conditions(tolerant(Conditioned, status), generation, problems, utc_now())
-    await kube.patch_status(
-        plural, str(body.metadata.namespace), str(body.metadata.name), {"conditions": conds}
-    )
+    meta = body["metadata"]
+    await kube.patch_status(plural, str(meta["namespace"]), str(meta["name"]), {"conditions": conds})
     message = problems_message(problems)
     if changed:
         events.warning(body, problems[0].reason, message)
-    raise kopf.TemporaryError(f"{message}{LOOKING_AGAIN}", delay=RETRY_S)
+    return message

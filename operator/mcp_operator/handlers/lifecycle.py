@@ -1,6 +1,6 @@
 """The operator's life: the runtime (``mcp_operator.readiness.runtime``: claims, drills, load processes,
-the prober), the periodic ticks (``handlers.periodic``) and the heap trimmer (``heap``) start when
-kopf starts, and are closed in one cleanup handler, the ticks first.
+the prober, the queued rounds' runners), the periodic ticks (``handlers.periodic``) and the heap
+trimmer (``heap``) start when kopf starts, and are closed in one cleanup handler, the ticks first.
 
 A graceful shutdown: on SIGTERM (a pod deleted, a node drained, a rollout) kopf stops its
 watchers and cancels the handlers that run, then runs the cleanup handlers, while tasks such as
@@ -20,7 +20,8 @@ import kopf
 from .. import heap
 from ..readiness import runtime
 from ..settings import OperatorSettings
-from . import periodic
+from ..ticks import as_handler
+from . import periodic, readiness
 
 # the operator's memo key for the namespaces ``mcp-operator run`` gave kopf (none: every namespace)
 WATCHED = "namespaces"
@@ -33,6 +34,7 @@ async def start_runtime(logger: kopf.Logger, memo: kopf.Memo | None = None, **_:
     namespaces = tuple(memo.get(WATCHED) or ()) if memo is not None else ()
     started = runtime.start(settings, namespaces)
     await started.verdict_events.prime()  # before kopf hands over the first gate
+    started.backlog.serve(as_handler(readiness.run_queued_round), started.admission.limit)
     periodic.TICKER.start()
     heap.TRIMMER.start(settings.heap_trim_seconds)
     logger.debug("runtime started: %d probing worker(s) at most", started.prober.max_concurrent)

@@ -13,7 +13,7 @@ runs while kopf does (started and closed by ``handlers.lifecycle``).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
@@ -22,23 +22,13 @@ from ..api.common import GROUP, VERSION
 from ..api.readiness import DECIDED_PHASES, PLURAL
 from ..api.readinessstatus import glance
 from ..readiness import drills as drill_rounds
-from ..ticks import ObjectKey, Tick, Ticker
+from ..ticks import Tick, Ticker, as_handler
 from . import drills, readiness
 
 WATCH_INTERVAL_S = 2.0
 RETRY_TICK_S = 2.5  # how often a scheduled retry is looked for (its backoff starts at 5 s)
 POD_GATE_INTERVAL_S = 5.0
 RECHECK_TICK_S = 5.0  # how often a standing gate is looked at (its interval is at least 10 s)
-
-
-def _as_handler(fn: Callable[..., Awaitable[object]]) -> Callable[[ObjectKey], Awaitable[object]]:
-    """Call a handler as kopf would have: with the object's ``meta`` and ``body``."""
-
-    async def run(key: ObjectKey) -> object:
-        body = key.body
-        return await fn(meta=body["metadata"], body=body)
-
-    return run
 
 
 def _standing(spec: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
@@ -68,10 +58,10 @@ TICKS = (
         RECHECK_TICK_S,
         RECHECK_TICK_S,
         _standing,
-        _as_handler(readiness.recheck_readiness),
+        as_handler(readiness.recheck_readiness),
     ),
     Tick(
-        "retry_readiness", RETRY_TICK_S, RETRY_TICK_S, _retry_pending, _as_handler(readiness.retry_readiness)
+        "retry_readiness", RETRY_TICK_S, RETRY_TICK_S, _retry_pending, as_handler(readiness.retry_readiness)
     ),
     # a failed look is the next look's to repeat, as the daemon it replaces did
     Tick(
@@ -79,16 +69,16 @@ TICKS = (
         WATCH_INTERVAL_S,
         WATCH_INTERVAL_S,
         _watching,
-        _as_handler(readiness.watch_release),
+        as_handler(readiness.watch_release),
         backoff_s=WATCH_INTERVAL_S,
     ),
-    Tick("sync_pod_gate", POD_GATE_INTERVAL_S, 2.0, _pod_gated, _as_handler(readiness.sync_pod_gate)),
+    Tick("sync_pod_gate", POD_GATE_INTERVAL_S, 2.0, _pod_gated, as_handler(readiness.sync_pod_gate)),
     Tick(
         "retry_failed_reverts",
         drill_rounds.REVERT_RETRY_INTERVAL_S,
         drill_rounds.REVERT_RETRY_INTERVAL_S,
         _revert_failed,
-        _as_handler(drills.retry_failed_reverts),
+        as_handler(drills.retry_failed_reverts),
     ),
 )
 TICKER = Ticker(TICKS)

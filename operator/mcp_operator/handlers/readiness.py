@@ -1,6 +1,8 @@
 """kopf handlers for MCPReadiness: parse, call the readiness package, write status.
 
-Every round (a new spec generation, a due recheck, a new release that ``spec.watch`` saw) is
+A new spec generation's round waits for admission as a queued key (``readiness.backlog``), run
+by :func:`run_queued_round`. Every round (a new spec generation, a due recheck, a new release
+that ``spec.watch`` saw) is
 ``readiness.round.run_round``: claimed against the object as the API server has it now, its
 verdict written before the claim is let go, so it runs exactly once however often kopf replays
 an older body or a timer ticks. The drills' handlers are in ``handlers.drills``.
@@ -28,9 +30,12 @@ from ..api.readiness import (
 from ..api.readinessstatus import read_status, status_of
 from ..conditions import condition, utc_now
 from ..readiness import change, drills, due, podgate, readers, runtime
+from ..readiness.backlog import Retry
 from ..readiness.claim import skip_reason
 from ..readiness.round import Gate, observe, run_round
-from .common import about_object, announcer, reject, wait_for_names
+from ..targets.unresolved import LOOKING_AGAIN, RETRY_S
+from ..ticks import object_key
+from .common import about_object, announcer, rejected, say_waiting
 
 log = logging.getLogger(__name__)
 
@@ -40,35 +45,49 @@ log = logging.getLogger(__name__)
 @kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
 @metrics.counted_errors("evaluate_readiness")
 @about_object
-async def evaluate_readiness(
-    spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta, body: kopf.Body, patch: kopf.Patch, **kw: Any
-) -> None:
+async def evaluate_readiness(status: kopf.Status, meta: kopf.Meta, body: kopf.Body, **kw: Any) -> None:
+    """Queue a round for this generation (``readiness.backlog``: nothing of kopf's is held while
+    it waits for admission), unless the status kopf handed over shows it judged."""
     rt, gate = runtime.current(), _gate(meta, body)
-    if await _adopted(rt, gate, status, kw.get("reason")):
-        return  # a restart's resume of a decided gate: nothing to read or do but a lost event
-    async with rt.admission.admitted(), rt.claims.lock(gate.uid):
+    if not await _adopted(rt, gate, status, kw.get("reason")):
+        rt.backlog.add(object_key(body))
+
+
+@metrics.counted_errors("evaluate_readiness")
+@about_object
+async def run_queued_round(meta: Mapping[str, Any], body: Mapping[str, Any], **_: Any) -> None:
+    """The round :func:`evaluate_readiness` queued, once admitted: judged on the object as the
+    API server has it now; what cannot go on yet raises ``backlog.Retry``."""
+    rt, gate = runtime.current(), _gate(meta, body)
+    async with rt.claims.lock(gate.uid):
         obj = await readers.fresh_generation(gate.namespace, gate.name, gate.generation)
         if obj is None:
-            return  # deleted, or a newer spec whose own event follows
+            return  # deleted, or a newer spec whose own round is queued
         settled = await drills.settle(rt, gate.generation, obj, gate.announce)
         why = skip_reason(read_status(settled), gate.generation, rt.claims.running)
         if why is not None:
             log.debug("%s/%s generation %d not evaluated again: %s", *gate.where, gate.generation, why)
             return
+        written: dict[str, Any] = {}
         try:
-            accepted = await change.accept(spec, settled, gate, patch.status)
+            accepted = await change.accept(obj["spec"], settled, gate, written)
         except drills.Held as held:
-            raise kopf.TemporaryError(str(held), delay=drills.REVERT_RETRY_INTERVAL_S) from held
+            raise Retry(str(held), drills.REVERT_RETRY_INTERVAL_S) from held
         if isinstance(accepted, change.Refused):
             if accepted.wait:  # not a refusal: the names may resolve later; looked at again
-                await wait_for_names(body, PLURAL, settled, gate.generation, accepted.problems)
-            reject(body, patch, KIND, accepted.status, accepted.problems)
-        elif accepted is not None:
+                message = await say_waiting(body, PLURAL, settled, gate.generation, accepted.problems)
+                raise Retry(f"{message}{LOOKING_AGAIN}", RETRY_S)
+            await kube.patch_status(PLURAL, gate.namespace, gate.name, accepted.status)
+            rejected(body, KIND, accepted.problems)
+        elif accepted is None:
+            if written:  # suspended, or a drill ended
+                await kube.patch_status(PLURAL, gate.namespace, gate.name, written)
+        else:
             observation = await observe(accepted.parsed, gate.namespace)
             if not await run_round(
                 rt, gate, obj, accepted.parsed, "Spec", observation, accepted.target, settled
             ):
-                raise kopf.TemporaryError("the object changed while claiming the evaluation", delay=1)
+                raise Retry("the object changed while claiming the evaluation", 1)
 
 
 @metrics.counted_errors("recheck_readiness")

@@ -1,5 +1,6 @@
 """What one operator process holds while it runs, in one object: the rounds it is running and
-one lock per gate (``claims``), how many rounds run at once (``admission``), its running drills,
+one lock per gate (``claims``), how many rounds run at once (``admission``) and the change
+handlers' rounds queued for it (``backlog``), its running drills,
 the drills' load processes, the prober's bounded worker pool, and the verdict events it made sure
 of when it adopted decided gates (``verdict_events``: one LIST of events per process).
 
@@ -8,6 +9,7 @@ handler, through :func:`start`) and closed in one place, :meth:`Runtime.close`, 
 cleanup handler. The order of the shutdown is written there, not implied by the order in which
 modules happen to be imported:
 
+0. the queued rounds' runners are cancelled (``backlog``: the next leader resumes those gates);
 1. every running drill is stopped, and each reverts its open faults on the way out (its load
    processes still run meanwhile: a drill whose load dies under it would end ``DrillFailed``
    instead); the next operator ends the run ``DrillInterrupted``;
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 
 from ..settings import OperatorSettings
 from .admission import Admission
+from .backlog import Backlog
 from .claim import Claims
 from .drill.load import LoadRunner
 from .drill.registry import Drills
@@ -74,6 +77,10 @@ class Runtime:
     loads: LoadRunner = field(default_factory=LoadRunner)
     admission: Admission = field(default_factory=lambda: Admission(OperatorSettings.max_rounds_admitted))
     verdict_events: VerdictEvents = field(default_factory=VerdictEvents)
+    backlog: Backlog = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.backlog = Backlog(self.admission)
 
     @classmethod
     def from_settings(cls, settings: OperatorSettings, namespaces: tuple[str, ...] = ()) -> Runtime:
@@ -93,6 +100,7 @@ class Runtime:
 
     async def close(self, grace_seconds: float = WORKER_STOP_SECONDS) -> Closed:
         """A graceful shutdown, in this order (see the module's docstring)."""
+        await self.backlog.close()
         drills = await self.stop_drills()
         workers = await asyncio.to_thread(terminate_workers, grace_seconds)
         self.prober.close()

@@ -1,7 +1,8 @@
 """What both resources' handlers do alike when a spec names a host that does not resolve (yet):
 no request, no refusal that stands for the generation (cluster DNS may be late), no verdict; Ready
-False with ``TargetUnresolved`` naming the field, Accepted Unknown, one event, and kopf asked to
-look again. Once the name resolves, the same generation runs. Called as kopf calls the handlers,
+False with ``TargetUnresolved`` naming the field, Accepted Unknown, one event, and kopf (a
+benchmark) or the backlog (a gate's queued round) asked to look again. Once the name resolves,
+the same generation runs. Called as kopf calls the handlers,
 against the in-memory API of ``fakekube``."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any, cast
 import kopf
 import pytest
 from tests.operator.fakekube import EventLog, FakeKube, custom_kind
+from tests.operator.handlers.queued import evaluate_and_run
 
 from mcp_operator.api.benchmark import KIND as BENCHMARK
 from mcp_operator.api.benchmark import benchmark_status
@@ -24,6 +26,7 @@ from mcp_operator.conditions import condition
 from mcp_operator.handlers import benchmark as benchmark_handlers
 from mcp_operator.handlers import common
 from mcp_operator.handlers import readiness as readiness_handlers
+from mcp_operator.readiness.backlog import Retry
 from mcp_operator.targets import policy
 from mcp_operator.targets.unresolved import RETRY_S
 from mcp_refserver import RunningServer
@@ -50,6 +53,15 @@ async def _call(handler: Any, stored: dict[str, Any] | None) -> dict[str, Any]:
     patch = kopf.Patch()
     await cast(Handler, handler)(spec=body.spec, status=body.status, meta=body.meta, body=body, patch=patch)
     return dict(dict(patch).get("status") or {})
+
+
+async def _gate_round(kube: FakeKube, stored: dict[str, Any] | None) -> dict[str, Any]:
+    """A gate's change handler and the round it queued; the status as the API server has it after."""
+    assert stored is not None
+    await evaluate_and_run(kopf.Body(cast(kopf.RawBody, stored)))
+    meta = stored["metadata"]
+    left = kube.get(custom_kind(GROUP, READINESS_PLURAL), meta["namespace"], meta["name"])
+    return dict((left or {}).get("status") or {})
 
 
 def _waiting(status: dict[str, Any], field: str) -> None:
@@ -84,16 +96,15 @@ async def test_a_readiness_gate_waits_for_a_name_and_runs_once_it_resolves(
     }
     stored = kube_fake.put(cr, _raw(READINESS, "late", spec))
     for _ in range(2):  # a retry says nothing new: one event
-        with pytest.raises(kopf.TemporaryError) as retry:
-            await _call(readiness_handlers.evaluate_readiness, stored)
-        assert retry.value.delay == RETRY_S
+        with pytest.raises(Retry) as retry:
+            await _gate_round(kube_fake, stored)
+        assert retry.value.delay_s == RETRY_S
         stored = kube_fake.get(cr, NS, "late") or {}
         _waiting(stored["status"], "spec.checks.xdsSync.sources[0].address")
     assert [(e.type, e.reason) for e in posted_events.events] == [("Warning", "TargetUnresolved")]
 
     _dns_answers(monkeypatch, "127.0.0.1")  # resolves now: the same generation is evaluated
-    await _call(readiness_handlers.evaluate_readiness, stored)
-    status = (kube_fake.get(cr, NS, "late") or {})["status"]
+    status = await _gate_round(kube_fake, stored)
     assert status["phase"] in DECIDED_PHASES and status["observedGeneration"] == 1
     ready = condition(status["conditions"], "Ready") or {}
     assert ready["reason"] != "TargetUnresolved"
@@ -108,7 +119,7 @@ async def test_a_problem_that_stands_wins_over_a_name_that_does_not_resolve(
         "checks": {"metricDrift": {"prometheusUrl": f"http://{LATE}:9090", "rules": [{"record": "r"}]}},
     }
     stored = kube_fake.put(cr, _raw(READINESS, "both", spec))
-    status = await _call(readiness_handlers.evaluate_readiness, stored)
+    status = await _gate_round(kube_fake, stored)
     ready = condition(status["conditions"], "Ready") or {}
     assert status["phase"] == "Invalid" and ready["reason"] == "TargetNotAllowed"
     assert LATE not in ready["message"]  # the refusal names only what stands
@@ -165,16 +176,16 @@ async def test_outside_the_cluster_a_readiness_gate_of_a_service_name_is_unresol
     kube_fake: FakeKube, posted_events: EventLog, target: dict[str, Any], field: str, host: str
 ) -> None:
     """The operator, run with a kubeconfig, probes the target itself and can never resolve a
-    cluster Service name: Ready False ``TargetUnresolvable`` at once, no timer or retry (no
-    ``TemporaryError``), one event; a restart does not judge the generation again."""
+    cluster Service name: Ready False ``TargetUnresolvable`` at once, no timer or retry (neither
+    kopf's ``TemporaryError`` nor the queued round's ``Retry``), one event; a restart does not
+    judge the generation again."""
     kube_fake.put("Service", {"metadata": {"name": "triton", "namespace": NS}, "spec": {}})
     cr = custom_kind(GROUP, READINESS_PLURAL)
     stored = kube_fake.put(cr, _raw(READINESS, "outside", {"target": target}))
-    status = await _call(readiness_handlers.evaluate_readiness, stored)  # raises nothing: no retry
+    status = await _gate_round(kube_fake, stored)  # raises nothing: no retry
     _refused_at_once(status, field, host)
     assert [(e.type, e.reason) for e in posted_events.events] == [("Warning", "TargetUnresolvable")]
-    kube_fake.put(cr, {**stored, "status": status})
-    assert await _call(readiness_handlers.evaluate_readiness, kube_fake.get(cr, NS, "outside")) == {}
+    assert await _gate_round(kube_fake, kube_fake.get(cr, NS, "outside")) == status
     assert len(posted_events.events) == 1  # judged once for its generation
 
 
@@ -191,9 +202,9 @@ async def test_a_name_that_may_still_resolve_is_waited_for_wherever_the_operator
     request.getfixturevalue(where)
     cr = custom_kind(GROUP, READINESS_PLURAL)
     stored = kube_fake.put(cr, _raw(READINESS, "waits", {"target": {"url": url}}))
-    with pytest.raises(kopf.TemporaryError) as retry:
-        await _call(readiness_handlers.evaluate_readiness, stored)
-    assert retry.value.delay == RETRY_S
+    with pytest.raises(Retry) as retry:
+        await _gate_round(kube_fake, stored)
+    assert retry.value.delay_s == RETRY_S
     ready = condition((kube_fake.get(cr, NS, "waits") or {})["status"]["conditions"], "Ready") or {}
     assert (ready["status"], ready["reason"]) == ("False", "TargetUnresolved"), ready
     assert [(e.type, e.reason) for e in posted_events.events] == [("Warning", "TargetUnresolved")]

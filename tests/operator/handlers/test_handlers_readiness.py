@@ -18,6 +18,7 @@ from typing import Any, cast
 import kopf
 import pytest
 from tests.operator.fakekube import EventLog, FakeKube, PostedEvent, custom_kind, pod_object
+from tests.operator.handlers.queued import evaluate_and_run
 
 from mcp_operator.api import MCPReadinessStatus
 from mcp_operator.api.common import API_VERSION, GROUP
@@ -26,6 +27,7 @@ from mcp_operator.conditions import condition, utc_now
 from mcp_operator.handlers import readiness as handlers
 from mcp_operator.readiness import readers, runtime
 from mcp_operator.readiness import release as release_module
+from mcp_operator.readiness.backlog import Retry
 from mcp_operator.readiness.verdictevents import VerdictEvents
 from mcp_refserver import RunningServer
 
@@ -63,16 +65,13 @@ def _seed(kube: FakeKube, spec: dict[str, Any], status: Status | None, generatio
     return kube.put(CR, raw)
 
 
-async def _handle(stored: dict[str, Any], body_generation: int | None = None) -> Status:
-    """One call of the create/update/resume handler with the body kopf would hand it; returns
-    what it left in kopf's patch."""
+async def _handle(stored: dict[str, Any], body_generation: int | None = None) -> None:
+    """One call of the create/update/resume handler with the body kopf would hand it, then the
+    round it queued."""
     raw = {**stored, "metadata": {**stored["metadata"]}}
     if body_generation is not None:
         raw["metadata"]["generation"] = body_generation
-    body = kopf.Body(cast(kopf.RawBody, raw))
-    patch = kopf.Patch()
-    await evaluate_readiness(spec=body.spec, status=body.status, meta=body.meta, body=body, patch=patch)
-    return dict(dict(patch).get("status") or {})
+    await evaluate_and_run(kopf.Body(cast(kopf.RawBody, raw)))
 
 
 async def _evaluate(
@@ -83,7 +82,10 @@ async def _evaluate(
     *,
     body_generation: int | None = None,
 ) -> Status:
-    return await _handle(_seed(kube, spec, status, generation), body_generation)
+    """The handler and its queued round; returns the status as the API server has it after."""
+    await _handle(_seed(kube, spec, status, generation), body_generation)
+    left = kube.get(CR, NS, NAME)
+    return {} if left is None else dict(left.get("status") or {})
 
 
 async def _recheck(kube: FakeKube, spec: dict[str, Any], status: Status, generation: int = 1) -> None:
@@ -127,7 +129,7 @@ async def test_passing_health_probe_is_ready(
     kube_fake: FakeKube, posted_events: EventLog, refserver: RunningServer
 ) -> None:
     seeded = _seed(kube_fake, _spec(refserver.url), None, 1)
-    assert await _handle(seeded) == {}  # the verdict goes through the API
+    await _handle(seeded)
     read, claim, verdict = kube_fake.calls
     assert (read.verb, read.kind) == ("read", CR)
     # the round is claimed against the object as read: its resourceVersion is the precondition
@@ -157,7 +159,7 @@ async def test_already_evaluated_generation_runs_nothing(
     kube_fake: FakeKube, posted_events: EventLog, refserver: RunningServer
 ) -> None:
     done = {"observedGeneration": 3, "phase": "Succeeded", "verdict": "Pass"}
-    assert await _evaluate(kube_fake, _spec(refserver.url), status=done, generation=3) == {}
+    assert await _evaluate(kube_fake, _spec(refserver.url), status=done, generation=3) == done
     # the body kopf handed shows it judged: not even read again (a restart over 1,000 decided
     # gates made 1,000 GETs)
     assert kube_fake.calls == []
@@ -213,7 +215,7 @@ async def test_a_round_in_progress_is_not_started_twice_but_a_crashed_one_is_tak
 ) -> None:
     claimed = {"phase": "Running", "evaluation": {"generation": 1, "id": "r0und1d", "instance": "x"}}
     monkeypatch.setattr(runtime.current().claims, "running", {"r0und1d"})
-    assert await _evaluate(kube_fake, _spec(refserver.url), status=claimed) == {}
+    assert await _evaluate(kube_fake, _spec(refserver.url), status=claimed) == claimed
     assert [(c.verb, c.kind) for c in kube_fake.calls] == [("read", CR)]
     # the same marker with no round behind it any more (the operator died): evaluated again
     monkeypatch.setattr(runtime.current().claims, "running", set())
@@ -227,7 +229,7 @@ async def test_a_claim_that_loses_a_race_is_retried_later(
     kube_fake: FakeKube, posted_events: EventLog, refserver: RunningServer
 ) -> None:
     kube_fake.refuse("patch", CR, 409)
-    with pytest.raises(kopf.TemporaryError):
+    with pytest.raises(Retry):
         await _evaluate(kube_fake, _spec(refserver.url))
     assert [(c.verb, c.answered) for c in kube_fake.calls] == [("read", 200), ("patch", 409)]
     assert posted_events.events == [] and _stored(kube_fake) == {}
@@ -242,7 +244,9 @@ async def test_suspended_runs_nothing(kube_fake: FakeKube, posted_events: EventL
     # one condition says why nothing is judged; Ready is left as it was (none here)
     assert _cond(status, "Accepted") == ("Unknown", "Suspended")
     assert condition(status["conditions"], "Ready") is None
-    assert [(c.verb, c.kind) for c in kube_fake.calls] == [("read", CR)]
+    read, written = kube_fake.calls  # no claim: the suspension written as it is
+    assert (read.verb, read.kind, written.verb) == ("read", CR, "patch")
+    assert written.body == {"status": status}
     assert posted_events.events == []
 
 
@@ -267,7 +271,8 @@ async def test_invalid_spec_is_rejected_with_its_reason(
     (event,) = posted_events.events
     assert (event.type, event.reason) == ("Warning", reason)
     assert detail in event.message
-    assert kube_fake.calls_to("patch") == []  # nothing claimed: nothing ran
+    (written,) = kube_fake.calls_to("patch")  # the refusal, not a claim: nothing ran
+    assert "metadata" not in written.body and written.body["status"]["phase"] == "Invalid"
 
 
 async def test_unreachable_target_is_an_error_never_a_pass(

@@ -15,6 +15,7 @@ from typing import Any, cast
 
 import kopf
 from tests.operator.fakekube import EventLog, FakeKube, custom_kind
+from tests.operator.handlers.queued import evaluate_and_run
 
 from mcp_operator.api.common import API_VERSION, GROUP
 from mcp_operator.api.readiness import KIND, PLURAL
@@ -25,7 +26,6 @@ from mcp_refserver import RunningServer
 NS, NAME = "serving", "busy-gate"
 CR = custom_kind(GROUP, PLURAL)
 Handler = Callable[..., Awaitable[None]]
-evaluate_readiness = cast(Handler, handlers.evaluate_readiness)
 retry_readiness = cast(Handler, handlers.retry_readiness)
 PAST = "2020-01-01T00:00:00Z"
 
@@ -74,10 +74,7 @@ async def test_an_operator_caused_verdict_is_retried_with_backoff_until_the_boun
     kube_fake: FakeKube, posted_events: EventLog, refserver: RunningServer
 ) -> None:
     spec = _spec(refserver.url)
-    body = _body(_put(kube_fake, spec, {}))
-    await evaluate_readiness(
-        spec=body.spec, status=body.status, meta=body.meta, body=body, patch=kopf.Patch()
-    )
+    await evaluate_and_run(_body(_put(kube_fake, spec, {})))
     first = _stored(kube_fake)
     ready = condition(first["conditions"], "Ready") or {}
     assert (first["verdict"], ready.get("status"), ready.get("reason")) == (

@@ -13,6 +13,7 @@ from typing import Any, cast
 
 import kopf
 from tests.operator.fakekube import EventLog, FakeKube, custom_kind
+from tests.operator.handlers.queued import evaluate_and_run
 
 from mcp_operator.api import MCPBenchmarkStatus, MCPReadinessStatus
 from mcp_operator.api.benchmark import KIND as BENCHMARK
@@ -26,7 +27,6 @@ NS, NAME = "serving", "bad-port"
 CR = custom_kind(GROUP, PLURAL)
 BAD_PORT_URL = "http://127.0.0.1:99999"
 Handler = Callable[..., Awaitable[None]]
-evaluate_readiness = cast(Handler, readiness.evaluate_readiness)
 recheck_readiness = cast(Handler, readiness.recheck_readiness)
 start_benchmark = cast(Handler, benchmark.start_benchmark)
 
@@ -48,10 +48,7 @@ def _gate_spec(**overrides: Any) -> dict[str, Any]:
 
 
 async def _evaluate(kube: FakeKube, spec: dict[str, Any], status: dict[str, Any] | None = None) -> None:
-    body = kopf.Body(cast(kopf.RawBody, kube.put(CR, _raw(READINESS, spec, status or {}))))
-    await evaluate_readiness(
-        spec=body.spec, status=body.status, meta=body.meta, body=body, patch=kopf.Patch()
-    )
+    await evaluate_and_run(kopf.Body(cast(kopf.RawBody, kube.put(CR, _raw(READINESS, spec, status or {})))))
 
 
 def _stored(kube: FakeKube) -> dict[str, Any]:
@@ -63,7 +60,7 @@ def _stored(kube: FakeKube) -> dict[str, Any]:
 async def test_a_round_that_raises_is_an_error_verdict_with_an_event_once(
     kube_fake: FakeKube, posted_events: EventLog
 ) -> None:
-    await _evaluate(kube_fake, _gate_spec())  # no exception reaches kopf: nothing to retry
+    await _evaluate(kube_fake, _gate_spec())  # no exception reaches the backlog: nothing to retry
     status = _stored(kube_fake)
     assert (status["phase"], status["verdict"], status["observedGeneration"]) == ("Failed", "Error", 1)
     ready, reason, message = _ready(status)
