@@ -213,6 +213,11 @@ def rss_mib(pid: int) -> tuple[float, float]:
     return rss(pid), sum(rss(c) for c in children)
 
 
+def size(mib: float) -> str:
+    """A resident set in MiB (what ``/proc`` counts in) and in MB (what issue 37's goal is in)."""
+    return f"{mib:.1f} MiB ({mib * 1.048576:.1f} MB)"
+
+
 def restarted_rss(kubeconfig: Path, work: Path, operator: stack.OperatorProcess, idle_s: float) -> None:
     """The same gates, decided and idle, adopted by a new operator process: its memory without
     the burst's high-water mark, and what the adoption wrote."""
@@ -228,7 +233,7 @@ def restarted_rss(kubeconfig: Path, work: Path, operator: stack.OperatorProcess,
         own_rss, workers_rss = rss_mib(successor.process.popen.pid)
         print(
             f"after a restart (leading {led:.1f} s after its start, then {idle_s:.0f} s idle): operator RSS "
-            f"{own_rss:.0f} MiB, its worker processes {workers_rss:.0f} MiB; requests on {RESOURCE}: "
+            f"{size(own_rss)}, its worker processes {workers_rss:.0f} MiB; requests on {RESOURCE}: "
             + (", ".join(f"{verb} {n}" for verb, n in sorted(wrote.items())) or "none")
         )
     finally:
@@ -256,7 +261,7 @@ def main() -> int:
         assert operator.process.popen is not None
         stack.kubectl(kubeconfig, "create", "namespace", "scale")
         own_rss, _ = rss_mib(operator.process.popen.pid)
-        print(f"operator RSS leading with no gates: {own_rss:.0f} MiB")
+        print(f"operator RSS leading with no gates: {size(own_rss)}")
 
         before = requests_by_verb(kubeconfig)
         burst = apply_and_time(kubeconfig, "scale", url, args.gates, "burst")
@@ -292,7 +297,7 @@ def main() -> int:
             print(f"{args.idle} decided gates held ({dict(burst['verdicts'] + held['verdicts'])})")
         time.sleep(args.idle_window)
         own_rss, workers_rss = rss_mib(operator.process.popen.pid)
-        print(f"  operator RSS {own_rss:.0f} MiB, its worker processes {workers_rss:.0f} MiB")
+        print(f"  operator RSS {size(own_rss)}, its worker processes {workers_rss:.0f} MiB")
         if args.restart:
             restarted_rss(kubeconfig, Path(tmp), operator, args.idle_window)
         if args.shards:

@@ -121,6 +121,9 @@ TEST_OPERATOR_ENV = {
     "MCP_RUNNER_SERVICE_ACCOUNT_ALLOW": "default,bench-*",
     "MCP_METRICS_ADDRESS": "127.0.0.1",
 }
+# what the operator's image sets for every process in it (Dockerfile): Python with -OO, so that a
+# local operator holds what the one in a pod holds
+IMAGE_PYTHON_ENV = {"PYTHONOPTIMIZE": "2"}
 _STARTED: dict[tuple[str, str], ManagedProcess] = {}  # (kubeconfig, identity) -> the last one started
 
 
@@ -167,6 +170,7 @@ def start_operator(
     for ns in namespaces or []:
         argv += ["--namespace", ns]
     full_env = {
+        **IMAGE_PYTHON_ENV,
         **TEST_OPERATOR_ENV,
         **os.environ,
         **(env or {}),

@@ -13,6 +13,13 @@ from pathlib import Path
 
 
 def _cmd_crds(args: argparse.Namespace) -> int:
+    if sys.flags.optimize >= 2:
+        print(
+            "mcp-operator crds: run it without -OO (the operator's image sets PYTHONOPTIMIZE=2): "
+            "the CRDs' descriptions are the API models' docstrings, which -OO drops",
+            file=sys.stderr,
+        )
+        return 2
     from .crdgen import write_all
 
     for path in write_all(args.repo):

@@ -75,6 +75,19 @@ def test_console_entry_point_exit_codes(tmp_path: Path) -> None:
     assert len(list((tmp_path / "crds").glob("*.yaml"))) == 2
 
 
+def test_crds_refuses_to_write_without_the_docstrings(tmp_path: Path) -> None:
+    """The image runs Python with -OO, which drops the docstrings the CRDs' descriptions come
+    from: there the command writes nothing rather than CRDs without their descriptions."""
+    refused = subprocess.run(
+        [sys.executable, "-OO", "-m", "mcp_operator.cli", "crds", "--repo", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode == 2 and "without -OO" in refused.stderr
+    assert not (tmp_path / "crds").exists()
+
+
 def test_settings_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("MCP_METRICS_PORT", "MCP_RUNNER_IMAGE", "MCP_RUNNER_COMMAND"):
         monkeypatch.delenv(name, raising=False)
