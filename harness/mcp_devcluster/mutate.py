@@ -277,7 +277,7 @@ def report_line(run: ModuleRun) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m mcp_devcluster.mutate", description=__doc__.split("\n")[0]
+        prog="python -m mcp_devcluster.mutate", description=(__doc__ or "").partition("\n")[0] or None
     )
     parser.add_argument("modules", nargs="*", help="only modules whose path contains one of these")
     parser.add_argument("--max-children", type=int, default=2, help="mutants tested at once (default 2)")

@@ -24,7 +24,8 @@ from mcp_bench.telemetry.serve import add_sampler_command
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="mcp-bench", description=__doc__.split("\n")[0])
+    # the docstring's first line; none under -OO, which the operator's image runs with
+    parser = argparse.ArgumentParser(prog="mcp-bench", description=(__doc__ or "").partition("\n")[0] or None)
     sub = parser.add_subparsers(dest="command", required=True)
     add_run_commands(sub)
     add_result_commands(sub)
