@@ -11,11 +11,10 @@ Dockerfile set; "without" runs the same code with ``PYTHONOPTIMIZE`` empty.
 from __future__ import annotations
 
 import argparse
-import tempfile
 import time
 from pathlib import Path
 
-from operator_scale import REPO, apply_and_time, rss_mib, size
+from operator_scale import apply_and_time, rss_mib, scale_cluster, size
 
 from mcp_devcluster import stack
 
@@ -45,11 +44,8 @@ def main() -> int:
     parser.add_argument("--settle", type=float, default=15.0, help="seconds after it leads")
     args = parser.parse_args()
 
-    with (
-        tempfile.TemporaryDirectory(prefix="mcp-memory-") as tmp,
-        stack.operated_cluster(Path(tmp), REPO / "crds", "--ttft-ms", "5", "--tpot-ms", "1") as running,
-    ):
-        kubeconfig, work = running.kubeconfig, Path(tmp)
+    with scale_cluster("mcp-memory-") as (work, running):
+        kubeconfig = running.kubeconfig
         stack.stop(running.operator.process)
         print("at rest, no gates:")
         for _ in range(args.rounds):

@@ -22,12 +22,14 @@ include this script's own LIST polls, which it counts and prints beside them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import statistics
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -240,6 +242,18 @@ def restarted_rss(kubeconfig: Path, work: Path, operator: stack.OperatorProcess,
         stack.stop(successor.process)
 
 
+@contextlib.contextmanager
+def scale_cluster(prefix: str) -> Iterator[tuple[Path, stack.OperatedCluster]]:
+    """The bed of the scale measurements: a control plane with the CRDs, the operator leading and
+    a reference server that answers fast (5 ms to the first token, 1 ms a token); its work
+    directory (the operators' logs) and the running cluster."""
+    with (
+        tempfile.TemporaryDirectory(prefix=prefix) as tmp,
+        stack.operated_cluster(Path(tmp), REPO / "crds", "--ttft-ms", "5", "--tpot-ms", "1") as running,
+    ):
+        yield Path(tmp), running
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -253,10 +267,7 @@ def main() -> int:
     )
     args = parser.parse_args()
 
-    with (
-        tempfile.TemporaryDirectory(prefix="mcp-scale-") as tmp,
-        stack.operated_cluster(Path(tmp), REPO / "crds", "--ttft-ms", "5", "--tpot-ms", "1") as running,
-    ):
+    with scale_cluster("mcp-scale-") as (work, running):
         kubeconfig, url, operator = running.kubeconfig, running.refserver_url, running.operator
         assert operator.process.popen is not None
         stack.kubectl(kubeconfig, "create", "namespace", "scale")
@@ -299,7 +310,7 @@ def main() -> int:
         own_rss, workers_rss = rss_mib(operator.process.popen.pid)
         print(f"  operator RSS {size(own_rss)}, its worker processes {workers_rss:.0f} MiB")
         if args.restart:
-            restarted_rss(kubeconfig, Path(tmp), operator, args.idle_window)
+            restarted_rss(kubeconfig, work, operator, args.idle_window)
         if args.shards:
             run_benchmark(kubeconfig, "scale", url, args.shards)
     return 0
